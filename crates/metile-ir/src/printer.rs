@@ -1,0 +1,96 @@
+//! The textual form of Tile IR (`METILE_DEBUG=tile_ir`). Deterministic: the same
+//! function prints the same bytes in every process, so the text doubles as a cache key.
+
+use crate::tile_ir::*;
+use std::fmt::Write;
+
+pub fn print_function(f: &Function) -> String {
+    let mut out = String::new();
+    let params: Vec<String> = f
+        .params
+        .iter()
+        .map(|p| format!("{}: {} /*{}*/", p.value, f.ty(p.value), p.name))
+        .collect();
+    let _ = write!(out, "tile.func @{}({})", f.name, params.join(", "));
+    if !f.constexprs.is_empty() {
+        let cs: Vec<String> = f.constexprs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = write!(out, " constexprs {{{}}}", cs.join(", "));
+    }
+    if let Some(t) = f.threads_per_group {
+        let _ = write!(out, " threads {t}");
+    }
+    out.push_str(" {\n");
+    print_block_ops(f, &f.body, 1, &mut out);
+    out.push_str("}\n");
+    out
+}
+
+fn attrs(kind: &OpKind) -> String {
+    match kind {
+        OpKind::ProgramId { axis } | OpKind::NumPrograms { axis } => format!(" {axis}"),
+        OpKind::Constant(l) => format!(" {l}"),
+        OpKind::Arange { start, end } => format!(" {start}, {end}"),
+        OpKind::ExpandDims { axis } => format!(" axis={axis}"),
+        OpKind::Load { has_mask, has_other } => {
+            format!("{}{}", flag(*has_mask, " masked"), flag(*has_other, " other"))
+        }
+        OpKind::Store { has_mask } => flag(*has_mask, " masked").to_string(),
+        OpKind::TileLoad { rows, cols } | OpKind::TileStore { rows, cols } => {
+            format!(" [{rows},{cols}]")
+        }
+        OpKind::Reduce { axis: Some(a), .. } => format!(" axis={a}"),
+        OpKind::Swizzle { pattern, block_size } => format!(" {} block={block_size}", pattern.name()),
+        OpKind::Shared { size } => format!(" size={size}"),
+        OpKind::SimdgroupRole { role, num_roles } => format!(" role={role}/{num_roles}"),
+        _ => String::new(),
+    }
+}
+
+fn flag(on: bool, text: &'static str) -> &'static str {
+    if on {
+        text
+    } else {
+        ""
+    }
+}
+
+fn list(values: &[ValueId]) -> String {
+    values
+        .iter()
+        .map(|v| v.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn print_block_ops(f: &Function, block: &Block, depth: usize, out: &mut String) {
+    let pad = "  ".repeat(depth);
+    for op in &block.ops {
+        out.push_str(&pad);
+        if !op.results.is_empty() {
+            let _ = write!(out, "{} = ", list(&op.results));
+        }
+        let _ = write!(out, "{}{}", op.kind.name(), attrs(&op.kind));
+        if !op.operands.is_empty() {
+            let _ = write!(out, " {}", list(&op.operands));
+        }
+        if !op.results.is_empty() {
+            let tys: Vec<String> = op.results.iter().map(|&r| f.ty(r).to_string()).collect();
+            let _ = write!(out, " : {}", tys.join(", "));
+        }
+        for (i, region) in op.regions.iter().enumerate() {
+            if i > 0 {
+                out.push_str(" else");
+            }
+            out.push_str(" {");
+            if !region.args.is_empty() {
+                let args: Vec<String> = region.args.iter().map(|&a| format!("{a}: {}", f.ty(a))).collect();
+                let _ = write!(out, " ^({})", args.join(", "));
+            }
+            out.push('\n');
+            print_block_ops(f, region, depth + 1, out);
+            out.push_str(&pad);
+            out.push('}');
+        }
+        let _ = writeln!(out, "  // {}", op.loc);
+    }
+}

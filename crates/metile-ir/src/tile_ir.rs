@@ -1,0 +1,406 @@
+//! Tile IR: tile-granular SSA. One function per kernel specialisation; values are
+//! scalars or tiles with static shapes; loops and ifs own regions whose block
+//! arguments carry values around the loop. Every op records the kernel source line
+//! it came from.
+//!
+//! Ops are kept *canonical* by the builder: operands of element-wise ops already
+//! have the result's shape and dtype (explicit `broadcast`/`cast` ops are inserted),
+//! so backends never re-derive promotion or broadcasting rules.
+
+use crate::dtype::{DType, Type};
+use std::fmt;
+use std::sync::Arc;
+
+/// An SSA value; an index into [`Function::values`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ValueId(pub u32);
+
+impl ValueId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Display for ValueId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "%{}", self.0)
+    }
+}
+
+/// Where an op came from in the kernel's source.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Loc {
+    pub file: Arc<str>,
+    pub line: u32,
+}
+
+impl Loc {
+    pub fn unknown() -> Loc {
+        Loc {
+            file: Arc::from("<unknown>"),
+            line: 0,
+        }
+    }
+}
+
+impl fmt::Display for Loc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let short = self.file.rsplit('/').next().unwrap_or(&self.file);
+        write!(f, "{short}:{}", self.line)
+    }
+}
+
+/// A literal carried by a `constant` op; its result type says how to read it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Literal {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+}
+
+impl Literal {
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Literal::Bool(b) => f64::from(u8::from(b)),
+            Literal::Int(i) => i as f64,
+            Literal::Float(x) => x,
+        }
+    }
+
+    pub fn as_i64(self) -> i64 {
+        match self {
+            Literal::Bool(b) => i64::from(b),
+            Literal::Int(i) => i,
+            Literal::Float(x) => x as i64,
+        }
+    }
+
+    /// Bit-exact identity, used by CSE (so `0.0` and `-0.0` stay distinct).
+    pub fn key(self) -> (u8, u64) {
+        match self {
+            Literal::Bool(b) => (0, u64::from(b)),
+            Literal::Int(i) => (1, i as u64),
+            Literal::Float(x) => (2, x.to_bits()),
+        }
+    }
+}
+
+impl fmt::Display for Literal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Literal::Bool(b) => write!(f, "{b}"),
+            Literal::Int(i) => write!(f, "{i}"),
+            Literal::Float(x) => write!(f, "{x:?}"),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Neg,
+    /// Bitwise not on integers, logical not on bool.
+    Not,
+    Exp,
+    Log,
+    Sqrt,
+    Abs,
+    Tanh,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    /// Float division (integer operands are converted to f32 by the builder).
+    Div,
+    /// Integer division truncating toward zero; on floats, `trunc(a / b)`.
+    FloorDiv,
+    /// Remainder with the sign of the dividend (C's `%` and `fmod`).
+    Rem,
+    Max,
+    Min,
+    And,
+    Or,
+    Xor,
+    Shl,
+    Shr,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    Sum,
+    Max,
+    Min,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SwizzlePattern {
+    Morton,
+    Diagonal,
+}
+
+impl SwizzlePattern {
+    pub fn name(self) -> &'static str {
+        match self {
+            SwizzlePattern::Morton => "morton",
+            SwizzlePattern::Diagonal => "diagonal",
+        }
+    }
+}
+
+/// What an op does. Operand and result conventions are listed per variant; the
+/// verifier checks them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OpKind {
+    /// `() -> i32`: this program instance's index along `axis`.
+    ProgramId { axis: u8 },
+    /// `() -> i32`: the launched grid's extent along `axis`.
+    NumPrograms { axis: u8 },
+    /// `() -> T` scalar.
+    Constant(Literal),
+    /// `() -> i32[end - start]`.
+    Arange { start: i64, end: i64 },
+    /// `(x) -> x'` with the result's shape: numpy broadcasting (scalars splat).
+    Broadcast,
+    /// `(x[..]) -> x[..1..]`: inserts a size-1 axis.
+    ExpandDims { axis: usize },
+    /// `(x) -> x`, same shape, the result's element type.
+    Cast,
+    /// `(x) -> x`.
+    Unary(UnaryOp),
+    /// `(a, b) -> c`, all of one type.
+    Binary(BinaryOp),
+    /// `(a, b) -> bool`, operands of one type.
+    Compare(CmpOp),
+    /// `(cond: bool, a, b) -> a`, all of one shape.
+    Select,
+    /// `(ptr, offset: int) -> ptr`, one shape; offsets count elements.
+    AddPtr,
+    /// `(ptrs [, mask [, other]]) -> values`; masked-off lanes read `other` (else 0).
+    Load { has_mask: bool, has_other: bool },
+    /// `(ptrs, values [, mask]) -> ()`; masked-off lanes are skipped.
+    Store { has_mask: bool },
+    /// `(base_ptr, row, col, stride) -> T[rows, cols]`: a row-major block at
+    /// `base + (row + r) * stride + col + c`.
+    TileLoad { rows: usize, cols: usize },
+    /// `(base_ptr, row, col, stride, value[rows, cols]) -> ()`.
+    TileStore { rows: usize, cols: usize },
+    /// `(a[M,K], b[K,N], acc[M,N]) -> acc`: `acc + a @ b`, products summed in f32.
+    Dot,
+    /// `(x) -> r`: over all elements (`axis: None`, scalar result) or one axis.
+    Reduce { op: ReduceOp, axis: Option<usize> },
+    /// `(pid_m, pid_n) -> (pid_m', pid_n')`: a bijection over the launched 2-D grid.
+    Swizzle {
+        pattern: SwizzlePattern,
+        block_size: u32,
+    },
+    /// `(start, end, step, init...) -> carried...`; region 0 has block arguments
+    /// `(iv, carried...)` and ends in `yield carried...`.
+    For,
+    /// `(cond: bool scalar, ...) -> results...`; regions 0 (then) and 1 (else) end in
+    /// `yield results...`.
+    If,
+    /// Region terminator.
+    Yield,
+    /// `() -> i32[threads]`: each thread's index in its threadgroup.
+    ThreadId,
+    /// `() -> i32[threads]`: each thread's lane in its simdgroup.
+    SimdLaneId,
+    /// `(x[threads], mask: i32 scalar) -> x`.
+    SimdShuffleXor,
+    /// `(x[threads], lane: i32 scalar) -> x`.
+    SimdBroadcast,
+    /// `() -> shared_ptr<T>`: `size` elements of threadgroup memory.
+    Shared { size: usize },
+    /// `() -> ()`: threadgroup barrier.
+    Barrier,
+    /// `() -> ()`; region 0 runs only on the simdgroups of `role` out of `num_roles`.
+    SimdgroupRole { role: u32, num_roles: u32 },
+}
+
+impl OpKind {
+    /// The op's name in the IR text.
+    pub fn name(&self) -> &'static str {
+        match self {
+            OpKind::ProgramId { .. } => "program_id",
+            OpKind::NumPrograms { .. } => "num_programs",
+            OpKind::Constant(_) => "constant",
+            OpKind::Arange { .. } => "arange",
+            OpKind::Broadcast => "broadcast",
+            OpKind::ExpandDims { .. } => "expand_dims",
+            OpKind::Cast => "cast",
+            OpKind::Unary(u) => match u {
+                UnaryOp::Neg => "neg",
+                UnaryOp::Not => "not",
+                UnaryOp::Exp => "exp",
+                UnaryOp::Log => "log",
+                UnaryOp::Sqrt => "sqrt",
+                UnaryOp::Abs => "abs",
+                UnaryOp::Tanh => "tanh",
+            },
+            OpKind::Binary(b) => match b {
+                BinaryOp::Add => "add",
+                BinaryOp::Sub => "sub",
+                BinaryOp::Mul => "mul",
+                BinaryOp::Div => "div",
+                BinaryOp::FloorDiv => "floordiv",
+                BinaryOp::Rem => "rem",
+                BinaryOp::Max => "max",
+                BinaryOp::Min => "min",
+                BinaryOp::And => "and",
+                BinaryOp::Or => "or",
+                BinaryOp::Xor => "xor",
+                BinaryOp::Shl => "shl",
+                BinaryOp::Shr => "shr",
+            },
+            OpKind::Compare(c) => match c {
+                CmpOp::Lt => "cmp_lt",
+                CmpOp::Le => "cmp_le",
+                CmpOp::Gt => "cmp_gt",
+                CmpOp::Ge => "cmp_ge",
+                CmpOp::Eq => "cmp_eq",
+                CmpOp::Ne => "cmp_ne",
+            },
+            OpKind::Select => "select",
+            OpKind::AddPtr => "add_ptr",
+            OpKind::Load { .. } => "load",
+            OpKind::Store { .. } => "store",
+            OpKind::TileLoad { .. } => "tile_load",
+            OpKind::TileStore { .. } => "tile_store",
+            OpKind::Dot => "dot",
+            OpKind::Reduce { op, .. } => match op {
+                ReduceOp::Sum => "reduce_sum",
+                ReduceOp::Max => "reduce_max",
+                ReduceOp::Min => "reduce_min",
+            },
+            OpKind::Swizzle { .. } => "tile_swizzle",
+            OpKind::For => "for",
+            OpKind::If => "if",
+            OpKind::Yield => "yield",
+            OpKind::ThreadId => "thread_id",
+            OpKind::SimdLaneId => "simd_lane_id",
+            OpKind::SimdShuffleXor => "simd_shuffle_xor",
+            OpKind::SimdBroadcast => "simd_broadcast",
+            OpKind::Shared { .. } => "shared",
+            OpKind::Barrier => "barrier",
+            OpKind::SimdgroupRole { .. } => "simdgroup_role",
+        }
+    }
+
+    /// Ops with effects beyond their results; never removed or merged.
+    pub fn has_side_effects(&self) -> bool {
+        matches!(
+            self,
+            OpKind::Store { .. }
+                | OpKind::TileStore { .. }
+                | OpKind::Yield
+                | OpKind::Barrier
+                | OpKind::SimdgroupRole { .. }
+                | OpKind::Shared { .. }
+                | OpKind::For
+                | OpKind::If
+        )
+    }
+
+    /// Ops whose result depends on memory, so two of them are not interchangeable.
+    pub fn reads_memory(&self) -> bool {
+        matches!(
+            self,
+            OpKind::Load { .. } | OpKind::TileLoad { .. } | OpKind::SimdShuffleXor | OpKind::SimdBroadcast
+        )
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Op {
+    pub kind: OpKind,
+    pub operands: Vec<ValueId>,
+    pub results: Vec<ValueId>,
+    pub regions: Vec<Block>,
+    pub loc: Loc,
+}
+
+/// A straight-line list of ops with block arguments (for loop bodies).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Block {
+    pub args: Vec<ValueId>,
+    pub ops: Vec<Op>,
+}
+
+/// How a kernel parameter is passed at launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ParamKind {
+    /// A buffer of elements of this dtype (numpy array, `metile.Buffer`, ...).
+    Pointer(DType),
+    /// A scalar passed by value.
+    Scalar(DType),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    pub name: String,
+    pub kind: ParamKind,
+    pub value: ValueId,
+}
+
+/// One specialised kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Function {
+    pub name: String,
+    pub params: Vec<Param>,
+    /// Constexpr names and values, as text, for the printer and cache keys.
+    pub constexprs: Vec<(String, String)>,
+    /// Threads per threadgroup the thread-level ops were traced against, if any.
+    pub threads_per_group: Option<usize>,
+    pub body: Block,
+    /// The type of every value, indexed by `ValueId`.
+    pub values: Vec<Type>,
+}
+
+impl Function {
+    pub fn ty(&self, v: ValueId) -> &Type {
+        &self.values[v.index()]
+    }
+
+    /// Visits every op, depth first, in program order.
+    pub fn walk(&self, f: &mut impl FnMut(&Op)) {
+        fn go(block: &Block, f: &mut impl FnMut(&Op)) {
+            for op in &block.ops {
+                f(op);
+                for r in &op.regions {
+                    go(r, f);
+                }
+            }
+        }
+        go(&self.body, f)
+    }
+
+    /// True when the kernel uses thread-level ops (thread ids, shuffles, shared memory).
+    pub fn uses_thread_ops(&self) -> bool {
+        let mut found = false;
+        self.walk(&mut |op| {
+            found |= matches!(
+                op.kind,
+                OpKind::ThreadId
+                    | OpKind::SimdLaneId
+                    | OpKind::SimdShuffleXor
+                    | OpKind::SimdBroadcast
+                    | OpKind::Shared { .. }
+                    | OpKind::Barrier
+                    | OpKind::SimdgroupRole { .. }
+            )
+        });
+        found
+    }
+}

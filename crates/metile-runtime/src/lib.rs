@@ -1,0 +1,3 @@
+//! meTile runtime: devices, buffers, kernel caches and launch.
+
+pub mod msl_emu;
