@@ -1,4 +1,26 @@
-"""meTile: write tile kernels in Python; run them on Apple GPUs, NVIDIA GPUs or the CPU."""
+"""meTile: write tile kernels in Python; run them on Apple GPUs, NVIDIA GPUs or the CPU.
 
-from metile._metile import CompilationError
+    @metile.kernel
+    def add(X, Y, Out, N, BLOCK: metile.constexpr):
+        offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+        mask = offs < N
+        metile.store(Out + offs, metile.load(X + offs, mask=mask) + metile.load(Y + offs, mask=mask), mask=mask)
+
+    add[(metile.cdiv(N, 256),)](x, y, out, N, BLOCK=256)
+"""
+
+from metile._kernel import kernel
+from metile._metile import Buffer, CompilationError, device_available, get_device, set_device, synchronize
 from metile.language import *  # noqa: F403
+from metile.language import __all__ as _language_all
+
+__all__ = [
+    "Buffer",
+    "CompilationError",
+    "device_available",
+    "get_device",
+    "kernel",
+    "set_device",
+    "synchronize",
+    *_language_all,
+]

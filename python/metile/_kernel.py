@@ -1,0 +1,21 @@
+"""The `@metile.kernel` decorator: reads the signature once and hands the
+function to the Rust kernel object, which owns binding, caching and launch."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from metile import _frontend
+from metile._metile import Kernel
+
+
+def kernel(fn: Callable | None = None, /) -> Kernel | Callable[[Callable], Kernel]:
+    """Marks `fn` as a meTile kernel; launch it with `fn[grid](*args, **constexprs)`."""
+    if fn is None:
+        return kernel
+    if isinstance(fn, Kernel):
+        return fn
+    if not callable(fn):
+        raise TypeError(f"@metile.kernel decorates a function, got {type(fn).__name__}")
+    names, is_constexpr = _frontend.analyze_signature(fn)
+    return Kernel(fn, fn.__name__, names, is_constexpr, _frontend.specialize)
