@@ -115,6 +115,28 @@ impl IntTuple {
         }
     }
 
+    /// CuTe's shape compatibility: `self` is compatible with `other` when they
+    /// have the same size and every coordinate of `self` is a valid
+    /// coordinate of `other`. An integer is compatible with any shape of the
+    /// same size; a tuple only with a tuple of the same rank whose elements
+    /// it is element-wise compatible with.
+    ///
+    /// ```
+    /// use metile_layout::IntTuple;
+    /// let shape = |s: &str| s.parse::<IntTuple>().unwrap();
+    /// assert!(shape("24").is_compatible_with(&shape("((2,2),(3,2))")));
+    /// assert!(!shape("(24)").is_compatible_with(&shape("24")));
+    /// ```
+    pub fn is_compatible_with(&self, other: &IntTuple) -> bool {
+        match (self, other) {
+            (IntTuple::Int(size), _) => other.product() == Some(*size),
+            (IntTuple::Tuple(a), IntTuple::Tuple(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.is_compatible_with(y))
+            }
+            (IntTuple::Tuple(_), IntTuple::Int(_)) => false,
+        }
+    }
+
     /// True when some tuple (at any depth) has no elements.
     pub(crate) fn has_empty_tuple(&self) -> bool {
         match self {

@@ -202,6 +202,30 @@ impl Layout {
         Layout::concat(&parts)
     }
 
+    /// Top-level modes `begin..end` (CuTe's `take<B,E>`); the range must be
+    /// non-empty.
+    pub fn take(&self, begin: usize, end: usize) -> Result<Layout, LayoutError> {
+        let modes: Vec<usize> = (begin..end).collect();
+        self.select(&modes)
+    }
+
+    /// The layout with top-level modes `begin..end` grouped into one nested
+    /// mode (CuTe's `group<B,E>`).
+    pub fn group(&self, begin: usize, end: usize) -> Result<Layout, LayoutError> {
+        let modes = self.modes();
+        if begin >= end || end > modes.len() {
+            return Err(LayoutError::ModeOutOfRange {
+                mode: end.max(begin),
+                rank: modes.len(),
+                layout: self.to_string(),
+            });
+        }
+        let mut grouped = modes[..begin].to_vec();
+        grouped.push(Layout::concat(&modes[begin..end])?);
+        grouped.extend_from_slice(&modes[end..]);
+        Layout::concat(&grouped)
+    }
+
     /// All leaves as one flat tuple of modes (CuTe's `flatten`); a scalar
     /// layout is returned unchanged.
     pub fn flatten(&self) -> Layout {
