@@ -1,13 +1,26 @@
 //! The `metile._metile` extension module: tracing proxies, kernel objects and
-//! launch, buffers, exceptions and the layout algebra.
+//! launch, buffers, devices, exceptions and the layout algebra.
 
 use pyo3::prelude::*;
 
+pub mod args;
+pub mod buffer;
+pub mod device_state;
 pub mod errors;
+pub mod kernel;
+pub mod tracing;
 
 #[pymodule]
 fn _metile(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("CompilationError", py.get_type::<errors::CompilationError>())?;
+    m.add_class::<buffer::Buffer>()?;
+    m.add_class::<kernel::Kernel>()?;
+    m.add_class::<kernel::Launcher>()?;
+    m.add_function(wrap_pyfunction!(device_state::set_device, m)?)?;
+    m.add_function(wrap_pyfunction!(device_state::get_device, m)?)?;
+    m.add_function(wrap_pyfunction!(device_state::synchronize, m)?)?;
+    m.add_function(wrap_pyfunction!(device_state::device_available, m)?)?;
+    tracing::register(m)?;
     Ok(())
 }

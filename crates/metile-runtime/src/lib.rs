@@ -1,3 +1,10 @@
-//! meTile runtime: devices, buffers, kernel caches and launch.
+//! meTile runtime: the device interface and its backends, compiled-kernel launch.
 
+pub mod cpu;
+pub mod device;
+pub mod error;
 pub mod msl_emu;
+
+pub use device::{default_device_name, open_device, CompileOptions, CompiledKernel, Device, DEVICE_NAMES};
+pub use error::RuntimeError;
+pub use metile_interp::{KernelArg, ScalarValue};

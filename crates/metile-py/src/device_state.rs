@@ -1,0 +1,66 @@
+//! The process's current device. It starts as `METILE_DEVICE` (or the best
+//! backend present) and can be switched with `metile.set_device`, which is how
+//! one test process runs the conformance suite on every backend.
+
+use crate::errors::{compilation_error, with_location};
+use metile_runtime::{default_device_name, open_device, Device, RuntimeError};
+use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use std::sync::{Arc, RwLock};
+
+static CURRENT: RwLock<Option<Arc<dyn Device>>> = RwLock::new(None);
+
+pub fn runtime_error_to_py(py: Python<'_>, e: RuntimeError) -> PyErr {
+    match e {
+        RuntimeError::OutOfBounds { message, loc } => PyIndexError::new_err(with_location(py, &message, &loc)),
+        RuntimeError::Compile { message, loc: Some(loc) } => compilation_error(py, &message, &loc),
+        RuntimeError::Compile { message, loc: None } => {
+            crate::errors::CompilationError::new_err(message)
+        }
+        RuntimeError::BadArguments(m) => PyTypeError::new_err(m),
+        RuntimeError::Unavailable(m) => PyValueError::new_err(m),
+        RuntimeError::Device(m) => PyRuntimeError::new_err(m),
+    }
+}
+
+/// The current device, opening the default one on first use.
+pub fn current_device(py: Python<'_>) -> PyResult<Arc<dyn Device>> {
+    if let Ok(guard) = CURRENT.read() {
+        if let Some(d) = guard.as_ref() {
+            return Ok(d.clone());
+        }
+    }
+    let device = open_device(&default_device_name()).map_err(|e| runtime_error_to_py(py, e))?;
+    if let Ok(mut guard) = CURRENT.write() {
+        *guard = Some(device.clone());
+    }
+    Ok(device)
+}
+
+/// Makes `name` ("cpu", "msl-emu", "metal", "cuda") the device later launches use.
+#[pyfunction]
+pub fn set_device(py: Python<'_>, name: &str) -> PyResult<()> {
+    let device = open_device(name).map_err(|e| runtime_error_to_py(py, e))?;
+    let mut guard = CURRENT.write().map_err(|_| PyRuntimeError::new_err("device state poisoned"))?;
+    *guard = Some(device);
+    Ok(())
+}
+
+/// The name of the current device.
+#[pyfunction]
+pub fn get_device(py: Python<'_>) -> PyResult<&'static str> {
+    Ok(current_device(py)?.name())
+}
+
+/// Waits until every kernel launched on the current device has finished.
+#[pyfunction]
+pub fn synchronize(py: Python<'_>) -> PyResult<()> {
+    let device = current_device(py)?;
+    py.detach(|| device.synchronize()).map_err(|e| runtime_error_to_py(py, e))
+}
+
+/// Whether a backend can be opened here, without switching to it.
+#[pyfunction]
+pub fn device_available(name: &str) -> bool {
+    open_device(name).is_ok()
+}

@@ -1,0 +1,364 @@
+//! Kernel objects and the launch path. `kernel[grid](*args, **constexprs)` binds
+//! the arguments, looks the specialisation up (constexpr values, argument kinds
+//! and dtypes, launch options, device), traces and compiles on a miss, and
+//! dispatches — all in Rust but the trace itself.
+
+use crate::args::{convert_arg, ArgKind};
+use crate::device_state::{current_device, runtime_error_to_py};
+use crate::tracing::PyTileFunction;
+use metile_interp::KernelArg;
+use metile_runtime::{CompileOptions, CompiledKernel, Device};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Launch keywords that are options rather than kernel parameters.
+const OPTION_NUM_SGS: &str = "num_sgs";
+const MAX_NUM_SGS: i64 = 32;
+
+/// A constexpr value as it enters the specialisation key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum ConstKey {
+    None,
+    Bool(bool),
+    Int(i64),
+    Float(u64),
+    Str(String),
+    Tuple(Vec<ConstKey>),
+    /// Any other hashable object: its type name and Python hash.
+    Other(String, isize),
+}
+
+fn const_key(obj: &Bound<'_, PyAny>) -> PyResult<ConstKey> {
+    Ok(if obj.is_none() {
+        ConstKey::None
+    } else if obj.is_instance_of::<PyBool>() {
+        ConstKey::Bool(obj.extract()?)
+    } else if obj.is_instance_of::<PyInt>() {
+        match obj.extract::<i64>() {
+            Ok(i) => ConstKey::Int(i),
+            Err(_) => ConstKey::Other("int".into(), obj.hash()?),
+        }
+    } else if obj.is_instance_of::<PyFloat>() {
+        ConstKey::Float(obj.extract::<f64>()?.to_bits())
+    } else if let Ok(s) = obj.cast::<PyString>() {
+        ConstKey::Str(s.to_str()?.to_string())
+    } else if let Ok(t) = obj.cast::<PyTuple>() {
+        ConstKey::Tuple(t.iter().map(|x| const_key(&x)).collect::<PyResult<_>>()?)
+    } else {
+        let hash = obj.hash().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "a constexpr must be hashable (int, float, bool, str, tuple, ...), got {}",
+                obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+            ))
+        })?;
+        ConstKey::Other(obj.get_type().name()?.to_string(), hash)
+    })
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct SpecKey {
+    device: &'static str,
+    args: Vec<ArgKind>,
+    constexprs: Vec<ConstKey>,
+    num_sgs: Option<u32>,
+}
+
+struct Specialization {
+    compiled: Arc<dyn CompiledKernel>,
+}
+
+#[pyclass(module = "metile._metile", name = "Kernel", frozen)]
+pub struct Kernel {
+    func: Py<PyAny>,
+    name: String,
+    params: Vec<String>,
+    is_constexpr: Vec<bool>,
+    /// Positions of the runtime parameters (the kernel's signature order).
+    runtime_params: Vec<usize>,
+    specialize: Py<PyAny>,
+    cache: Mutex<HashMap<SpecKey, Arc<Specialization>>>,
+    traces: AtomicUsize,
+}
+
+/// Arguments after binding, in parameter order.
+struct Bound_<'py> {
+    values: Vec<Option<Bound<'py, PyAny>>>,
+    num_sgs: Option<u32>,
+}
+
+impl Kernel {
+    fn signature_text(&self) -> String {
+        format!("{}({})", self.name, self.params.join(", "))
+    }
+
+    fn bind<'py>(
+        &self,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound_<'py>> {
+        let n = self.params.len();
+        if args.len() > n {
+            return Err(PyTypeError::new_err(format!(
+                "{} takes {n} arguments but {} were given positionally",
+                self.signature_text(),
+                args.len()
+            )));
+        }
+        let mut values: Vec<Option<Bound<'py, PyAny>>> = args.iter().map(Some).collect();
+        values.resize(n, None);
+        let mut num_sgs = None;
+        if let Some(kwargs) = kwargs {
+            for (key, value) in kwargs.iter() {
+                let key: String = key.extract()?;
+                match self.params.iter().position(|p| *p == key) {
+                    Some(i) if values[i].is_some() => {
+                        return Err(PyTypeError::new_err(format!(
+                            "{} got multiple values for argument '{key}'",
+                            self.signature_text()
+                        )))
+                    }
+                    Some(i) => values[i] = Some(value),
+                    None if key == OPTION_NUM_SGS => num_sgs = Some(parse_num_sgs(&value)?),
+                    None => {
+                        return Err(PyTypeError::new_err(format!(
+                            "{} got an unknown keyword argument '{key}'; its parameters are {} \
+                             (and the launch option num_sgs)",
+                            self.signature_text(),
+                            self.params.join(", ")
+                        )))
+                    }
+                }
+            }
+        }
+        if let Some(missing) = values.iter().position(Option::is_none) {
+            let name = &self.params[missing];
+            let given = args.len() + kwargs.map_or(0, |k| k.len());
+            return Err(PyTypeError::new_err(if self.is_constexpr[missing] {
+                format!(
+                    "{} is missing the constexpr '{name}'; pass it by keyword, e.g. {name}=...",
+                    self.signature_text()
+                )
+            } else {
+                format!(
+                    "{} is missing the argument '{name}' ({} runtime arguments expected, {given} given)",
+                    self.signature_text(),
+                    self.runtime_params.len()
+                )
+            }));
+        }
+        Ok(Bound_ { values, num_sgs })
+    }
+
+    fn trace_and_compile(
+        &self,
+        py: Python<'_>,
+        bound: &Bound_<'_>,
+        key: &SpecKey,
+        device: &Arc<dyn Device>,
+    ) -> PyResult<Arc<Specialization>> {
+        let runtime = PyList::empty(py);
+        for (&i, kind) in self.runtime_params.iter().zip(&key.args) {
+            let (k, d) = kind.describe();
+            runtime.append((self.params[i].as_str(), k, d))?;
+        }
+        let constexprs = PyDict::new(py);
+        for (i, value) in bound.values.iter().enumerate() {
+            if self.is_constexpr[i] {
+                constexprs.set_item(&self.params[i], value)?;
+            }
+        }
+        let options = PyDict::new(py);
+        options.set_item("threads_per_group", key.num_sgs.unwrap_or(4) * 32)?;
+        let traced = self.specialize.call1(py, (&self.func, runtime, constexprs, options))?;
+        let func = traced.bind(py).cast::<PyTileFunction>()?.get().func.clone();
+        self.traces.fetch_add(1, Ordering::Relaxed);
+        let compiled = device
+            .compile(func, &CompileOptions { num_sgs: key.num_sgs })
+            .map_err(|e| runtime_error_to_py(py, e))?;
+        Ok(Arc::new(Specialization { compiled }))
+    }
+}
+
+fn parse_num_sgs(value: &Bound<'_, PyAny>) -> PyResult<u32> {
+    let n: i64 = if value.is_instance_of::<PyBool>() {
+        -1
+    } else {
+        value.extract().unwrap_or(-1)
+    };
+    if !(1..=MAX_NUM_SGS).contains(&n) {
+        return Err(PyValueError::new_err(format!(
+            "num_sgs must be an int from 1 to {MAX_NUM_SGS} (simdgroups of 32 threads), got {}",
+            value.repr()?
+        )));
+    }
+    Ok(n as u32)
+}
+
+/// Validates `kernel[grid]`: a tuple of 1 to 3 positive ints.
+fn parse_grid(grid: &Bound<'_, PyAny>) -> PyResult<[u32; 3]> {
+    let fail = || -> PyResult<[u32; 3]> {
+        Err(PyValueError::new_err(format!(
+            "the grid must be a tuple of 1 to 3 positive ints, e.g. kernel[(n,)] or kernel[(m, n)]; got {}",
+            grid.repr().map(|r| r.to_string()).unwrap_or_default()
+        )))
+    };
+    let items: Vec<Bound<'_, PyAny>> = if let Ok(t) = grid.cast::<PyTuple>() {
+        t.iter().collect()
+    } else if let Ok(l) = grid.cast::<PyList>() {
+        l.iter().collect()
+    } else {
+        return fail();
+    };
+    if items.is_empty() || items.len() > 3 {
+        return fail();
+    }
+    let mut out = [1u32; 3];
+    for (i, item) in items.iter().enumerate() {
+        if item.is_instance_of::<PyBool>() || item.is_instance_of::<PyFloat>() {
+            return fail();
+        }
+        match item.call_method0("__index__").and_then(|v| v.extract::<i64>()) {
+            Ok(v) if (1..=i64::from(u32::MAX)).contains(&v) => out[i] = v as u32,
+            _ => return fail(),
+        }
+    }
+    Ok(out)
+}
+
+/// Keeps raw buffer pointers movable to the thread that runs the launch; the
+/// Python objects that own the memory stay referenced by the caller meanwhile.
+struct SendArgs(Vec<KernelArg>);
+// SAFETY: the pointers refer to memory kept alive by the launching Python frame,
+// which blocks until the launch returns.
+unsafe impl Send for SendArgs {}
+
+#[pymethods]
+impl Kernel {
+    #[new]
+    fn new(
+        func: Py<PyAny>,
+        name: String,
+        params: Vec<String>,
+        is_constexpr: Vec<bool>,
+        specialize: Py<PyAny>,
+    ) -> PyResult<Kernel> {
+        if params.len() != is_constexpr.len() {
+            return Err(PyValueError::new_err("params and is_constexpr differ in length"));
+        }
+        let runtime_params = (0..params.len()).filter(|&i| !is_constexpr[i]).collect();
+        Ok(Kernel {
+            func,
+            name,
+            params,
+            is_constexpr,
+            runtime_params,
+            specialize,
+            cache: Mutex::new(HashMap::new()),
+            traces: AtomicUsize::new(0),
+        })
+    }
+
+    fn __getitem__(slf: &Bound<'_, Self>, grid: &Bound<'_, PyAny>) -> PyResult<Launcher> {
+        Ok(Launcher { kernel: slf.clone().unbind(), grid: parse_grid(grid)? })
+    }
+
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn __call__(&self, _args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
+        Err(PyTypeError::new_err(format!(
+            "a kernel is launched over a grid: {}[grid](...), e.g. {}[(n,)](...)",
+            self.name, self.name
+        )))
+    }
+
+    #[getter]
+    fn fn_(&self, py: Python<'_>) -> Py<PyAny> {
+        self.func.clone_ref(py)
+    }
+
+    #[getter]
+    fn __name__(&self) -> String {
+        self.name.clone()
+    }
+
+    #[getter]
+    fn params(&self) -> Vec<String> {
+        self.params.clone()
+    }
+
+    /// `{"traces": n, "specializations": n}`: how often this kernel was traced and
+    /// how many specialisations are cached.
+    fn cache_info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("traces", self.traces.load(Ordering::Relaxed))?;
+        d.set_item("specializations", self.cache.lock().map(|c| c.len()).unwrap_or(0))?;
+        Ok(d)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<metile.kernel {}>", self.signature_text())
+    }
+}
+
+#[pyclass(module = "metile._metile", name = "Launcher", frozen)]
+pub struct Launcher {
+    kernel: Py<Kernel>,
+    grid: [u32; 3],
+}
+
+#[pymethods]
+impl Launcher {
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __call__(
+        &self,
+        py: Python<'_>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        let kernel = self.kernel.get();
+        let bound = kernel.bind(args, kwargs)?;
+        let device = current_device(py)?;
+        let mut kinds = Vec::with_capacity(kernel.runtime_params.len());
+        let mut kernel_args = Vec::with_capacity(kernel.runtime_params.len());
+        let mut constexprs = Vec::new();
+        for (i, value) in bound.values.iter().enumerate() {
+            let Some(value) = value else { continue };
+            if kernel.is_constexpr[i] {
+                constexprs.push(const_key(value)?);
+            } else {
+                let (kind, arg) = convert_arg(value, &kernel.params[i])?;
+                kinds.push(kind);
+                kernel_args.push(arg);
+            }
+        }
+        let key = SpecKey { device: device.name(), args: kinds, constexprs, num_sgs: bound.num_sgs };
+        let cached = kernel.cache.lock().ok().and_then(|c| c.get(&key).cloned());
+        let spec = match cached {
+            Some(s) => s,
+            None => {
+                let s = kernel.trace_and_compile(py, &bound, &key, &device)?;
+                if let Ok(mut c) = kernel.cache.lock() {
+                    c.insert(key, s.clone());
+                }
+                s
+            }
+        };
+        let grid = self.grid;
+        let send = SendArgs(kernel_args);
+        let result = py.detach(move || {
+            let args = send;
+            // SAFETY: every buffer argument is a live, C-contiguous array owned by
+            // objects in `args` (the Python tuple), which outlive this call.
+            unsafe { spec.compiled.launch(&args.0, grid) }
+        });
+        result.map_err(|e| runtime_error_to_py(py, e))
+    }
+
+    #[getter]
+    fn grid(&self) -> (u32, u32, u32) {
+        (self.grid[0], self.grid[1], self.grid[2])
+    }
+}

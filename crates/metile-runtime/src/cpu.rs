@@ -1,0 +1,52 @@
+//! The CPU backend: the Tile IR interpreter, program instances in parallel across
+//! cores, numpy memory used in place. Launches finish before they return.
+
+use crate::device::{CompileOptions, CompiledKernel, Device};
+use crate::error::RuntimeError;
+use metile_interp::{ExecError, Executable, KernelArg};
+use metile_ir::Function;
+use std::sync::Arc;
+
+pub struct CpuDevice;
+
+struct CpuKernel {
+    exe: Executable,
+}
+
+impl From<ExecError> for RuntimeError {
+    fn from(e: ExecError) -> RuntimeError {
+        match e {
+            ExecError::OutOfBounds { ref loc, .. } => {
+                RuntimeError::OutOfBounds { message: e.to_string(), loc: loc.clone() }
+            }
+            ExecError::BadArguments(m) => RuntimeError::BadArguments(m),
+            other => RuntimeError::Device(other.to_string()),
+        }
+    }
+}
+
+impl CompiledKernel for CpuKernel {
+    unsafe fn launch(&self, args: &[KernelArg], grid: [u32; 3]) -> Result<(), RuntimeError> {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { self.exe.launch(args, grid) }.map_err(RuntimeError::from)
+    }
+}
+
+impl Device for CpuDevice {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn compile(
+        &self,
+        func: Arc<Function>,
+        _options: &CompileOptions,
+    ) -> Result<Arc<dyn CompiledKernel>, RuntimeError> {
+        let exe = Executable::new(func).map_err(|e| RuntimeError::Compile { message: e.to_string(), loc: None })?;
+        Ok(Arc::new(CpuKernel { exe }))
+    }
+
+    fn synchronize(&self) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+}

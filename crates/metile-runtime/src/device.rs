@@ -1,0 +1,64 @@
+//! The device interface every backend implements, and the choice of backend.
+//!
+//! A backend compiles a specialised Tile IR function once (`Device::compile`) and
+//! launches the result many times; launches are synchronous on the CPU backends and
+//! asynchronous on GPUs, where `Device::synchronize` waits for them.
+
+use crate::error::RuntimeError;
+use metile_interp::KernelArg;
+use metile_ir::Function;
+use std::sync::Arc;
+
+/// Per-specialisation choices that are not part of the Tile IR.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CompileOptions {
+    /// Simdgroups per threadgroup; `None` lets the backend choose.
+    pub num_sgs: Option<u32>,
+}
+
+/// A kernel ready to launch on one device.
+pub trait CompiledKernel: Send + Sync {
+    /// Runs the kernel over `grid` program instances.
+    ///
+    /// # Safety
+    /// Buffer arguments must point to live allocations of the stated length that
+    /// no one else mutates during the launch.
+    unsafe fn launch(&self, args: &[KernelArg], grid: [u32; 3]) -> Result<(), RuntimeError>;
+}
+
+pub trait Device: Send + Sync {
+    /// The name `METILE_DEVICE` uses for this backend.
+    fn name(&self) -> &'static str;
+    fn compile(
+        &self,
+        func: Arc<Function>,
+        options: &CompileOptions,
+    ) -> Result<Arc<dyn CompiledKernel>, RuntimeError>;
+    /// Waits until every launched kernel has finished.
+    fn synchronize(&self) -> Result<(), RuntimeError>;
+}
+
+/// Every backend name, in the order `METILE_DEVICE` documents them.
+pub const DEVICE_NAMES: [&str; 4] = ["cpu", "msl-emu", "metal", "cuda"];
+
+/// Creates the backend called `name`, or says why it is unavailable here.
+pub fn open_device(name: &str) -> Result<Arc<dyn Device>, RuntimeError> {
+    match name {
+        "cpu" => Ok(Arc::new(crate::cpu::CpuDevice)),
+        "msl-emu" | "metal" | "cuda" => Err(RuntimeError::Unavailable(format!(
+            "the {name} backend is not available in this build; available: cpu"
+        ))),
+        other => Err(RuntimeError::Unavailable(format!(
+            "unknown device {other:?}; choose one of {}",
+            DEVICE_NAMES.join(", ")
+        ))),
+    }
+}
+
+/// The default device: `METILE_DEVICE` if set, else the best one present.
+pub fn default_device_name() -> String {
+    match std::env::var("METILE_DEVICE") {
+        Ok(name) if !name.trim().is_empty() => name.trim().to_string(),
+        _ => "cpu".to_string(),
+    }
+}

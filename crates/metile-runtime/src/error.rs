@@ -1,0 +1,20 @@
+use metile_ir::Loc;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum RuntimeError {
+    /// A kernel touched memory outside an argument's extent (CPU backends check every access).
+    #[error("{message}")]
+    OutOfBounds { message: String, loc: Loc },
+    /// The backend cannot compile this kernel; `loc` is the offending op, when known.
+    #[error("{message}")]
+    Compile { message: String, loc: Option<Loc> },
+    /// Arguments that do not fit the compiled kernel.
+    #[error("{0}")]
+    BadArguments(String),
+    /// The device is missing or failed.
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("{0}")]
+    Device(String),
+}

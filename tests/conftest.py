@@ -1,0 +1,34 @@
+"""Shared fixtures: the conformance suite runs once per backend present here
+(cpu always; msl-emu with clang; cuda on NVIDIA; metal on macOS).
+`METILE_TEST_DEVICES=cpu,msl-emu` narrows the list."""
+
+import os
+
+import numpy as np
+import pytest
+
+import metile
+
+_ALL = ("cpu", "msl-emu", "cuda", "metal")
+
+
+def _backends():
+    wanted = os.environ.get("METILE_TEST_DEVICES")
+    names = [n.strip() for n in wanted.split(",")] if wanted else list(_ALL)
+    return [n for n in names if metile.device_available(n)]
+
+
+BACKENDS = _backends()
+
+
+@pytest.fixture(params=BACKENDS)
+def device(request):
+    previous = metile.get_device()
+    metile.set_device(request.param)
+    yield request.param
+    metile.set_device(previous)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)

@@ -1,0 +1,138 @@
+"""Bad input at launch: every case raises a clear Python exception."""
+
+import numpy as np
+import pytest
+
+import metile
+
+
+@metile.kernel
+def add(X, Y, Out, N, BLOCK: metile.constexpr):
+    pid = metile.program_id(0)
+    offs = pid * BLOCK + metile.arange(0, BLOCK)
+    mask = offs < N
+    x = metile.load(X + offs, mask=mask)
+    y = metile.load(Y + offs, mask=mask)
+    metile.store(Out + offs, x + y, mask=mask)
+
+
+@metile.kernel
+def unmasked_copy(X, Out, BLOCK: metile.constexpr):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    x = metile.load(X + offs)
+    metile.store(Out + offs, x)
+
+
+@metile.kernel
+def mismatched(X, Out, BLOCK: metile.constexpr):
+    a = metile.arange(0, BLOCK)
+    b = metile.arange(0, BLOCK * 2)
+    metile.store(Out + a, a + b)
+
+
+def _bufs(n=64, dtype=np.float32):
+    return np.ones(n, dtype), np.ones(n, dtype), np.zeros(n, dtype)
+
+
+def test_too_few_arguments():
+    x, y, out = _bufs()
+    with pytest.raises(TypeError, match=r"missing the argument 'N'"):
+        add[(1,)](x, y, out, BLOCK=64)
+
+
+def test_too_many_arguments():
+    x, y, out = _bufs()
+    with pytest.raises(TypeError, match=r"takes 5 arguments but 6 were given"):
+        add[(1,)](x, y, out, 64, 64, 1)
+
+
+def test_missing_constexpr():
+    x, y, out = _bufs()
+    with pytest.raises(TypeError, match=r"missing the constexpr 'BLOCK'.*BLOCK=\.\.\."):
+        add[(1,)](x, y, out, 64)
+
+
+def test_unknown_keyword():
+    x, y, out = _bufs()
+    with pytest.raises(TypeError, match=r"unknown keyword argument 'BLOK'.*X, Y, Out, N, BLOCK"):
+        add[(1,)](x, y, out, 64, BLOK=64)
+
+
+def test_argument_given_twice():
+    x, y, out = _bufs()
+    with pytest.raises(TypeError, match=r"multiple values for argument 'X'"):
+        add[(1,)](x, y, out, 64, X=x, BLOCK=64)
+
+
+@pytest.mark.parametrize("grid", [5, (), (1, 2, 3, 4), (0,), (-1,), (1.5,), ("a",), (True,), None])
+def test_bad_grid(grid):
+    with pytest.raises(ValueError, match="grid must be a tuple of 1 to 3 positive ints"):
+        add[grid]
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.float64, object])
+def test_unsupported_dtype(dtype):
+    x = np.ones(64, dtype)
+    _, y, out = _bufs()
+    with pytest.raises(TypeError, match=r"argument 'X' has dtype .*supported dtypes: bool, int32, uint32, "
+                                        r"int64, float16, bfloat16, float32"):
+        add[(1,)](x, y, out, 64, BLOCK=64)
+
+
+def test_non_contiguous_array_is_refused():
+    x = np.ones(128, np.float32)[::2]
+    _, y, out = _bufs()
+    with pytest.raises(ValueError, match=r"argument 'X' is a non-contiguous array.*ascontiguousarray"):
+        add[(1,)](x, y, out, 64, BLOCK=64)
+
+
+@pytest.mark.parametrize("bad", [[1.0] * 64, "x", None, object()])
+def test_argument_of_unpassable_type(bad):
+    _, y, out = _bufs()
+    with pytest.raises(TypeError, match=r"argument 'X' of type \w+ cannot be passed to a kernel"):
+        add[(1,)](bad, y, out, 64, BLOCK=64)
+
+
+def test_scalar_out_of_i32_range():
+    x, y, out = _bufs()
+    with pytest.raises(OverflowError, match=r"argument 'N' = 4294967296 does not fit in a 32-bit int"):
+        add[(1,)](x, y, out, 2**32, BLOCK=64)
+
+
+def test_mismatched_tile_shapes_show_the_source_line():
+    out = np.zeros(64, np.int32)
+    with pytest.raises(metile.CompilationError) as info:
+        mismatched[(1,)](out, out, BLOCK=16)
+    msg = str(info.value)
+    assert "[16] and [32] cannot be broadcast together" in msg
+    assert "test_launch_errors.py" in msg
+    assert "metile.store(Out + a, a + b)" in msg
+
+
+def test_edsl_call_outside_a_kernel():
+    with pytest.raises(RuntimeError, match=r"can only be called inside a @metile.kernel"):
+        metile.arange(0, 16)
+
+
+def test_out_of_bounds_access_names_the_kernel_line(device):
+    if device != "cpu":
+        pytest.skip("bounds are checked on the interpreter")
+    x = np.ones(100, np.float32)
+    out = np.zeros(100, np.float32)
+    with pytest.raises(IndexError) as info:
+        unmasked_copy[(2,)](x, out, BLOCK=64)
+    msg = str(info.value)
+    assert "'X'" in msg and "100" in msg
+    assert "x = metile.load(X + offs)" in msg
+    assert out.sum() == 0 or out[:64].sum() == 64  # no partial garbage past the end
+
+
+def test_launching_without_a_grid():
+    x, y, out = _bufs()
+    with pytest.raises(TypeError, match=r"add\[grid\]"):
+        add(x, y, out, 64, BLOCK=64)
+
+
+def test_unknown_device():
+    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+        metile.set_device("tpu")
