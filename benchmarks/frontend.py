@@ -1,0 +1,62 @@
+"""Trace + Tile IR time per kernel (the source already parsed), and host
+overhead of launching a cached kernel."""
+
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import metile  # noqa: E402
+from metile import _frontend  # noqa: E402
+from kernels import SPECS, add  # noqa: E402
+from timing import best_of, table  # noqa: E402
+
+
+@metile.kernel
+def empty(X, N):
+    metile.program_id(0)
+
+
+def trace_times():
+    rows = []
+    for name, (kernel, params, constexprs) in SPECS.items():
+        options = {"threads_per_group": 128}
+        fn = kernel.fn_
+        _frontend.specialize(fn, params, constexprs, options)  # parse and rewrite once
+        t = best_of(lambda: _frontend.specialize(fn, params, constexprs, options), repeat=5, number=50)
+        f = _frontend.specialize(fn, params, constexprs, options)
+        rows.append((name, f"{t * 1e3:.3f}", len(f.text.splitlines())))
+    return rows
+
+
+def launch_overheads():
+    x = np.ones(16, np.float32)
+    out = np.zeros(16, np.float32)
+    buf = metile.Buffer(data=x)
+    rows = []
+    cases = [
+        ("empty kernel, grid (1,)", lambda: empty[(1,)](x, 16)),
+        ("add 16 floats, numpy args", lambda: add[(1,)](x, x, out, 16, BLOCK=16)),
+        ("add 16 floats, Buffer args", lambda: add[(1,)](buf, buf, buf, 16, BLOCK=16)),
+    ]
+    launcher = add[(1,)]
+    cases.append(("add, pre-bound launcher", lambda: launcher(x, x, out, 16, BLOCK=16)))
+    for label, fn in cases:
+        fn()
+        t = best_of(fn, repeat=7, number=2000)
+        rows.append((label, f"{t * 1e6:.2f}"))
+    return rows
+
+
+def main():
+    print(f"device: {metile.get_device()}\n")
+    print("Trace + Tile IR (passes and verifier included), source already parsed")
+    print(table(["kernel", "ms", "IR lines"], trace_times()))
+    print("\nHost overhead of launching a cached kernel")
+    print(table(["case", "us/launch"], launch_overheads()))
+
+
+if __name__ == "__main__":
+    main()
