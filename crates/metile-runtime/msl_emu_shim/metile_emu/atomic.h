@@ -1,0 +1,94 @@
+// Metal atomics: atomic<T> for int, uint, bool, ulong and float, with the
+// *_explicit free functions on device and threadgroup objects. Threadgroups
+// run on different OS threads, so device atomics are real CPU atomics; Metal
+// only allows memory_order_relaxed, which is what they use.
+#pragma once
+
+namespace metal {
+
+enum memory_order { memory_order_relaxed = 0, memory_order_seq_cst = 5 };
+
+template <class T> struct atomic {
+  static_assert(metile_emu::is_same<T, int> || metile_emu::is_same<T, uint> || metile_emu::is_same<T, bool> ||
+                    metile_emu::is_same<T, ulong> || metile_emu::is_same<T, float>,
+                "Metal atomics hold int, uint, bool, ulong or float");
+  using value_type = T;
+  T value;
+};
+
+typedef atomic<int> atomic_int;
+typedef atomic<uint> atomic_uint;
+typedef atomic<bool> atomic_bool;
+typedef atomic<ulong> atomic_ulong;
+typedef atomic<float> atomic_float;
+
+namespace detail {
+// Float read-modify-write through a compare-and-swap loop on the bits.
+template <class F> inline float atomic_float_update(float* p, F update) {
+  metile_emu::u32* bits = (metile_emu::u32*)p;
+  metile_emu::u32 old = __atomic_load_n(bits, __ATOMIC_RELAXED);
+  while (!__atomic_compare_exchange_n(bits, &old, __builtin_bit_cast(metile_emu::u32, update(__builtin_bit_cast(float, old))),
+                                      true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+  return __builtin_bit_cast(float, old);
+}
+template <class T> inline T atomic_min_update(T* p, T v) {
+  T old = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (v < old && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+  return old;
+}
+template <class T> inline T atomic_max_update(T* p, T v) {
+  T old = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (old < v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+  return old;
+}
+}  // namespace detail
+
+#define METILE_ATOMIC_FUNCTIONS(AS)                                                                     \
+  template <class T> inline T atomic_load_explicit(const AS atomic<T>* obj, memory_order) {              \
+    return __atomic_load_n((T*)&obj->value, __ATOMIC_RELAXED);                                           \
+  }                                                                                                     \
+  template <class T> inline void atomic_store_explicit(AS atomic<T>* obj, typename atomic<T>::value_type v, memory_order) {           \
+    __atomic_store_n((T*)&obj->value, v, __ATOMIC_RELAXED);                                             \
+  }                                                                                                     \
+  template <class T> inline T atomic_exchange_explicit(AS atomic<T>* obj, typename atomic<T>::value_type v, memory_order) {           \
+    return __atomic_exchange_n((T*)&obj->value, v, __ATOMIC_RELAXED);                                   \
+  }                                                                                                     \
+  template <class T>                                                                                    \
+  inline bool atomic_compare_exchange_weak_explicit(AS atomic<T>* obj, thread T* expected, typename atomic<T>::value_type desired,    \
+                                                    memory_order, memory_order) {                       \
+    return __atomic_compare_exchange_n((T*)&obj->value, expected, desired, true, __ATOMIC_RELAXED,      \
+                                       __ATOMIC_RELAXED);                                               \
+  }                                                                                                     \
+  template <class T> inline T atomic_fetch_add_explicit(AS atomic<T>* obj, typename atomic<T>::value_type v, memory_order) {          \
+    if constexpr (metile_emu::is_same<T, float>)                                                         \
+      return detail::atomic_float_update((float*)&obj->value, [v](float old) { return old + v; });      \
+    else return __atomic_fetch_add((T*)&obj->value, v, __ATOMIC_RELAXED);                               \
+  }                                                                                                     \
+  template <class T> inline T atomic_fetch_sub_explicit(AS atomic<T>* obj, typename atomic<T>::value_type v, memory_order) {          \
+    if constexpr (metile_emu::is_same<T, float>)                                                         \
+      return detail::atomic_float_update((float*)&obj->value, [v](float old) { return old - v; });      \
+    else return __atomic_fetch_sub((T*)&obj->value, v, __ATOMIC_RELAXED);                               \
+  }                                                                                                     \
+  template <class T> inline T atomic_fetch_and_explicit(AS atomic<T>* obj, typename atomic<T>::value_type v, memory_order) {          \
+    return __atomic_fetch_and((T*)&obj->value, v, __ATOMIC_RELAXED);                                    \
+  }                                                                                                     \
+  template <class T> inline T atomic_fetch_or_explicit(AS atomic<T>* obj, typename atomic<T>::value_type v, memory_order) {           \
+    return __atomic_fetch_or((T*)&obj->value, v, __ATOMIC_RELAXED);                                     \
+  }                                                                                                     \
+  template <class T> inline T atomic_fetch_xor_explicit(AS atomic<T>* obj, typename atomic<T>::value_type v, memory_order) {          \
+    return __atomic_fetch_xor((T*)&obj->value, v, __ATOMIC_RELAXED);                                    \
+  }                                                                                                     \
+  template <class T> inline T atomic_fetch_min_explicit(AS atomic<T>* obj, typename atomic<T>::value_type v, memory_order) {          \
+    return detail::atomic_min_update((T*)&obj->value, v);                                                \
+  }                                                                                                     \
+  template <class T> inline T atomic_fetch_max_explicit(AS atomic<T>* obj, typename atomic<T>::value_type v, memory_order) {          \
+    return detail::atomic_max_update((T*)&obj->value, v);                                                \
+  }
+METILE_ATOMIC_FUNCTIONS(device)
+METILE_ATOMIC_FUNCTIONS(threadgroup)
+#undef METILE_ATOMIC_FUNCTIONS
+
+}  // namespace metal
