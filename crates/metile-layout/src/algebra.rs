@@ -259,6 +259,42 @@ impl<'a> ComposeContext<'a> {
         }
     }
 
+    /// Each leaf of `rhs` is composed on its own, and the results are summed
+    /// per coordinate. That equals `lhs` applied to the summed offset only if
+    /// adding the leaves' offsets never carries across a mode boundary of
+    /// `lhs` (a carry changes which stride applies). This checks every
+    /// boundary `P` against the worst case: the largest residues modulo `P`
+    /// of all leaves added together must stay below `P`. Injective operands
+    /// whose strides satisfy the divisibility conditions always pass; it can
+    /// only fail when the modes of `rhs` overlap.
+    fn check_no_carry(&self, rhs: &Layout) -> Result<(), LayoutError> {
+        let leaves: Vec<(i128, i128)> = rhs
+            .flat_modes()
+            .into_iter()
+            .filter(|&(extent, step)| extent > 1 && step != 0)
+            .map(|(extent, step)| (i128::from(extent), i128::from(step)))
+            .collect();
+        let mut boundary = 1i128;
+        for &(mode_extent, _) in &self.body {
+            boundary *= i128::from(mode_extent);
+            let worst: i128 = leaves
+                .iter()
+                .map(|&(extent, step)| largest_residue(extent, step, boundary))
+                .sum();
+            if worst >= boundary {
+                return Err(LayoutError::CompositionOverlap {
+                    lhs: self.lhs.to_string(),
+                    rhs: self.rhs.to_string(),
+                    detail: format!(
+                        "offsets of different modes of the right operand can add up past \
+                         {boundary}, a mode boundary of the coalesced left operand"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Composes with every leaf of `shape:stride`, keeping its hierarchy.
     fn compose_tree(&self, shape: &IntTuple, stride: &IntTuple) -> Result<Layout, LayoutError> {
         match (shape, stride) {
@@ -344,6 +380,22 @@ impl<'a> ComposeContext<'a> {
     }
 }
 
+/// `max over k < extent of (k * step) mod boundary`, for the step/boundary
+/// pairs that composition lets through (one divides the other, or the whole
+/// walk stays below the boundary); anything else is answered with the
+/// pessimistic `boundary - 1`.
+fn largest_residue(extent: i128, step: i128, boundary: i128) -> i128 {
+    if step % boundary == 0 {
+        0
+    } else if (extent - 1) * step < boundary {
+        (extent - 1) * step
+    } else if boundary % step == 0 {
+        step * (extent.min(boundary / step) - 1)
+    } else {
+        boundary - 1
+    }
+}
+
 fn compose_layouts(lhs: &Layout, rhs: &Layout) -> Result<Layout, LayoutError> {
     if has_negative_stride(rhs) {
         return Err(LayoutError::NegativeStride {
@@ -352,7 +404,9 @@ fn compose_layouts(lhs: &Layout, rhs: &Layout) -> Result<Layout, LayoutError> {
         });
     }
     let context = ComposeContext::new(lhs, rhs)?;
-    context.compose_tree(rhs.shape(), rhs.stride())
+    let result = context.compose_tree(rhs.shape(), rhs.stride())?;
+    context.check_no_carry(rhs)?;
+    Ok(result)
 }
 
 /// The complement of `layout` with respect to the cotarget size `cotarget`:

@@ -61,6 +61,14 @@ pub enum LayoutError {
         rhs: String,
         detail: String,
     },
+    /// Composition `lhs o rhs`: modes of `rhs` overlap in a way that makes
+    /// `lhs o rhs` differ from the sum of the per-mode compositions, so the
+    /// function is not a layout shaped like `rhs`.
+    CompositionOverlap {
+        lhs: String,
+        rhs: String,
+        detail: String,
+    },
     /// The operation is only defined for non-negative strides.
     NegativeStride { operation: &'static str, layout: String },
     /// Complement: two modes of the layout overlap or interleave, so no
@@ -132,6 +140,10 @@ impl fmt::Display for LayoutError {
             LayoutError::ShapeDivisibility { lhs, rhs, detail } => write!(
                 f,
                 "composition {lhs} o {rhs}: shape divisibility condition failed: {detail}"
+            ),
+            LayoutError::CompositionOverlap { lhs, rhs, detail } => write!(
+                f,
+                "composition {lhs} o {rhs}: the modes of the right operand overlap: {detail}"
             ),
             LayoutError::NegativeStride { operation, layout } => {
                 write!(f, "{operation} needs non-negative strides, got {layout}")
