@@ -1,0 +1,273 @@
+//! Finding clang, compiling MSL + wrapper into a shared object, and the disk
+//! cache of compiled kernels.
+
+use super::kernel::EmuKernel;
+use super::shim::{self, hex};
+use super::wrapper::{self, EntrySpec};
+use super::{lint, EmuError};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The oldest clang that builds the shim: it needs C++23 explicit object
+/// parameters ("deducing this"), first in clang 18.
+pub const MIN_CLANG_MAJOR: u32 = 18;
+/// Apple's clang numbering differs from LLVM's; Apple clang 16 has deducing this.
+const MIN_APPLE_CLANG_MAJOR: u32 = 16;
+
+/// Bumped when the compile flags or the cache layout change.
+const CACHE_FORMAT: &str = "metile-msl-emu-1";
+
+const COMPILE_FLAGS: &[&str] = &[
+    "-x",
+    "c++",
+    "-std=c++23",
+    "-O2",
+    "-fPIC",
+    "-shared",
+    "-fvisibility=hidden",
+    "-fno-exceptions",
+    "-fno-rtti",
+    // Metal has no type-based aliasing rules; kernels reinterpret threadgroup memory freely.
+    "-fno-strict-aliasing",
+    // GPU integer arithmetic wraps.
+    "-fwrapv",
+    // Same results on every host: no FMA contraction, half arithmetic rounds per operation.
+    "-ffp-contract=off",
+    "-Xclang",
+    "-ffloat16-excess-precision=none",
+    "-fno-math-errno",
+    // MSL attributes such as [[buffer(0)]] mean nothing to clang.
+    "-Wno-unknown-attributes",
+    "-Wno-user-defined-literals",
+    "-fdiagnostics-color=never",
+];
+
+/// A clang version as printed by `--version`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClangVersion {
+    pub major: u32,
+    pub minor: u32,
+    pub apple: bool,
+}
+
+impl ClangVersion {
+    /// Parses `clang version 19.1.7` / `Apple clang version 16.0.0` from `--version` output.
+    pub fn parse(version_output: &str) -> Option<Self> {
+        let line = version_output.lines().find(|l| l.contains("clang version"))?;
+        let apple = line.contains("Apple clang");
+        let rest = &line[line.find("clang version")? + "clang version".len()..];
+        let number = rest.split_whitespace().next()?;
+        let mut parts = number.split(|c: char| !c.is_ascii_digit());
+        let major = parts.next()?.parse().ok()?;
+        let minor = parts.next().and_then(|m| m.parse().ok()).unwrap_or(0);
+        Some(ClangVersion { major, minor, apple })
+    }
+
+    fn is_supported(&self) -> bool {
+        self.major >= if self.apple { MIN_APPLE_CLANG_MAJOR } else { MIN_CLANG_MAJOR }
+    }
+}
+
+impl std::fmt::Display for ClangVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let vendor = if self.apple { "Apple clang" } else { "clang" };
+        write!(f, "{vendor} {}.{}", self.major, self.minor)
+    }
+}
+
+/// A located, checked clang++ and the cache directory compiled kernels go to.
+#[derive(Clone, Debug)]
+pub struct EmuCompiler {
+    command: String,
+    version: ClangVersion,
+    /// `--version` output: part of every cache key.
+    identity: String,
+    cache_dir: PathBuf,
+}
+
+impl EmuCompiler {
+    /// Finds the compiler: `METILE_CXX` (a path or command) if set, else
+    /// `clang++-19`, else `clang++`. The cache directory is `METILE_CACHE_DIR`,
+    /// else the user cache folder (`$XDG_CACHE_HOME` or `~/.cache`) `/metile`,
+    /// with subfolder `msl-emu`.
+    pub fn find() -> Result<Self, EmuError> {
+        let candidates: Vec<String> = match std::env::var("METILE_CXX") {
+            Ok(cxx) if !cxx.trim().is_empty() => vec![cxx.trim().to_string()],
+            _ => vec!["clang++-19".into(), "clang++".into()],
+        };
+        let mut problems = Vec::new();
+        for command in &candidates {
+            match Self::probe(command) {
+                Ok(compiler) => return Ok(compiler),
+                Err(err @ EmuError::CompilerUnsuitable { .. }) => return Err(err),
+                Err(err) => problems.push(err.to_string()),
+            }
+        }
+        Err(EmuError::CompilerNotFound(format!(
+            "tried {} ({}); install clang 18 or newer (e.g. `apt-get install clang-19`) or set METILE_CXX",
+            candidates.join(", "),
+            problems.join("; ")
+        )))
+    }
+
+    /// Uses exactly `command` as the compiler.
+    pub fn with_command(command: &str) -> Result<Self, EmuError> {
+        Self::probe(command)
+    }
+
+    fn probe(command: &str) -> Result<Self, EmuError> {
+        let output = Command::new(command)
+            .arg("--version")
+            .output()
+            .map_err(|e| EmuError::CompilerNotFound(format!("{command}: {e}")))?;
+        if !output.status.success() {
+            return Err(EmuError::CompilerNotFound(format!("{command} --version failed")));
+        }
+        let identity = String::from_utf8_lossy(&output.stdout).into_owned();
+        let version = ClangVersion::parse(&identity).ok_or_else(|| EmuError::CompilerUnsuitable {
+            compiler: command.into(),
+            reason: "not clang (the shim needs clang's address spaces and _Float16)".into(),
+        })?;
+        if !version.is_supported() {
+            return Err(EmuError::CompilerUnsuitable {
+                compiler: command.into(),
+                reason: format!(
+                    "{version} is too old; the Metal shim needs clang {MIN_CLANG_MAJOR} or newer \
+                     (C++23 explicit object parameters)"
+                ),
+            });
+        }
+        Ok(EmuCompiler { command: command.into(), version, identity, cache_dir: default_cache_dir() })
+    }
+
+    /// Same compiler, compiled kernels cached under `dir` instead.
+    pub fn with_cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cache_dir = dir.into();
+        self
+    }
+
+    pub fn version(&self) -> &ClangVersion {
+        &self.version
+    }
+
+    pub fn command(&self) -> &str {
+        &self.command
+    }
+
+    pub fn cache_dir(&self) -> &Path {
+        &self.cache_dir
+    }
+
+    /// Appends the entry wrapper to `msl`, compiles it to a shared object with
+    /// -O2 (cached on disk, keyed by a hash of the MSL text, the wrapper, the
+    /// shim version and the compiler identity) and loads it.
+    pub fn compile(&self, msl: &str, entry: &EntrySpec) -> Result<EmuKernel, EmuError> {
+        lint::check(msl)?;
+        let (wrapper_text, layout) = wrapper::generate(entry)?;
+        let source = format!("{msl}{wrapper_text}");
+        let shim_hash = shim::shim_hash();
+
+        let mut hasher = Sha256::new();
+        for part in [CACHE_FORMAT, &self.identity, &COMPILE_FLAGS.join(" "), &shim_hash, &source] {
+            hasher.update(part.as_bytes());
+            hasher.update([0]);
+        }
+        let key = hex(&hasher.finalize());
+        let kernels_dir = self.cache_dir.join("kernels");
+        let library = kernels_dir.join(format!("{}.{}", &key[..40], std::env::consts::DLL_EXTENSION));
+
+        let cached = library.is_file();
+        if !cached {
+            std::fs::create_dir_all(&kernels_dir)
+                .map_err(|e| EmuError::io(format!("creating cache folder {}", kernels_dir.display()), e))?;
+            let shim_dir = shim::materialize(&self.cache_dir, &shim_hash)?;
+            self.build(&source, &shim_dir, &kernels_dir, &library, &entry.kernel_name)?;
+        }
+        EmuKernel::load(&library, entry.kernel_name.clone(), layout, cached)
+    }
+
+    /// Runs clang in a private temporary folder and moves the result into place.
+    fn build(
+        &self,
+        source: &str,
+        shim_dir: &Path,
+        kernels_dir: &Path,
+        library: &Path,
+        kernel_name: &str,
+    ) -> Result<(), EmuError> {
+        let work = kernels_dir.join(format!("tmp-{}-{}", std::process::id(), shim::unique_suffix()));
+        std::fs::create_dir_all(&work).map_err(|e| EmuError::io(format!("creating {}", work.display()), e))?;
+        let result = self.build_in(source, shim_dir, &work, library, kernel_name);
+        let _ = std::fs::remove_dir_all(&work);
+        result
+    }
+
+    fn build_in(
+        &self,
+        source: &str,
+        shim_dir: &Path,
+        work: &Path,
+        library: &Path,
+        kernel_name: &str,
+    ) -> Result<(), EmuError> {
+        // Diagnostics name the file, so give it the kernel's name.
+        let file_stem: String =
+            kernel_name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+        let source_path = work.join(format!("{file_stem}.metal"));
+        let output_path = work.join("kernel.so");
+        std::fs::write(&source_path, source)
+            .map_err(|e| EmuError::io(format!("writing {}", source_path.display()), e))?;
+        let output = Command::new(&self.command)
+            .current_dir(work)
+            .args(COMPILE_FLAGS)
+            .arg("-I")
+            .arg(shim_dir)
+            .arg(source_path.file_name().unwrap_or_default())
+            .arg("-o")
+            .arg(&output_path)
+            .arg("-lm")
+            .output()
+            .map_err(|e| EmuError::io(format!("running {}", self.command), e))?;
+        if !output.status.success() {
+            let mut diagnostics = String::from_utf8_lossy(&output.stderr).into_owned();
+            diagnostics.push_str(&String::from_utf8_lossy(&output.stdout));
+            return Err(EmuError::Compile { kernel: kernel_name.into(), diagnostics });
+        }
+        match std::fs::rename(&output_path, library) {
+            Ok(()) => Ok(()),
+            // A concurrent compile of the same key finished first; same bytes.
+            Err(_) if library.is_file() => Ok(()),
+            Err(e) => Err(EmuError::io(format!("moving the kernel into {}", library.display()), e)),
+        }
+    }
+}
+
+fn default_cache_dir() -> PathBuf {
+    let base = match std::env::var_os("METILE_CACHE_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => match (std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME")) {
+            (Some(xdg), _) if !xdg.is_empty() => PathBuf::from(xdg).join("metile"),
+            (_, Some(home)) if !home.is_empty() => PathBuf::from(home).join(".cache").join("metile"),
+            _ => std::env::temp_dir().join("metile"),
+        },
+    };
+    base.join("msl-emu")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_clang_versions() {
+        let v = ClangVersion::parse("Debian clang version 19.1.7 (3~deb12u1)\nTarget: x86_64").expect("parse");
+        assert_eq!(v, ClangVersion { major: 19, minor: 1, apple: false });
+        assert!(v.is_supported());
+        let v = ClangVersion::parse("Ubuntu clang version 14.0.0-1ubuntu1").expect("parse");
+        assert!(!v.is_supported());
+        let v = ClangVersion::parse("Apple clang version 16.0.0 (clang-1600.0.26.3)").expect("parse");
+        assert!(v.apple && v.is_supported());
+        assert!(ClangVersion::parse("g++ (Debian 12.2.0-14) 12.2.0").is_none());
+    }
+}

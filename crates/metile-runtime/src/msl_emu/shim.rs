@@ -1,0 +1,89 @@
+//! The Metal shim headers, embedded in the crate so an installed package needs
+//! no source tree, and written once per shim version into the cache directory
+//! where clang finds them with `-I`.
+
+use super::EmuError;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+macro_rules! shim_file {
+    ($name:literal) => {
+        ($name, include_str!(concat!("../../msl_emu_shim/", $name)))
+    };
+}
+
+/// (relative path, contents) of every shim file.
+pub(crate) const SHIM_FILES: &[(&str, &str)] = &[
+    shim_file!("metal_stdlib"),
+    shim_file!("metal_atomic"),
+    shim_file!("metal_common"),
+    shim_file!("metal_compute"),
+    shim_file!("metal_geometric"),
+    shim_file!("metal_integer"),
+    shim_file!("metal_math"),
+    shim_file!("metal_relational"),
+    shim_file!("metal_simdgroup"),
+    shim_file!("metal_simdgroup_matrix"),
+    shim_file!("metile_emu/base.h"),
+    shim_file!("metile_emu/vec.h"),
+    shim_file!("metile_emu/math.h"),
+    shim_file!("metile_emu/runtime.h"),
+    shim_file!("metile_emu/simd.h"),
+    shim_file!("metile_emu/matrix.h"),
+    shim_file!("metile_emu/atomic.h"),
+    shim_file!("metile_emu/runtime_impl.h"),
+];
+
+/// Hex digest of all shim files: the shim's version for cache keys.
+pub(crate) fn shim_hash() -> String {
+    let mut hasher = Sha256::new();
+    for (name, text) in SHIM_FILES {
+        hasher.update(name.as_bytes());
+        hasher.update([0]);
+        hasher.update(text.as_bytes());
+        hasher.update([0]);
+    }
+    hex(&hasher.finalize())
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Writes the shim under `cache_dir/shim-<hash>` unless already there and
+/// returns that folder. Files go to a private temporary folder first and are
+/// renamed into place, so concurrent processes never see a partial shim.
+pub(crate) fn materialize(cache_dir: &Path, hash: &str) -> Result<PathBuf, EmuError> {
+    let dir = cache_dir.join(format!("shim-{}", &hash[..16]));
+    if dir.join("metile_emu/runtime_impl.h").is_file() {
+        return Ok(dir);
+    }
+    let staging = cache_dir.join(format!("shim-tmp-{}-{}", std::process::id(), unique_suffix()));
+    for (name, text) in SHIM_FILES {
+        let path = staging.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| EmuError::io(format!("creating {}", parent.display()), e))?;
+        }
+        std::fs::write(&path, text).map_err(|e| EmuError::io(format!("writing {}", path.display()), e))?;
+    }
+    match std::fs::rename(&staging, &dir) {
+        Ok(()) => Ok(dir),
+        // Another process won the race; its copy is identical.
+        Err(_) if dir.join("metile_emu/runtime_impl.h").is_file() => {
+            let _ = std::fs::remove_dir_all(&staging);
+            Ok(dir)
+        }
+        Err(e) => Err(EmuError::io(format!("installing the shim into {}", dir.display()), e)),
+    }
+}
+
+/// Distinguishes temporary files of concurrent compiles in one process.
+pub(crate) fn unique_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos() as u64);
+    (COUNTER.fetch_add(1, Ordering::Relaxed) << 32) ^ nanos
+}
