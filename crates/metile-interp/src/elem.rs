@@ -1,0 +1,755 @@
+//! The Rust type behind each dtype and everything the interpreter does to one
+//! element: bit-level conversion for scalars, memory access, C-style casts and the
+//! arithmetic of the language's semantics.
+//!
+//! Pointers are stored as their `i64` element offsets (the buffer they point into
+//! travels beside the offsets, see `value::Val`), so they reuse the `i64` paths.
+
+use crate::math;
+use crate::value::TypedScratch;
+use half::{bf16, f16};
+use metile_ir::DType;
+
+/// Where a cast reads its source from: every integer fits `i64` and every float
+/// type converts to `f32` exactly, so these two cover all conversions.
+#[derive(Clone, Copy)]
+pub(crate) enum CastSource {
+    Int(i64),
+    Float(f32),
+}
+
+/// Dense storage of a tile, one variant per dtype.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Dense {
+    Bool(Vec<bool>),
+    I32(Vec<i32>),
+    U32(Vec<u32>),
+    I64(Vec<i64>),
+    F16(Vec<f16>),
+    BF16(Vec<bf16>),
+    F32(Vec<f32>),
+}
+
+impl Dense {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Dense::Bool(v) => v.len(),
+            Dense::I32(v) => v.len(),
+            Dense::U32(v) => v.len(),
+            Dense::I64(v) => v.len(),
+            Dense::F16(v) => v.len(),
+            Dense::BF16(v) => v.len(),
+            Dense::F32(v) => v.len(),
+        }
+    }
+
+    /// Copies `src` into `self`, reusing `self`'s allocation when the dtypes match.
+    pub(crate) fn assign_from(&mut self, src: &Dense) {
+        match (self, src) {
+            (Dense::Bool(d), Dense::Bool(s)) => d.clone_from(s),
+            (Dense::I32(d), Dense::I32(s)) => d.clone_from(s),
+            (Dense::U32(d), Dense::U32(s)) => d.clone_from(s),
+            (Dense::I64(d), Dense::I64(s)) => d.clone_from(s),
+            (Dense::F16(d), Dense::F16(s)) => d.clone_from(s),
+            (Dense::BF16(d), Dense::BF16(s)) => d.clone_from(s),
+            (Dense::F32(d), Dense::F32(s)) => d.clone_from(s),
+            (d, s) => *d = s.clone(),
+        }
+    }
+}
+
+/// Runs `$body` with `$T` bound to the element type of `$dtype`.
+macro_rules! with_elem {
+    ($dtype:expr, $T:ident => $body:expr) => {
+        match $dtype {
+            metile_ir::DType::Bool => {
+                type $T = bool;
+                $body
+            }
+            metile_ir::DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            metile_ir::DType::U32 => {
+                type $T = u32;
+                $body
+            }
+            metile_ir::DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            metile_ir::DType::F16 => {
+                type $T = half::f16;
+                $body
+            }
+            metile_ir::DType::BF16 => {
+                type $T = half::bf16;
+                $body
+            }
+            metile_ir::DType::F32 => {
+                type $T = f32;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_elem;
+
+/// One element of a tile.
+pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
+    const DTYPE: DType;
+    /// The bit pattern a splat scalar of this type is stored as.
+    fn to_bits(self) -> u64;
+    fn from_bits(bits: u64) -> Self;
+    /// Reads one element from memory (no alignment needed; a bool byte other than 0 is true).
+    ///
+    /// # Safety
+    /// `p` must be valid for reading `size_bytes` of this dtype.
+    unsafe fn read(p: *const u8) -> Self;
+    /// # Safety
+    /// `p` must be valid for writing `size_bytes` of this dtype.
+    unsafe fn write(p: *mut u8, v: Self);
+    /// The C conversion of an integer value (wrapping for ints, rounding to nearest even for floats).
+    fn cast_from_int(v: i64) -> Self;
+    /// The C conversion of a float value (truncating and saturating for ints, NaN to 0).
+    fn cast_from_float(v: f32) -> Self;
+    fn cast_source(self) -> CastSource;
+    fn vec(d: &Dense) -> Option<&Vec<Self>>;
+    fn from_dense(d: Dense) -> Option<Vec<Self>>;
+    fn into_dense(v: Vec<Self>) -> Dense;
+    fn scratch(s: &mut TypedScratch) -> &mut [Vec<Self>; 3];
+    /// The elements as `f32`, borrowing when they already are.
+    fn f32_view<'a>(s: &'a [Self], buf: &'a mut Vec<f32>) -> &'a [f32];
+}
+
+/// The language's per-element semantics. Combinations the builder never produces
+/// (bitwise ops on floats, arithmetic on bool) are refused when the kernel is
+/// prepared; their methods here only have to be total.
+pub(crate) trait Arith: Element {
+    fn add(a: Self, b: Self) -> Self;
+    fn sub(a: Self, b: Self) -> Self;
+    fn mul(a: Self, b: Self) -> Self;
+    fn div(a: Self, b: Self) -> Self;
+    fn floordiv(a: Self, b: Self) -> Self;
+    fn rem(a: Self, b: Self) -> Self;
+    fn max(a: Self, b: Self) -> Self;
+    fn min(a: Self, b: Self) -> Self;
+    fn and(a: Self, b: Self) -> Self;
+    fn or(a: Self, b: Self) -> Self;
+    fn xor(a: Self, b: Self) -> Self;
+    fn shl(a: Self, b: Self) -> Self;
+    fn shr(a: Self, b: Self) -> Self;
+    fn neg(a: Self) -> Self;
+    fn not(a: Self) -> Self;
+    fn abs(a: Self) -> Self;
+    fn exp(a: Self) -> Self;
+    fn log(a: Self) -> Self;
+    fn sqrt(a: Self) -> Self;
+    fn tanh(a: Self) -> Self;
+    fn lt(a: Self, b: Self) -> bool;
+    fn le(a: Self, b: Self) -> bool;
+    fn eq(a: Self, b: Self) -> bool;
+}
+
+/// Rounds an integer to `significant` bits (nearest, ties to even) and returns it as
+/// an `f32`, which holds the result exactly. Converting that `f32` to f16/bf16 is
+/// then exact (or overflows to infinity exactly when the integer does), so an int
+/// becomes f16/bf16 with a single rounding, as C requires.
+fn round_int_to_significant_bits(v: i64, significant: u32) -> f32 {
+    let magnitude = v.unsigned_abs();
+    let width = 64 - magnitude.leading_zeros();
+    let rounded = if width <= significant {
+        magnitude as f32
+    } else {
+        let shift = width - significant;
+        let kept = magnitude >> shift;
+        let dropped = magnitude & ((1u64 << shift) - 1);
+        let half = 1u64 << (shift - 1);
+        let kept = if dropped > half || (dropped == half && kept & 1 == 1) {
+            kept + 1
+        } else {
+            kept
+        };
+        // kept <= 2^significant, shift <= 63: both factors and the product are exact in f32.
+        kept as f32 * 2f32.powi(shift as i32)
+    };
+    if v < 0 {
+        -rounded
+    } else {
+        rounded
+    }
+}
+
+macro_rules! element_common {
+    ($T:ty, $variant:ident, $field:ident) => {
+        fn vec(d: &Dense) -> Option<&Vec<Self>> {
+            match d {
+                Dense::$variant(v) => Some(v),
+                _ => None,
+            }
+        }
+        fn from_dense(d: Dense) -> Option<Vec<Self>> {
+            match d {
+                Dense::$variant(v) => Some(v),
+                _ => None,
+            }
+        }
+        fn into_dense(v: Vec<Self>) -> Dense {
+            Dense::$variant(v)
+        }
+        fn scratch(s: &mut TypedScratch) -> &mut [Vec<Self>; 3] {
+            &mut s.$field
+        }
+    };
+}
+
+macro_rules! int_element {
+    ($T:ty, $variant:ident, $field:ident, $bits_ty:ty) => {
+        impl Element for $T {
+            const DTYPE: DType = DType::$variant;
+            fn to_bits(self) -> u64 {
+                self as $bits_ty as u64
+            }
+            fn from_bits(bits: u64) -> Self {
+                bits as $bits_ty as $T
+            }
+            unsafe fn read(p: *const u8) -> Self {
+                std::ptr::read_unaligned(p as *const $T)
+            }
+            unsafe fn write(p: *mut u8, v: Self) {
+                std::ptr::write_unaligned(p as *mut $T, v)
+            }
+            fn cast_from_int(v: i64) -> Self {
+                v as $T
+            }
+            fn cast_from_float(v: f32) -> Self {
+                v as $T
+            }
+            fn cast_source(self) -> CastSource {
+                CastSource::Int(self as i64)
+            }
+            fn f32_view<'a>(s: &'a [Self], buf: &'a mut Vec<f32>) -> &'a [f32] {
+                buf.clear();
+                buf.extend(s.iter().map(|&x| x as f32));
+                buf
+            }
+            element_common!($T, $variant, $field);
+        }
+
+        impl Arith for $T {
+            fn add(a: Self, b: Self) -> Self {
+                a.wrapping_add(b)
+            }
+            fn sub(a: Self, b: Self) -> Self {
+                a.wrapping_sub(b)
+            }
+            fn mul(a: Self, b: Self) -> Self {
+                a.wrapping_mul(b)
+            }
+            /// Only reachable from hand-built IR (the builder turns int `/` into f32):
+            /// truncating division, like `floordiv`.
+            fn div(a: Self, b: Self) -> Self {
+                Self::floordiv(a, b)
+            }
+            fn floordiv(a: Self, b: Self) -> Self {
+                // Division by zero yields 0: masked-off lanes compute it all the time.
+                if b == 0 {
+                    0
+                } else {
+                    a.wrapping_div(b)
+                }
+            }
+            fn rem(a: Self, b: Self) -> Self {
+                if b == 0 {
+                    0
+                } else {
+                    a.wrapping_rem(b)
+                }
+            }
+            fn max(a: Self, b: Self) -> Self {
+                Ord::max(a, b)
+            }
+            fn min(a: Self, b: Self) -> Self {
+                Ord::min(a, b)
+            }
+            fn and(a: Self, b: Self) -> Self {
+                a & b
+            }
+            fn or(a: Self, b: Self) -> Self {
+                a | b
+            }
+            fn xor(a: Self, b: Self) -> Self {
+                a ^ b
+            }
+            fn shl(a: Self, b: Self) -> Self {
+                // wrapping_shl masks the count to the bit width.
+                a.wrapping_shl(b as u32)
+            }
+            fn shr(a: Self, b: Self) -> Self {
+                a.wrapping_shr(b as u32)
+            }
+            fn neg(a: Self) -> Self {
+                (0 as $T).wrapping_sub(a)
+            }
+            fn not(a: Self) -> Self {
+                !a
+            }
+            fn abs(a: Self) -> Self {
+                int_abs(a)
+            }
+            fn exp(a: Self) -> Self {
+                a
+            }
+            fn log(a: Self) -> Self {
+                a
+            }
+            fn sqrt(a: Self) -> Self {
+                a
+            }
+            fn tanh(a: Self) -> Self {
+                a
+            }
+            fn lt(a: Self, b: Self) -> bool {
+                a < b
+            }
+            fn le(a: Self, b: Self) -> bool {
+                a <= b
+            }
+            fn eq(a: Self, b: Self) -> bool {
+                a == b
+            }
+        }
+    };
+}
+
+trait IntAbs {
+    fn int_abs(self) -> Self;
+}
+impl IntAbs for i32 {
+    fn int_abs(self) -> Self {
+        self.wrapping_abs()
+    }
+}
+impl IntAbs for i64 {
+    fn int_abs(self) -> Self {
+        self.wrapping_abs()
+    }
+}
+impl IntAbs for u32 {
+    fn int_abs(self) -> Self {
+        self
+    }
+}
+fn int_abs<T: IntAbs>(a: T) -> T {
+    a.int_abs()
+}
+
+int_element!(i32, I32, i32s, u32);
+int_element!(u32, U32, u32s, u32);
+int_element!(i64, I64, i64s, u64);
+
+impl Element for bool {
+    const DTYPE: DType = DType::Bool;
+    fn to_bits(self) -> u64 {
+        u64::from(self)
+    }
+    fn from_bits(bits: u64) -> Self {
+        bits != 0
+    }
+    unsafe fn read(p: *const u8) -> Self {
+        // Read the byte, never a `bool`: user memory may hold any byte value.
+        std::ptr::read(p) != 0
+    }
+    unsafe fn write(p: *mut u8, v: Self) {
+        std::ptr::write(p, u8::from(v))
+    }
+    fn cast_from_int(v: i64) -> Self {
+        v != 0
+    }
+    fn cast_from_float(v: f32) -> Self {
+        v != 0.0
+    }
+    fn cast_source(self) -> CastSource {
+        CastSource::Int(i64::from(self))
+    }
+    fn f32_view<'a>(s: &'a [Self], buf: &'a mut Vec<f32>) -> &'a [f32] {
+        buf.clear();
+        buf.extend(s.iter().map(|&x| f32::from(u8::from(x))));
+        buf
+    }
+    element_common!(bool, Bool, bools);
+}
+
+/// Logical semantics; arithmetic on bool is refused at prepare time.
+impl Arith for bool {
+    fn add(a: Self, b: Self) -> Self {
+        a | b
+    }
+    fn sub(a: Self, b: Self) -> Self {
+        a & !b
+    }
+    fn mul(a: Self, b: Self) -> Self {
+        a & b
+    }
+    fn div(a: Self, _b: Self) -> Self {
+        a
+    }
+    fn floordiv(a: Self, _b: Self) -> Self {
+        a
+    }
+    fn rem(_a: Self, _b: Self) -> Self {
+        false
+    }
+    fn max(a: Self, b: Self) -> Self {
+        a | b
+    }
+    fn min(a: Self, b: Self) -> Self {
+        a & b
+    }
+    fn and(a: Self, b: Self) -> Self {
+        a & b
+    }
+    fn or(a: Self, b: Self) -> Self {
+        a | b
+    }
+    fn xor(a: Self, b: Self) -> Self {
+        a ^ b
+    }
+    fn shl(a: Self, _b: Self) -> Self {
+        a
+    }
+    fn shr(a: Self, _b: Self) -> Self {
+        a
+    }
+    fn neg(a: Self) -> Self {
+        a
+    }
+    fn not(a: Self) -> Self {
+        !a
+    }
+    fn abs(a: Self) -> Self {
+        a
+    }
+    fn exp(a: Self) -> Self {
+        a
+    }
+    fn log(a: Self) -> Self {
+        a
+    }
+    fn sqrt(a: Self) -> Self {
+        a
+    }
+    fn tanh(a: Self) -> Self {
+        a
+    }
+    fn lt(a: Self, b: Self) -> bool {
+        !a & b
+    }
+    fn le(a: Self, b: Self) -> bool {
+        !a | b
+    }
+    fn eq(a: Self, b: Self) -> bool {
+        a == b
+    }
+}
+
+impl Element for f32 {
+    const DTYPE: DType = DType::F32;
+    fn to_bits(self) -> u64 {
+        u64::from(f32::to_bits(self))
+    }
+    fn from_bits(bits: u64) -> Self {
+        f32::from_bits(bits as u32)
+    }
+    unsafe fn read(p: *const u8) -> Self {
+        std::ptr::read_unaligned(p as *const f32)
+    }
+    unsafe fn write(p: *mut u8, v: Self) {
+        std::ptr::write_unaligned(p as *mut f32, v)
+    }
+    fn cast_from_int(v: i64) -> Self {
+        // Rust's int-to-float `as` rounds to nearest, ties to even: one rounding.
+        v as f32
+    }
+    fn cast_from_float(v: f32) -> Self {
+        v
+    }
+    fn cast_source(self) -> CastSource {
+        CastSource::Float(self)
+    }
+    fn f32_view<'a>(s: &'a [Self], _buf: &'a mut Vec<f32>) -> &'a [f32] {
+        s
+    }
+    element_common!(f32, F32, f32s);
+}
+
+impl Arith for f32 {
+    fn add(a: Self, b: Self) -> Self {
+        a + b
+    }
+    fn sub(a: Self, b: Self) -> Self {
+        a - b
+    }
+    fn mul(a: Self, b: Self) -> Self {
+        a * b
+    }
+    fn div(a: Self, b: Self) -> Self {
+        a / b
+    }
+    fn floordiv(a: Self, b: Self) -> Self {
+        (a / b).trunc()
+    }
+    fn rem(a: Self, b: Self) -> Self {
+        // Rust's float `%` is C's fmod: the result has the dividend's sign.
+        a % b
+    }
+    fn max(a: Self, b: Self) -> Self {
+        // f32::max is fmax: a NaN operand yields the other one.
+        f32::max(a, b)
+    }
+    fn min(a: Self, b: Self) -> Self {
+        f32::min(a, b)
+    }
+    fn and(a: Self, _b: Self) -> Self {
+        a
+    }
+    fn or(a: Self, _b: Self) -> Self {
+        a
+    }
+    fn xor(a: Self, _b: Self) -> Self {
+        a
+    }
+    fn shl(a: Self, _b: Self) -> Self {
+        a
+    }
+    fn shr(a: Self, _b: Self) -> Self {
+        a
+    }
+    fn neg(a: Self) -> Self {
+        -a
+    }
+    fn not(a: Self) -> Self {
+        a
+    }
+    fn abs(a: Self) -> Self {
+        a.abs()
+    }
+    fn exp(a: Self) -> Self {
+        math::exp_f32(a)
+    }
+    fn log(a: Self) -> Self {
+        a.ln()
+    }
+    fn sqrt(a: Self) -> Self {
+        a.sqrt()
+    }
+    fn tanh(a: Self) -> Self {
+        a.tanh()
+    }
+    fn lt(a: Self, b: Self) -> bool {
+        a < b
+    }
+    fn le(a: Self, b: Self) -> bool {
+        a <= b
+    }
+    fn eq(a: Self, b: Self) -> bool {
+        a == b
+    }
+}
+
+/// f16 and bf16: every op computes in f32 and rounds the result to the type (RNE).
+macro_rules! half_element {
+    ($T:ty, $variant:ident, $field:ident, $significant:expr) => {
+        impl Element for $T {
+            const DTYPE: DType = DType::$variant;
+            fn to_bits(self) -> u64 {
+                u64::from(<$T>::to_bits(self))
+            }
+            fn from_bits(bits: u64) -> Self {
+                <$T>::from_bits(bits as u16)
+            }
+            unsafe fn read(p: *const u8) -> Self {
+                std::ptr::read_unaligned(p as *const $T)
+            }
+            unsafe fn write(p: *mut u8, v: Self) {
+                std::ptr::write_unaligned(p as *mut $T, v)
+            }
+            fn cast_from_int(v: i64) -> Self {
+                <$T>::from_f32(round_int_to_significant_bits(v, $significant))
+            }
+            fn cast_from_float(v: f32) -> Self {
+                <$T>::from_f32(v)
+            }
+            fn cast_source(self) -> CastSource {
+                CastSource::Float(self.to_f32())
+            }
+            fn f32_view<'a>(s: &'a [Self], buf: &'a mut Vec<f32>) -> &'a [f32] {
+                buf.clear();
+                buf.extend(s.iter().map(|x| x.to_f32()));
+                buf
+            }
+            element_common!($T, $variant, $field);
+        }
+
+        impl Arith for $T {
+            fn add(a: Self, b: Self) -> Self {
+                Self::from_f32(a.to_f32() + b.to_f32())
+            }
+            fn sub(a: Self, b: Self) -> Self {
+                Self::from_f32(a.to_f32() - b.to_f32())
+            }
+            fn mul(a: Self, b: Self) -> Self {
+                Self::from_f32(a.to_f32() * b.to_f32())
+            }
+            fn div(a: Self, b: Self) -> Self {
+                Self::from_f32(a.to_f32() / b.to_f32())
+            }
+            fn floordiv(a: Self, b: Self) -> Self {
+                Self::from_f32(<f32 as Arith>::floordiv(a.to_f32(), b.to_f32()))
+            }
+            fn rem(a: Self, b: Self) -> Self {
+                Self::from_f32(a.to_f32() % b.to_f32())
+            }
+            fn max(a: Self, b: Self) -> Self {
+                Self::from_f32(f32::max(a.to_f32(), b.to_f32()))
+            }
+            fn min(a: Self, b: Self) -> Self {
+                Self::from_f32(f32::min(a.to_f32(), b.to_f32()))
+            }
+            fn and(a: Self, _b: Self) -> Self {
+                a
+            }
+            fn or(a: Self, _b: Self) -> Self {
+                a
+            }
+            fn xor(a: Self, _b: Self) -> Self {
+                a
+            }
+            fn shl(a: Self, _b: Self) -> Self {
+                a
+            }
+            fn shr(a: Self, _b: Self) -> Self {
+                a
+            }
+            fn neg(a: Self) -> Self {
+                -a
+            }
+            fn not(a: Self) -> Self {
+                a
+            }
+            fn abs(a: Self) -> Self {
+                Self::from_f32(a.to_f32().abs())
+            }
+            fn exp(a: Self) -> Self {
+                Self::from_f32(math::exp_f32(a.to_f32()))
+            }
+            fn log(a: Self) -> Self {
+                Self::from_f32(a.to_f32().ln())
+            }
+            fn sqrt(a: Self) -> Self {
+                Self::from_f32(a.to_f32().sqrt())
+            }
+            fn tanh(a: Self) -> Self {
+                Self::from_f32(a.to_f32().tanh())
+            }
+            fn lt(a: Self, b: Self) -> bool {
+                a.to_f32() < b.to_f32()
+            }
+            fn le(a: Self, b: Self) -> bool {
+                a.to_f32() <= b.to_f32()
+            }
+            fn eq(a: Self, b: Self) -> bool {
+                a.to_f32() == b.to_f32()
+            }
+        }
+    };
+}
+
+half_element!(f16, F16, f16s, 11);
+half_element!(bf16, BF16, bf16s, 8);
+
+/// Converts one element the way a C cast does (see the crate docs for the rules).
+#[inline(always)]
+pub(crate) fn convert<S: Element, D: Element>(x: S) -> D {
+    match x.cast_source() {
+        CastSource::Int(i) => D::cast_from_int(i),
+        CastSource::Float(f) => D::cast_from_float(f),
+    }
+}
+
+/// The value of an integer splat as an `i64` (sign- or zero-extended as its dtype says).
+pub(crate) fn int_value(bits: u64, dtype: DType) -> i64 {
+    match dtype {
+        DType::I32 => i64::from(bits as u32 as i32),
+        DType::U32 => i64::from(bits as u32),
+        DType::Bool => i64::from(bits != 0),
+        _ => bits as i64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn int_to_half_floats_round_once() {
+        // 2^24 + 2^16 + 1 is just above halfway between two bf16 values; rounding through
+        // f32 first would land on the tie and round down to 2^24.
+        let v: i64 = (1 << 24) + (1 << 16) + 1;
+        assert_eq!(bf16::cast_from_int(v).to_f32(), ((1 << 24) + (1 << 17)) as f32);
+        assert_eq!(f16::cast_from_int(65519).to_f32(), 65504.0);
+        assert!(f16::cast_from_int(65520).to_f32().is_infinite());
+        assert_eq!(f16::cast_from_int(-2049).to_f32(), -2048.0);
+        assert_eq!(f16::cast_from_int(2051).to_f32(), 2052.0);
+        assert_eq!(bf16::cast_from_int(i64::MIN).to_f32(), -(2f32.powi(63)));
+    }
+
+    #[test]
+    fn float_to_int_truncates_and_saturates() {
+        assert_eq!(i32::cast_from_float(-2.7), -2);
+        assert_eq!(i32::cast_from_float(f32::NAN), 0);
+        assert_eq!(i32::cast_from_float(1e20), i32::MAX);
+        assert_eq!(u32::cast_from_float(-5.0), 0);
+        assert_eq!(i64::cast_from_float(f32::NEG_INFINITY), i64::MIN);
+        assert!(bool::cast_from_float(f32::NAN));
+        assert!(!bool::cast_from_float(-0.0));
+    }
+
+    #[test]
+    fn integer_division_truncates_and_never_traps() {
+        assert_eq!(<i32 as Arith>::floordiv(-7, 2), -3);
+        assert_eq!(<i32 as Arith>::rem(-7, 2), -1);
+        assert_eq!(<i32 as Arith>::rem(7, -2), 1);
+        assert_eq!(<i32 as Arith>::floordiv(5, 0), 0);
+        assert_eq!(<i32 as Arith>::rem(5, 0), 0);
+        assert_eq!(<i32 as Arith>::floordiv(i32::MIN, -1), i32::MIN);
+        assert_eq!(<i32 as Arith>::rem(i32::MIN, -1), 0);
+        assert_eq!(<u32 as Arith>::floordiv(7, 0), 0);
+        assert_eq!(<i64 as Arith>::floordiv(i64::MIN, -1), i64::MIN);
+    }
+
+    #[test]
+    fn shifts_mask_their_count() {
+        assert_eq!(<i32 as Arith>::shl(1, 33), 2);
+        assert_eq!(<i32 as Arith>::shr(-8, 1), -4);
+        assert_eq!(<u32 as Arith>::shr(0x8000_0000, 31), 1);
+        assert_eq!(<i32 as Arith>::shl(1, -1), i32::MIN);
+        assert_eq!(<i64 as Arith>::shl(1, 65), 2);
+    }
+
+    #[test]
+    fn float_max_min_ignore_nan() {
+        assert_eq!(<f32 as Arith>::max(f32::NAN, 1.0), 1.0);
+        assert_eq!(<f32 as Arith>::min(2.0, f32::NAN), 2.0);
+        assert_eq!(<f32 as Arith>::floordiv(-7.0, 2.0), -3.0);
+        assert_eq!(<f32 as Arith>::rem(-7.0, 2.0), -1.0);
+    }
+
+    #[test]
+    fn bits_round_trip() {
+        assert_eq!(i32::from_bits((-5i32).to_bits()), -5);
+        assert_eq!(int_value((-5i32).to_bits(), DType::I32), -5);
+        assert_eq!(int_value(u32::MAX.to_bits(), DType::U32), i64::from(u32::MAX));
+        assert_eq!(f16::from_bits(f16::from_f32(1.5).to_bits()).to_f32(), 1.5);
+    }
+}

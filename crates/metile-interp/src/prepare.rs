@@ -1,0 +1,568 @@
+//! Turns a verified Tile IR function into a `Program`: every value gets a register
+//! slot (its `ValueId`), every op a dtype-specialised instruction with its kernel
+//! chosen once, and every region a nested instruction list. Anything the
+//! interpreter cannot execute is refused here, before the first launch.
+
+use crate::elementwise::{binary_fn, cast_fn, compare_fn, unary_fn, BinaryFn, UnaryFn};
+use crate::error::ExecError;
+use crate::reduce::{DotShape, ReduceShape};
+use metile_ir::{DType, Elem, Function, Loc, Op, OpKind, ParamKind, ReduceOp, SwizzlePattern, Type, ValueId};
+use std::collections::HashSet;
+
+/// Largest shared allocation accepted (bytes): bigger requests are refused rather
+/// than attempted, since each worker allocates it.
+const MAX_SHARED_BYTES: usize = 1 << 30;
+
+/// How a yielded value reaches its destination slot at the end of a region.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Transfer {
+    /// The value was computed inside the region and is yielded once: swap it over.
+    Move,
+    /// Otherwise (defined outside, a block argument, yielded twice): copy it.
+    Copy,
+}
+
+pub(crate) struct Block {
+    pub args: Vec<u32>,
+    pub instrs: Vec<Instr>,
+    pub yields: Vec<u32>,
+    pub transfers: Vec<Transfer>,
+}
+
+pub(crate) struct Instr {
+    pub exec: Exec,
+    pub ins: Vec<u32>,
+    pub outs: Vec<u32>,
+    /// Elements of the first result (or of the stored tile for stores).
+    pub numel: usize,
+    pub loc: Loc,
+}
+
+pub(crate) enum Exec {
+    ProgramId(usize),
+    NumPrograms(usize),
+    Constant(u64),
+    Arange {
+        start: i64,
+    },
+    /// `src_strides` has one entry per result dimension: the operand's row-major
+    /// stride there, 0 where it is broadcast.
+    Broadcast {
+        src_numel: usize,
+        src_strides: Vec<usize>,
+        dst_shape: Vec<usize>,
+        storage: DType,
+    },
+    /// Same elements in the same flat order (`expand_dims`).
+    Reshape,
+    Cast(UnaryFn),
+    Unary(UnaryFn),
+    Binary(BinaryFn),
+    Compare(BinaryFn),
+    Select {
+        storage: DType,
+    },
+    /// Offsets are widened to i64 (`widen`, unless already i64) and added.
+    AddPtr {
+        widen: Option<UnaryFn>,
+        add: BinaryFn,
+    },
+    Load {
+        dtype: DType,
+        has_mask: bool,
+        has_other: bool,
+    },
+    Store {
+        dtype: DType,
+        has_mask: bool,
+    },
+    TileLoad {
+        dtype: DType,
+        rows: usize,
+        cols: usize,
+        index_dtypes: [DType; 3],
+    },
+    TileStore {
+        dtype: DType,
+        rows: usize,
+        cols: usize,
+        index_dtypes: [DType; 3],
+    },
+    Dot {
+        operand: DType,
+        acc: DType,
+        shape: DotShape,
+    },
+    Reduce {
+        op: ReduceOp,
+        dtype: DType,
+        shape: ReduceShape,
+    },
+    Swizzle {
+        pattern: SwizzlePattern,
+        block_size: u32,
+    },
+    For {
+        body: Block,
+        bound_dtypes: [DType; 3],
+    },
+    If {
+        then_block: Block,
+        else_block: Block,
+    },
+    Region {
+        body: Block,
+    },
+    ThreadId,
+    SimdLaneId,
+    SimdShuffleXor {
+        storage: DType,
+        lane_dtype: DType,
+    },
+    SimdBroadcast {
+        storage: DType,
+        lane_dtype: DType,
+    },
+    Shared {
+        index: usize,
+    },
+    Nop,
+}
+
+pub(crate) struct SharedInfo {
+    pub elements: usize,
+    pub dtype: DType,
+}
+
+pub(crate) struct Program {
+    pub body: Block,
+    pub num_slots: usize,
+    /// Per slot: element count and storage dtype (pointers store i64 offsets).
+    pub slot_numel: Vec<usize>,
+    pub slot_storage: Vec<DType>,
+    pub slot_is_tile: Vec<bool>,
+    pub shared: Vec<SharedInfo>,
+    /// Names for error messages: one per parameter, then one per shared allocation.
+    pub mem_names: Vec<String>,
+}
+
+/// The dtype a value is stored as.
+pub(crate) fn storage_dtype(ty: &Type) -> DType {
+    match ty.elem {
+        Elem::Scalar(d) => d,
+        Elem::Ptr(..) => DType::I64,
+    }
+}
+
+struct Preparer<'f> {
+    f: &'f Function,
+    shared: Vec<SharedInfo>,
+    mem_names: Vec<String>,
+}
+
+fn unsupported(op: &Op, reason: impl Into<String>) -> ExecError {
+    ExecError::Unsupported {
+        loc: op.loc.clone(),
+        op: op.kind.name().to_string(),
+        reason: reason.into(),
+    }
+}
+
+pub(crate) fn prepare(f: &Function) -> Result<Program, ExecError> {
+    metile_ir::verify(f).map_err(|e| ExecError::InvalidIr(e.to_string()))?;
+    let mut p = Preparer {
+        f,
+        shared: vec![],
+        mem_names: f.params.iter().map(|p| p.name.clone()).collect(),
+    };
+    for param in &f.params {
+        if let ParamKind::Pointer(d) = param.kind {
+            if f.ty(param.value).elem.pointee() != Some(d) {
+                return Err(ExecError::InvalidIr(format!(
+                    "parameter `{}` is declared as a pointer to {d} but typed {}",
+                    param.name,
+                    f.ty(param.value)
+                )));
+            }
+        }
+    }
+    let body = p.block(&f.body.args, &f.body.ops)?;
+    let num_slots = f.values.len();
+    Ok(Program {
+        body,
+        num_slots,
+        slot_numel: f.values.iter().map(Type::numel).collect(),
+        slot_storage: f.values.iter().map(storage_dtype).collect(),
+        slot_is_tile: f.values.iter().map(|t| !t.is_scalar()).collect(),
+        shared: p.shared,
+        mem_names: p.mem_names,
+    })
+}
+
+fn slots(ids: &[ValueId]) -> Vec<u32> {
+    ids.iter().map(|v| v.0).collect()
+}
+
+/// Every value defined by the ops of a region, nested regions included.
+fn defined_within(ops: &[Op], out: &mut HashSet<u32>) {
+    for op in ops {
+        out.extend(op.results.iter().map(|v| v.0));
+        for r in &op.regions {
+            out.extend(r.args.iter().map(|v| v.0));
+            defined_within(&r.ops, out);
+        }
+    }
+}
+
+impl<'f> Preparer<'f> {
+    fn ty(&self, v: ValueId) -> &'f Type {
+        self.f.ty(v)
+    }
+
+    fn dtype(&self, op: &Op, v: ValueId) -> Result<DType, ExecError> {
+        self.ty(v)
+            .dtype()
+            .ok_or_else(|| unsupported(op, format!("{v} is a pointer where a number is expected")))
+    }
+
+    fn block(&mut self, args: &[ValueId], ops: &[Op]) -> Result<Block, ExecError> {
+        let mut instrs = Vec::with_capacity(ops.len());
+        let mut yields = vec![];
+        for op in ops {
+            if matches!(op.kind, OpKind::Yield) {
+                yields = slots(&op.operands);
+                continue;
+            }
+            instrs.push(self.instr(op)?);
+        }
+        let mut inside = HashSet::new();
+        defined_within(ops, &mut inside);
+        let transfers = yields
+            .iter()
+            .map(|y| {
+                let once = yields.iter().filter(|&&z| z == *y).count() == 1;
+                if once && inside.contains(y) {
+                    Transfer::Move
+                } else {
+                    Transfer::Copy
+                }
+            })
+            .collect();
+        Ok(Block {
+            args: slots(args),
+            instrs,
+            yields,
+            transfers,
+        })
+    }
+
+    fn instr(&mut self, op: &Op) -> Result<Instr, ExecError> {
+        let result_ty = op.results.first().map(|&r| self.ty(r));
+        let numel = result_ty.map(Type::numel).unwrap_or(0);
+        let exec = self.exec(op)?;
+        let numel = match op.kind {
+            OpKind::Store { .. } => self.ty(op.operands[0]).numel(),
+            _ => numel,
+        };
+        Ok(Instr {
+            exec,
+            ins: slots(&op.operands),
+            outs: slots(&op.results),
+            numel,
+            loc: op.loc.clone(),
+        })
+    }
+
+    fn exec(&mut self, op: &Op) -> Result<Exec, ExecError> {
+        let out_ty = op.results.first().map(|&r| self.ty(r));
+        let in_ty = |i: usize| self.ty(op.operands[i]);
+        Ok(match &op.kind {
+            OpKind::ProgramId { axis } => Exec::ProgramId(usize::from(*axis).min(2)),
+            OpKind::NumPrograms { axis } => Exec::NumPrograms(usize::from(*axis).min(2)),
+            OpKind::Constant(lit) => {
+                let d = self.dtype(op, op.results[0])?;
+                Exec::Constant(crate::elem::with_elem!(d, T => literal_bits::<T>(*lit)))
+            }
+            OpKind::Arange { start, .. } => Exec::Arange { start: *start },
+            OpKind::Broadcast => {
+                let (src, dst) = (in_ty(0), out_ty.map(|t| t.shape.clone()).unwrap_or_default());
+                if dst.len() > MAX_RANK {
+                    return Err(unsupported(op, format!("tiles of rank above {MAX_RANK}")));
+                }
+                Exec::Broadcast {
+                    src_numel: src.numel(),
+                    src_strides: broadcast_strides(&src.shape, &dst),
+                    dst_shape: dst,
+                    storage: storage_dtype(src),
+                }
+            }
+            OpKind::ExpandDims { .. } => Exec::Reshape,
+            OpKind::Cast => {
+                let from = self.dtype(op, op.operands[0])?;
+                let to = self.dtype(op, op.results[0])?;
+                Exec::Cast(cast_fn(from, to))
+            }
+            OpKind::Unary(u) => {
+                let d = self.dtype(op, op.operands[0])?;
+                Exec::Unary(unary_fn(*u, d).ok_or_else(|| unsupported(op, format!("not defined on {d}")))?)
+            }
+            OpKind::Binary(b) => {
+                let d = self.dtype(op, op.operands[0])?;
+                Exec::Binary(binary_fn(*b, d).ok_or_else(|| unsupported(op, format!("not defined on {d}")))?)
+            }
+            OpKind::Compare(c) => {
+                let d = self.dtype(op, op.operands[0])?;
+                Exec::Compare(
+                    compare_fn(*c, d).ok_or_else(|| unsupported(op, format!("not defined on {d}")))?,
+                )
+            }
+            OpKind::Select => Exec::Select {
+                storage: storage_dtype(in_ty(1)),
+            },
+            OpKind::AddPtr => {
+                let offset_dtype = self.dtype(op, op.operands[1])?;
+                let add = binary_fn(metile_ir::BinaryOp::Add, DType::I64)
+                    .ok_or_else(|| unsupported(op, "no i64 addition"))?;
+                Exec::AddPtr {
+                    widen: (offset_dtype != DType::I64).then(|| cast_fn(offset_dtype, DType::I64)),
+                    add,
+                }
+            }
+            OpKind::Load { has_mask, has_other } => Exec::Load {
+                dtype: self.pointee(op)?,
+                has_mask: *has_mask,
+                has_other: *has_other,
+            },
+            OpKind::Store { has_mask } => Exec::Store {
+                dtype: self.pointee(op)?,
+                has_mask: *has_mask,
+            },
+            OpKind::TileLoad { rows, cols } => Exec::TileLoad {
+                dtype: self.pointee(op)?,
+                rows: *rows,
+                cols: *cols,
+                index_dtypes: self.index_dtypes(op)?,
+            },
+            OpKind::TileStore { rows, cols } => Exec::TileStore {
+                dtype: self.pointee(op)?,
+                rows: *rows,
+                cols: *cols,
+                index_dtypes: self.index_dtypes(op)?,
+            },
+            OpKind::Dot => {
+                let operand = self.dtype(op, op.operands[0])?;
+                let acc = self.dtype(op, op.operands[2])?;
+                if !operand.is_float() || !acc.is_float() {
+                    return Err(unsupported(
+                        op,
+                        format!("dot needs float tiles, got {operand} and {acc}"),
+                    ));
+                }
+                let (a, b) = (&in_ty(0).shape, &in_ty(1).shape);
+                Exec::Dot {
+                    operand,
+                    acc,
+                    shape: DotShape {
+                        m: a[0],
+                        k: a[1],
+                        n: b[1],
+                    },
+                }
+            }
+            OpKind::Reduce { op: rop, axis } => {
+                let d = self.dtype(op, op.operands[0])?;
+                if d == DType::Bool && *rop == ReduceOp::Sum {
+                    return Err(unsupported(op, "sum of a bool tile (cast it to i32 first)"));
+                }
+                let shape = &in_ty(0).shape;
+                let reduce_shape = match axis {
+                    None => ReduceShape {
+                        outer: 1,
+                        len: shape.iter().product(),
+                        inner: 1,
+                        scalar_result: true,
+                    },
+                    Some(a) => ReduceShape {
+                        outer: shape[..*a].iter().product(),
+                        len: shape[*a],
+                        inner: shape[*a + 1..].iter().product(),
+                        scalar_result: shape.len() == 1,
+                    },
+                };
+                Exec::Reduce {
+                    op: *rop,
+                    dtype: d,
+                    shape: reduce_shape,
+                }
+            }
+            OpKind::Swizzle { pattern, block_size } => Exec::Swizzle {
+                pattern: *pattern,
+                block_size: *block_size,
+            },
+            OpKind::For => {
+                let [body] = op.regions.as_slice() else {
+                    return Err(unsupported(op, "a loop needs exactly one region"));
+                };
+                Exec::For {
+                    body: self.block(&body.args, &body.ops)?,
+                    bound_dtypes: [
+                        self.dtype(op, op.operands[0])?,
+                        self.dtype(op, op.operands[1])?,
+                        self.dtype(op, op.operands[2])?,
+                    ],
+                }
+            }
+            OpKind::If => {
+                let [then_b, else_b] = op.regions.as_slice() else {
+                    return Err(unsupported(op, "an if needs exactly two regions"));
+                };
+                Exec::If {
+                    then_block: self.block(&then_b.args, &then_b.ops)?,
+                    else_block: self.block(&else_b.args, &else_b.ops)?,
+                }
+            }
+            OpKind::SimdgroupRole { .. } => {
+                let [body] = op.regions.as_slice() else {
+                    return Err(unsupported(op, "simdgroup_role needs exactly one region"));
+                };
+                Exec::Region {
+                    body: self.block(&body.args, &body.ops)?,
+                }
+            }
+            OpKind::Yield => Exec::Nop,
+            OpKind::Barrier => Exec::Nop,
+            OpKind::ThreadId => Exec::ThreadId,
+            OpKind::SimdLaneId => Exec::SimdLaneId,
+            OpKind::SimdShuffleXor => Exec::SimdShuffleXor {
+                storage: self.dtype(op, op.operands[0])?,
+                lane_dtype: self.dtype(op, op.operands[1])?,
+            },
+            OpKind::SimdBroadcast => Exec::SimdBroadcast {
+                storage: self.dtype(op, op.operands[0])?,
+                lane_dtype: self.dtype(op, op.operands[1])?,
+            },
+            OpKind::Shared { size } => {
+                let dtype = out_ty
+                    .and_then(|t| t.elem.pointee())
+                    .ok_or_else(|| unsupported(op, "result is not a pointer"))?;
+                if size
+                    .checked_mul(dtype.size_bytes())
+                    .is_none_or(|b| b > MAX_SHARED_BYTES)
+                {
+                    return Err(unsupported(
+                        op,
+                        format!("{size} elements of {dtype} is more than 1 GiB"),
+                    ));
+                }
+                let index = self.shared.len();
+                self.shared.push(SharedInfo {
+                    elements: *size,
+                    dtype,
+                });
+                self.mem_names
+                    .push(format!("shared memory ({}:{})", short_file(&op.loc), op.loc.line));
+                Exec::Shared { index }
+            }
+        })
+    }
+
+    fn pointee(&self, op: &Op) -> Result<DType, ExecError> {
+        self.ty(op.operands[0])
+            .elem
+            .pointee()
+            .ok_or_else(|| unsupported(op, "the first operand must be a pointer"))
+    }
+
+    fn index_dtypes(&self, op: &Op) -> Result<[DType; 3], ExecError> {
+        Ok([
+            self.dtype(op, op.operands[1])?,
+            self.dtype(op, op.operands[2])?,
+            self.dtype(op, op.operands[3])?,
+        ])
+    }
+}
+
+/// Highest tile rank a dense broadcast handles (its index counter is a fixed array).
+pub(crate) const MAX_RANK: usize = 16;
+
+/// Row-major strides of `src` laid against the dimensions of `dst` (numpy alignment
+/// from the right), 0 on broadcast dimensions.
+fn broadcast_strides(src: &[usize], dst: &[usize]) -> Vec<usize> {
+    let lead = dst.len().saturating_sub(src.len());
+    let mut strides = vec![0; dst.len()];
+    let mut stride = 1;
+    for (i, &d) in src.iter().enumerate().rev() {
+        if d != 1 {
+            strides[lead + i] = stride;
+        }
+        stride *= d;
+    }
+    strides
+}
+
+fn short_file(loc: &Loc) -> &str {
+    loc.file.rsplit('/').next().unwrap_or(&loc.file)
+}
+
+/// A constant's bits in its dtype, converted the way a C cast would.
+fn literal_bits<T: crate::elem::Element>(lit: metile_ir::Literal) -> u64 {
+    use metile_ir::Literal;
+    let v: T = match lit {
+        Literal::Bool(b) => T::cast_from_int(i64::from(b)),
+        Literal::Int(i) => T::cast_from_int(i),
+        Literal::Float(x) => float_literal::<T>(x),
+    };
+    v.to_bits()
+}
+
+/// Rounds to f32 with "round to odd": inexact results get an odd last bit. A value
+/// rounded this way to 24 bits and then to nearest-even at 11 or 8 bits (f16, bf16)
+/// is rounded exactly as if directly, so literals are rounded once.
+fn f64_to_f32_round_to_odd(x: f64) -> f32 {
+    let y = x as f32;
+    if !y.is_finite() || f64::from(y) == x || y.to_bits() & 1 == 1 {
+        return y;
+    }
+    // y is even and inexact: its odd neighbour on x's side is the round-to-odd result.
+    let toward_zero = f64::from(y).abs() > x.abs();
+    f32::from_bits(if toward_zero {
+        y.to_bits() - 1
+    } else {
+        y.to_bits() + 1
+    })
+}
+
+/// A float literal (an f64) in dtype `T`, rounded once, straight from f64.
+fn float_literal<T: crate::elem::Element>(x: f64) -> T {
+    // Integer targets truncate toward zero and saturate (NaN to 0), as `as` does.
+    match T::DTYPE {
+        DType::F16 | DType::BF16 => T::cast_from_float(f64_to_f32_round_to_odd(x)),
+        DType::F32 => T::cast_from_float(x as f32),
+        DType::Bool => T::cast_from_int(i64::from(x != 0.0)),
+        DType::I32 => T::cast_from_int(i64::from(x as i32)),
+        DType::U32 => T::cast_from_int(i64::from(x as u32)),
+        DType::I64 => T::cast_from_int(x as i64),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float_literals_round_once() {
+        // Just above the midpoint between two f16 values (1.0 and 1 + 2^-10), by less
+        // than f32 can hold: direct rounding goes up, rounding through f32 would tie to 1.0.
+        let x = 1.0 + 2f64.powi(-11) + 2f64.powi(-40);
+        let bits = literal_bits::<half::f16>(metile_ir::Literal::Float(x));
+        assert_eq!(half::f16::from_bits(bits as u16).to_f32(), 1.0 + 2f32.powi(-10));
+        assert_eq!(
+            literal_bits::<i32>(metile_ir::Literal::Float(1e10)),
+            i32::MAX as u32 as u64
+        );
+        assert_eq!(
+            literal_bits::<i32>(metile_ir::Literal::Float(-2.9)),
+            (-2i32) as u32 as u64
+        );
+    }
+}

@@ -1,0 +1,269 @@
+//! Run-time values. A tile is held lazily when that is cheaper and exact:
+//!
+//! * `Splat`: every element equal (and the representation of every rank-0 scalar);
+//! * `Affine`: integer tiles whose element at flat index `i` is `start + step * i`,
+//!   computed with wrapping `i64` arithmetic and then truncated to the dtype. Because
+//!   truncation is a ring homomorphism this stays exact under wrapping add, sub and
+//!   multiply by scalars, which is how `arange`-derived offsets are built;
+//! * `Range`: bool tiles that are true exactly on flat indices `lo..hi` (the mask
+//!   `offs < n` of an affine `offs`);
+//! * `Dense`: one element per entry, the general form every op accepts.
+//!
+//! Lazy forms are defined on the row-major flat index, so they survive reshapes
+//! (`expand_dims`) for free. Every lazy form can be materialised, and every op has a
+//! dense path; the lazy paths are shortcuts checked against the dense ones in tests.
+
+use crate::elem::{int_value, Dense, Element};
+use crate::error::{internal, ExecError};
+use half::{bf16, f16};
+use metile_ir::DType;
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) enum Repr {
+    /// Not written yet in this program instance.
+    #[default]
+    Uninit,
+    Splat(u64),
+    Affine {
+        start: i64,
+        step: i64,
+    },
+    Range {
+        lo: usize,
+        hi: usize,
+    },
+    Dense(Dense),
+}
+
+impl Repr {
+    /// Copies `src` into `self`, reusing `self`'s dense allocation where possible.
+    pub(crate) fn assign_from(&mut self, src: &Repr) {
+        match (&mut *self, src) {
+            (Repr::Dense(d), Repr::Dense(s)) => d.assign_from(s),
+            (dst, s) => *dst = s.clone(),
+        }
+    }
+
+    /// The tile as an operand of an element-wise kernel: a splat stays a single
+    /// value, lazy forms are materialised into `buf`.
+    pub(crate) fn operand<'a, T: Element>(
+        &'a self,
+        n: usize,
+        buf: &'a mut Vec<T>,
+    ) -> Result<Operand<'a, T>, ExecError> {
+        match self {
+            Repr::Splat(bits) => Ok(Operand::Splat(T::from_bits(*bits))),
+            Repr::Dense(d) => match T::vec(d) {
+                Some(v) if v.len() == n => Ok(Operand::Slice(v)),
+                _ => Err(internal(format!(
+                    "a dense {} tile of {} elements was expected, found {:?} with {} elements",
+                    T::DTYPE,
+                    n,
+                    dense_dtype(d),
+                    d.len()
+                ))),
+            },
+            Repr::Affine { .. } | Repr::Range { .. } => {
+                self.materialize_into(n, buf)?;
+                Ok(Operand::Slice(buf))
+            }
+            Repr::Uninit => Err(internal("a value was read before it was computed")),
+        }
+    }
+
+    /// All `n` elements as a slice: borrowed when dense, else materialised into `buf`.
+    pub(crate) fn dense_slice<'a, T: Element>(
+        &'a self,
+        n: usize,
+        buf: &'a mut Vec<T>,
+    ) -> Result<&'a [T], ExecError> {
+        if let Repr::Dense(d) = self {
+            if let Some(v) = T::vec(d).filter(|v| v.len() == n) {
+                return Ok(v);
+            }
+        }
+        self.materialize_into(n, buf)?;
+        Ok(buf)
+    }
+
+    /// Writes all `n` elements into `out`.
+    pub(crate) fn materialize_into<T: Element>(&self, n: usize, out: &mut Vec<T>) -> Result<(), ExecError> {
+        out.clear();
+        match *self {
+            Repr::Splat(bits) => out.resize(n, T::from_bits(bits)),
+            Repr::Affine { start, step } => {
+                out.extend((0..n as i64).map(|i| T::cast_from_int(start.wrapping_add(step.wrapping_mul(i)))))
+            }
+            Repr::Range { lo, hi } => {
+                out.extend((0..n).map(|i| T::cast_from_int(i64::from(lo <= i && i < hi))))
+            }
+            Repr::Dense(ref d) => match T::vec(d) {
+                Some(v) if v.len() == n => out.extend_from_slice(v),
+                _ => return Err(internal("dense tile of the wrong dtype or length")),
+            },
+            Repr::Uninit => return Err(internal("a value was read before it was computed")),
+        }
+        Ok(())
+    }
+
+    /// Replaces a lazy tile by its dense form (used by the dense-only mode).
+    pub(crate) fn densify(&mut self, n: usize, storage: DType) -> Result<(), ExecError> {
+        if matches!(self, Repr::Dense(_) | Repr::Uninit) {
+            return Ok(());
+        }
+        crate::elem::with_elem!(storage, T => {
+            let mut v: Vec<T> = Vec::with_capacity(n);
+            self.materialize_into(n, &mut v)?;
+            *self = Repr::Dense(T::into_dense(v));
+        });
+        Ok(())
+    }
+
+    /// The single value of a scalar (rank-0) value.
+    pub(crate) fn scalar_bits(&self) -> Result<u64, ExecError> {
+        match self {
+            Repr::Splat(bits) => Ok(*bits),
+            _ => Err(internal("a scalar value is not held as a splat")),
+        }
+    }
+}
+
+fn dense_dtype(d: &Dense) -> DType {
+    match d {
+        Dense::Bool(_) => DType::Bool,
+        Dense::I32(_) => DType::I32,
+        Dense::U32(_) => DType::U32,
+        Dense::I64(_) => DType::I64,
+        Dense::F16(_) => DType::F16,
+        Dense::BF16(_) => DType::BF16,
+        Dense::F32(_) => DType::F32,
+    }
+}
+
+/// A value in a register: its elements, and for pointers the memory they point into
+/// (`repr` then holds `i64` element offsets).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Val {
+    pub mem: u32,
+    pub repr: Repr,
+}
+
+impl Val {
+    pub(crate) fn assign_from(&mut self, src: &Val) {
+        self.mem = src.mem;
+        self.repr.assign_from(&src.repr);
+    }
+}
+
+/// An element-wise kernel's view of one input.
+#[derive(Clone, Copy)]
+pub(crate) enum Operand<'a, T> {
+    Splat(T),
+    Slice(&'a [T]),
+}
+
+/// Reusable buffers for materialising lazy operands, per element type.
+#[derive(Default)]
+pub(crate) struct TypedScratch {
+    pub bools: [Vec<bool>; 3],
+    pub i32s: [Vec<i32>; 3],
+    pub u32s: [Vec<u32>; 3],
+    pub i64s: [Vec<i64>; 3],
+    pub f16s: [Vec<f16>; 3],
+    pub bf16s: [Vec<bf16>; 3],
+    pub f32s: [Vec<f32>; 3],
+}
+
+/// Every buffer an op may need besides its result; owned by one worker thread and
+/// reused across ops and program instances so the hot path never allocates.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    pub typed: TypedScratch,
+    pub mask: Vec<bool>,
+    pub offsets: Vec<i64>,
+    pub other_offsets: Vec<i64>,
+    pub floats: [Vec<f32>; 3],
+}
+
+/// Moves the dense vector out of `out` (if it has one of this type) so its
+/// allocation is reused, sized to `n`.
+pub(crate) fn take_vec<T: Element>(out: &mut Repr, n: usize) -> Vec<T> {
+    let mut v = match std::mem::take(out) {
+        Repr::Dense(d) => T::from_dense(d).unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    v.resize(n, T::default());
+    v
+}
+
+pub(crate) fn put_vec<T: Element>(out: &mut Repr, v: Vec<T>) {
+    *out = Repr::Dense(T::into_dense(v));
+}
+
+/// The exact values of an affine integer tile of `n` elements of `dtype`, as
+/// `(first, step)` in `i64`, or `None` when some element wraps around the dtype's
+/// range (then comparisons and widening need the dense form).
+pub(crate) fn exact_affine(start: i64, step: i64, n: usize, dtype: DType) -> Option<(i64, i64)> {
+    let (first, step, lo, hi) = match dtype {
+        DType::I32 => (
+            i128::from(start as i32),
+            i128::from(step as i32),
+            i128::from(i32::MIN),
+            i128::from(i32::MAX),
+        ),
+        DType::U32 => (
+            i128::from(start as u32),
+            i128::from(step as i32),
+            0,
+            i128::from(u32::MAX),
+        ),
+        DType::I64 => (
+            i128::from(start),
+            i128::from(step),
+            i128::from(i64::MIN),
+            i128::from(i64::MAX),
+        ),
+        _ => return None,
+    };
+    let last = first + step * (n.saturating_sub(1) as i128);
+    if (lo..=hi).contains(&last) {
+        Some((first as i64, step as i64))
+    } else {
+        None
+    }
+}
+
+/// The value of an integer scalar as an `i64`.
+pub(crate) fn scalar_int(repr: &Repr, dtype: DType) -> Result<i64, ExecError> {
+    Ok(int_value(repr.scalar_bits()?, dtype))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn affine_materialises_with_wrapping() {
+        let r = Repr::Affine {
+            start: i64::from(i32::MAX) - 1,
+            step: 1,
+        };
+        let mut v: Vec<i32> = vec![];
+        r.materialize_into(3, &mut v).unwrap();
+        assert_eq!(v, vec![i32::MAX - 1, i32::MAX, i32::MIN]);
+        assert_eq!(exact_affine(i64::from(i32::MAX) - 1, 1, 3, DType::I32), None);
+        assert_eq!(exact_affine(-5, 2, 3, DType::I32), Some((-5, 2)));
+        assert_eq!(exact_affine(-1, 1, 2, DType::U32), None);
+        assert_eq!(
+            exact_affine(u32::MAX as i64 - 1, -1, 2, DType::U32),
+            Some((u32::MAX as i64 - 1, -1))
+        );
+    }
+
+    #[test]
+    fn range_materialises_as_bool_mask() {
+        let mut v: Vec<bool> = vec![];
+        Repr::Range { lo: 1, hi: 3 }.materialize_into(4, &mut v).unwrap();
+        assert_eq!(v, vec![false, true, true, false]);
+    }
+}
