@@ -1,0 +1,535 @@
+//! GPU IR (the seed's "Metal IR"): what one thread of a threadgroup executes.
+//!
+//! Where the Tile IR talks about whole tiles, the GPU IR is per-thread SSA over
+//! scalars and short vectors, plus the few things that make threads cooperate:
+//! builtin indices (thread, simdgroup lane and index, threadgroup position and
+//! grid extent), threadgroup memory, barriers and simdgroup shuffles/reductions.
+//!
+//! Design decisions:
+//!
+//! * **Values are SSA, block scoped.** A value is defined once and visible in its
+//!   block and the blocks nested in it. Arithmetic reuses the Tile IR's op enums
+//!   and element semantics (`UnaryOp`, `BinaryOp`, `CmpOp`), applied to scalars.
+//! * **Mutable state lives in register arrays, never in block arguments.** A
+//!   register array (`T rN[len]`, [`RegArray`]) is a per-thread array addressed by
+//!   compile-time indices; loops and ifs carry nothing and yield nothing. Values
+//!   that flow around a loop or out of an `if` are written to registers and read
+//!   back. This keeps regions argument-free (a `for` has only its induction
+//!   variable) and maps one-to-one onto MSL locals.
+//! * **Pointers are roots.** Pointer-typed values are only kernel buffer
+//!   parameters and threadgroup allocations; memory ops take a root and an
+//!   element index (`X[i]`), so the emitter knows which parameters are written
+//!   (for `device const`) and which address space every access uses.
+//! * **Threadgroup memory is declared by the function** ([`TgAlloc`]) with a
+//!   dtype and an element count, so the emitter can pass it as `[[threadgroup(i)]]`
+//!   parameters and the runtime can size it.
+//! * **Control flow is structured**: `for` (with an `i32` induction variable)
+//!   and `if`. Barriers and simdgroup operations must sit in control flow that is
+//!   uniform over the threadgroup (barriers) or over the simdgroup (simdgroup ops);
+//!   the verifier checks this with a uniformity analysis.
+
+use crate::dtype::DType;
+use crate::tile_ir::{BinaryOp, CmpOp, Literal, Loc, ReduceOp, UnaryOp};
+use std::fmt;
+
+/// An SSA value of a [`GpuFunction`]; an index into [`GpuFunction::values`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GpuValue(pub u32);
+
+impl GpuValue {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Display for GpuValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "%{}", self.0)
+    }
+}
+
+/// A per-thread register array; an index into [`GpuFunction::regs`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RegId(pub u32);
+
+impl fmt::Display for RegId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "r{}", self.0)
+    }
+}
+
+/// Which memory a pointer root addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemSpace {
+    Device,
+    Threadgroup,
+}
+
+impl MemSpace {
+    pub fn name(self) -> &'static str {
+        match self {
+            MemSpace::Device => "device",
+            MemSpace::Threadgroup => "threadgroup",
+        }
+    }
+}
+
+/// The type of a GPU IR value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GpuType {
+    Scalar(DType),
+    /// A short vector of 2 to 4 lanes (at most 16 bytes), used by vector memory ops.
+    Vector(DType, u8),
+    /// A pointer root: a buffer parameter or a threadgroup allocation.
+    Ptr(DType, MemSpace),
+}
+
+impl GpuType {
+    pub fn dtype(self) -> DType {
+        match self {
+            GpuType::Scalar(d) | GpuType::Vector(d, _) | GpuType::Ptr(d, _) => d,
+        }
+    }
+
+    pub fn is_scalar(self) -> bool {
+        matches!(self, GpuType::Scalar(_))
+    }
+
+    /// The type a load of `width` elements produces.
+    pub fn loaded(dtype: DType, width: u8) -> GpuType {
+        if width <= 1 {
+            GpuType::Scalar(dtype)
+        } else {
+            GpuType::Vector(dtype, width)
+        }
+    }
+}
+
+impl fmt::Display for GpuType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GpuType::Scalar(d) => write!(f, "{d}"),
+            GpuType::Vector(d, n) => write!(f, "{d}x{n}"),
+            GpuType::Ptr(d, s) => write!(f, "ptr<{d}, {}>", s.name()),
+        }
+    }
+}
+
+/// Per-thread builtin indices; each reads as an `i32`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Builtin {
+    /// `thread_index_in_threadgroup`.
+    ThreadIndex,
+    /// `thread_index_in_simdgroup`.
+    SimdLane,
+    /// `simdgroup_index_in_threadgroup`.
+    SimdgroupIndex,
+    /// `threadgroup_position_in_grid`, one axis.
+    ThreadgroupPosition(u8),
+    /// `threadgroups_per_grid`, one axis.
+    ThreadgroupsPerGrid(u8),
+}
+
+impl Builtin {
+    pub fn name(self) -> String {
+        const AXES: [&str; 3] = ["x", "y", "z"];
+        let axis = |a: u8| AXES.get(usize::from(a)).copied().unwrap_or("?");
+        match self {
+            Builtin::ThreadIndex => "thread_index".into(),
+            Builtin::SimdLane => "simd_lane".into(),
+            Builtin::SimdgroupIndex => "simdgroup_index".into(),
+            Builtin::ThreadgroupPosition(a) => format!("threadgroup_position.{}", axis(a)),
+            Builtin::ThreadgroupsPerGrid(a) => format!("threadgroups_per_grid.{}", axis(a)),
+        }
+    }
+}
+
+/// What an op does. Operand and result conventions are listed per variant; the
+/// verifier checks them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GpuOpKind {
+    /// `() -> i32`.
+    Builtin(Builtin),
+    /// `() -> T` scalar; the literal is read as the result's dtype.
+    Const(Literal),
+    /// `(x) -> x`, scalar, Tile IR element semantics.
+    Unary(UnaryOp),
+    /// `(a, b) -> a`, scalars of one type, Tile IR element semantics (integer
+    /// arithmetic wraps; integer division by zero yields 0).
+    Binary(BinaryOp),
+    /// `(a, b) -> bool`.
+    Compare(CmpOp),
+    /// `(cond: bool, a, b) -> a`.
+    Select,
+    /// `(x) -> y`: C conversion to the result's scalar type (float to int
+    /// truncates and saturates, NaN gives 0).
+    Cast,
+    /// `(s0, .., sn-1) -> T x n`.
+    MakeVector,
+    /// `(v: T x n) -> T`: lane `lane`.
+    Extract { lane: u8 },
+    /// `(ptr, index: int [, mask: bool] [, other]) -> T | T x width`: reads
+    /// `width` consecutive elements at `ptr[index]`. A masked-off load touches no
+    /// memory and yields `other` (or zero). Vector loads need `index` to be a
+    /// multiple of `width`.
+    Load {
+        width: u8,
+        has_mask: bool,
+        has_other: bool,
+    },
+    /// `(ptr, index: int, value [, mask: bool])`: writes `width` consecutive elements.
+    Store { width: u8, has_mask: bool },
+    /// `() -> T`: element `index` of a register array.
+    RegRead { reg: RegId, index: u32 },
+    /// `(value: T)`: sets element `index` of a register array.
+    RegWrite { reg: RegId, index: u32 },
+    /// `(x, mask: i32) -> x`: the value of lane `lane ^ mask` of this simdgroup.
+    SimdShuffleXor,
+    /// `(x, lane: i32) -> x`: the value of lane `lane` of this simdgroup.
+    SimdBroadcast,
+    /// `(x) -> x`: the reduction over the simdgroup's 32 lanes, on every lane.
+    SimdReduce(ReduceOp),
+    /// `()`: threadgroup execution and threadgroup-memory barrier.
+    Barrier,
+    /// `(start, end, step: i32)`: region 0 has one argument, the `i32` induction
+    /// variable, and runs for `iv = start; step > 0 ? iv < end : iv > end; iv += step`
+    /// (no iterations when `step == 0`).
+    For,
+    /// `(cond: bool)`: region 0 runs when `cond`, region 1 otherwise.
+    If,
+}
+
+impl GpuOpKind {
+    pub fn name(&self) -> String {
+        match self {
+            GpuOpKind::Builtin(b) => format!("builtin {}", b.name()),
+            GpuOpKind::Const(_) => "const".into(),
+            GpuOpKind::Unary(u) => crate::tile_ir::OpKind::Unary(*u).name().into(),
+            GpuOpKind::Binary(b) => crate::tile_ir::OpKind::Binary(*b).name().into(),
+            GpuOpKind::Compare(c) => crate::tile_ir::OpKind::Compare(*c).name().into(),
+            GpuOpKind::Select => "select".into(),
+            GpuOpKind::Cast => "cast".into(),
+            GpuOpKind::MakeVector => "make_vector".into(),
+            GpuOpKind::Extract { lane } => format!("extract.{lane}"),
+            GpuOpKind::Load { width, .. } => vector_suffix("load", *width),
+            GpuOpKind::Store { width, .. } => vector_suffix("store", *width),
+            GpuOpKind::RegRead { .. } => "reg_read".into(),
+            GpuOpKind::RegWrite { .. } => "reg_write".into(),
+            GpuOpKind::SimdShuffleXor => "simd_shuffle_xor".into(),
+            GpuOpKind::SimdBroadcast => "simd_broadcast".into(),
+            GpuOpKind::SimdReduce(op) => match op {
+                ReduceOp::Sum => "simd_sum".into(),
+                ReduceOp::Max => "simd_max".into(),
+                ReduceOp::Min => "simd_min".into(),
+            },
+            GpuOpKind::Barrier => "barrier".into(),
+            GpuOpKind::For => "for".into(),
+            GpuOpKind::If => "if".into(),
+        }
+    }
+
+    /// Ops that only compute their results; dead-code elimination may drop them.
+    pub fn is_pure(&self) -> bool {
+        matches!(
+            self,
+            GpuOpKind::Builtin(_)
+                | GpuOpKind::Const(_)
+                | GpuOpKind::Unary(_)
+                | GpuOpKind::Binary(_)
+                | GpuOpKind::Compare(_)
+                | GpuOpKind::Select
+                | GpuOpKind::Cast
+                | GpuOpKind::MakeVector
+                | GpuOpKind::Extract { .. }
+                | GpuOpKind::Load { .. }
+                | GpuOpKind::RegRead { .. }
+        )
+    }
+
+    /// Simdgroup-collective ops: every lane of the simdgroup must execute them together.
+    pub fn is_simd_collective(&self) -> bool {
+        matches!(
+            self,
+            GpuOpKind::SimdShuffleXor | GpuOpKind::SimdBroadcast | GpuOpKind::SimdReduce(_)
+        )
+    }
+}
+
+fn vector_suffix(base: &str, width: u8) -> String {
+    if width <= 1 {
+        base.into()
+    } else {
+        format!("{base}.v{width}")
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuOp {
+    pub kind: GpuOpKind,
+    pub operands: Vec<GpuValue>,
+    pub results: Vec<GpuValue>,
+    pub regions: Vec<GpuBlock>,
+    /// The Tile IR op this came from.
+    pub loc: Loc,
+}
+
+/// A straight-line list of ops; `args` are the region's arguments (a `for`'s
+/// induction variable).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GpuBlock {
+    pub args: Vec<GpuValue>,
+    pub ops: Vec<GpuOp>,
+}
+
+/// How a kernel parameter reaches the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GpuParamKind {
+    /// A device buffer of this dtype.
+    Buffer(DType),
+    /// A scalar passed by value (a `constant T&` in MSL).
+    Scalar(DType),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuParam {
+    pub name: String,
+    pub kind: GpuParamKind,
+    /// Position of the parameter in the Tile IR function (= the launch argument index).
+    pub tile_index: usize,
+    /// The value the parameter is read through: a pointer root or the scalar.
+    pub value: GpuValue,
+}
+
+/// Why a threadgroup allocation exists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TgPurpose {
+    /// `metile.shared(...)` in the kernel.
+    User,
+    /// Compiler scratch (reductions, layout conversions, `dot` staging), reused
+    /// between barriers.
+    Scratch,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TgAlloc {
+    pub dtype: DType,
+    /// Elements (not bytes).
+    pub len: usize,
+    pub purpose: TgPurpose,
+    /// The pointer root that addresses it.
+    pub value: GpuValue,
+}
+
+impl TgAlloc {
+    pub fn bytes(&self) -> usize {
+        self.len * self.dtype.size_bytes()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct RegArray {
+    pub dtype: DType,
+    pub len: u32,
+}
+
+/// One kernel, as executed by each thread of a threadgroup of `threads_per_group`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuFunction {
+    pub name: String,
+    pub params: Vec<GpuParam>,
+    pub threadgroup: Vec<TgAlloc>,
+    pub regs: Vec<RegArray>,
+    pub threads_per_group: u32,
+    pub body: GpuBlock,
+    /// The type of every value, indexed by [`GpuValue`].
+    pub values: Vec<GpuType>,
+}
+
+impl GpuFunction {
+    pub fn ty(&self, v: GpuValue) -> GpuType {
+        self.values[v.index()]
+    }
+
+    /// Visits every op, depth first, in program order.
+    pub fn walk(&self, f: &mut impl FnMut(&GpuOp)) {
+        fn go(block: &GpuBlock, f: &mut impl FnMut(&GpuOp)) {
+            for op in &block.ops {
+                f(op);
+                for r in &op.regions {
+                    go(r, f);
+                }
+            }
+        }
+        go(&self.body, f)
+    }
+
+    /// Total threadgroup memory in bytes, each allocation rounded up to 16 bytes
+    /// (Metal's granularity for threadgroup memory lengths).
+    pub fn threadgroup_bytes(&self) -> usize {
+        self.threadgroup.iter().map(|a| a.bytes().div_ceil(16) * 16).sum()
+    }
+}
+
+/// Builds a [`GpuFunction`]. Ops go to the innermost open block unless a depth is
+/// given: lowering uses [`GpuBuilder::emit_at`] to hoist loop-invariant work into
+/// an enclosing block (its ops land before the region op that is still being built).
+pub struct GpuBuilder {
+    func: GpuFunction,
+    blocks: Vec<GpuBlock>,
+    loc: Loc,
+}
+
+impl GpuBuilder {
+    pub fn new(name: &str, threads_per_group: u32) -> GpuBuilder {
+        GpuBuilder {
+            func: GpuFunction {
+                name: name.to_string(),
+                params: vec![],
+                threadgroup: vec![],
+                regs: vec![],
+                threads_per_group,
+                body: GpuBlock::default(),
+                values: vec![],
+            },
+            blocks: vec![GpuBlock::default()],
+            loc: Loc::unknown(),
+        }
+    }
+
+    pub fn set_loc(&mut self, loc: Loc) {
+        self.loc = loc;
+    }
+
+    pub fn loc(&self) -> &Loc {
+        &self.loc
+    }
+
+    pub fn ty(&self, v: GpuValue) -> GpuType {
+        self.func.ty(v)
+    }
+
+    pub fn func(&self) -> &GpuFunction {
+        &self.func
+    }
+
+    pub fn new_value(&mut self, ty: GpuType) -> GpuValue {
+        let id = GpuValue(self.func.values.len() as u32);
+        self.func.values.push(ty);
+        id
+    }
+
+    pub fn add_param(&mut self, name: &str, kind: GpuParamKind, tile_index: usize) -> GpuValue {
+        let ty = match kind {
+            GpuParamKind::Buffer(d) => GpuType::Ptr(d, MemSpace::Device),
+            GpuParamKind::Scalar(d) => GpuType::Scalar(d),
+        };
+        let value = self.new_value(ty);
+        self.func.params.push(GpuParam {
+            name: name.to_string(),
+            kind,
+            tile_index,
+            value,
+        });
+        value
+    }
+
+    /// Declares threadgroup memory and returns its pointer root.
+    pub fn add_threadgroup(&mut self, dtype: DType, len: usize, purpose: TgPurpose) -> GpuValue {
+        let value = self.new_value(GpuType::Ptr(dtype, MemSpace::Threadgroup));
+        self.func.threadgroup.push(TgAlloc {
+            dtype,
+            len,
+            purpose,
+            value,
+        });
+        value
+    }
+
+    /// Grows a scratch allocation (created with [`GpuBuilder::add_threadgroup`]).
+    pub fn grow_threadgroup(&mut self, root: GpuValue, len: usize) {
+        if let Some(a) = self.func.threadgroup.iter_mut().find(|a| a.value == root) {
+            a.len = a.len.max(len);
+        }
+    }
+
+    pub fn add_reg(&mut self, dtype: DType, len: u32) -> RegId {
+        self.func.regs.push(RegArray { dtype, len });
+        RegId(self.func.regs.len() as u32 - 1)
+    }
+
+    /// Number of open blocks (1 = the function body).
+    pub fn depth(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// Appends an op to the block at `depth` (0-based from the function body).
+    pub fn emit_at(
+        &mut self,
+        depth: usize,
+        kind: GpuOpKind,
+        operands: Vec<GpuValue>,
+        result_types: Vec<GpuType>,
+    ) -> Vec<GpuValue> {
+        let results: Vec<GpuValue> = result_types.into_iter().map(|t| self.new_value(t)).collect();
+        let op = GpuOp {
+            kind,
+            operands,
+            results: results.clone(),
+            regions: vec![],
+            loc: self.loc.clone(),
+        };
+        let index = depth.min(self.blocks.len() - 1);
+        self.blocks[index].ops.push(op);
+        results
+    }
+
+    /// Appends an op to the innermost block.
+    pub fn emit(
+        &mut self,
+        kind: GpuOpKind,
+        operands: Vec<GpuValue>,
+        result_types: Vec<GpuType>,
+    ) -> Vec<GpuValue> {
+        let depth = self.blocks.len() - 1;
+        self.emit_at(depth, kind, operands, result_types)
+    }
+
+    /// Opens a region block with arguments of the given types.
+    pub fn push_block(&mut self, arg_types: &[GpuType]) -> Vec<GpuValue> {
+        let args: Vec<GpuValue> = arg_types.iter().map(|&t| self.new_value(t)).collect();
+        self.blocks.push(GpuBlock {
+            args: args.clone(),
+            ops: vec![],
+        });
+        args
+    }
+
+    /// Closes the innermost region block (never the function body).
+    pub fn pop_block(&mut self) -> GpuBlock {
+        if self.blocks.len() <= 1 {
+            return GpuBlock::default();
+        }
+        self.blocks.pop().unwrap_or_default()
+    }
+
+    /// Appends a region op (`for`, `if`) with already built regions.
+    pub fn emit_region_op(&mut self, kind: GpuOpKind, operands: Vec<GpuValue>, regions: Vec<GpuBlock>) {
+        let op = GpuOp {
+            kind,
+            operands,
+            results: vec![],
+            regions,
+            loc: self.loc.clone(),
+        };
+        if let Some(b) = self.blocks.last_mut() {
+            b.ops.push(op);
+        }
+    }
+
+    /// The finished function; open regions, if any, are discarded.
+    pub fn finish(mut self) -> GpuFunction {
+        self.blocks.truncate(1);
+        self.func.body = self.blocks.pop().unwrap_or_default();
+        self.func
+    }
+}

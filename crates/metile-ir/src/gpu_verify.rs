@@ -1,0 +1,393 @@
+//! The GPU IR verifier: SSA scoping, every op's typing rule, register bounds,
+//! region shapes, and the uniformity rule for cooperative ops: a barrier must be
+//! reached by every thread of the threadgroup, so it may only sit under control
+//! flow that is uniform over the threadgroup; simdgroup shuffles and reductions
+//! need control flow that is at least uniform over their simdgroup.
+//!
+//! Uniformity is a small lattice (uniform < simdgroup-uniform < varying) computed
+//! from the builtins (thread index and lane vary, the simdgroup index is uniform
+//! within a simdgroup), through operands, and through register arrays (a register
+//! is as varying as any value written to it or any control flow it is written
+//! under; that part is a fixed point, since loops write registers read earlier).
+//! Loads are as uniform as their address: the verifier cannot see races, and the
+//! lowering only reads memory that is stable between barriers.
+
+use crate::dtype::DType;
+use crate::error::{IrError, IrResult};
+use crate::gpu_ir::*;
+use std::collections::HashSet;
+
+/// How much a value or a control-flow path may differ between threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Uniformity {
+    Uniform,
+    Simdgroup,
+    Varying,
+}
+
+pub fn verify_gpu(f: &GpuFunction) -> IrResult<()> {
+    let mut v = GpuVerifier {
+        f,
+        defined: HashSet::new(),
+        scopes: vec![vec![]],
+        value_u: vec![Uniformity::Uniform; f.values.len()],
+        reg_u: vec![Uniformity::Uniform; f.regs.len()],
+        check_cooperative: false,
+    };
+    for p in &f.params {
+        v.define(p.value)?;
+        let expected = match p.kind {
+            GpuParamKind::Buffer(d) => GpuType::Ptr(d, MemSpace::Device),
+            GpuParamKind::Scalar(d) => GpuType::Scalar(d),
+        };
+        if f.ty(p.value) != expected {
+            return Err(IrError(format!(
+                "invalid GPU IR: parameter {} has type {}",
+                p.name,
+                f.ty(p.value)
+            )));
+        }
+    }
+    for a in &f.threadgroup {
+        v.define(a.value)?;
+        if f.ty(a.value) != GpuType::Ptr(a.dtype, MemSpace::Threadgroup) || a.len == 0 {
+            return Err(IrError(format!(
+                "invalid GPU IR: threadgroup allocation {} is malformed",
+                a.value
+            )));
+        }
+    }
+    for r in &f.regs {
+        if r.len == 0 {
+            return Err(IrError("invalid GPU IR: an empty register array".into()));
+        }
+    }
+    if f.threads_per_group == 0 {
+        return Err(IrError("invalid GPU IR: zero threads per threadgroup".into()));
+    }
+    // Structure and types first; then register uniformity to a fixed point; then
+    // one more walk that enforces the cooperative-op rule.
+    let root_defs = v.defined.clone();
+    v.block(&f.body, Uniformity::Uniform)?;
+    for _ in 0..=2 * f.regs.len() + 1 {
+        let before = v.reg_u.clone();
+        v.reset(&root_defs);
+        v.block(&f.body, Uniformity::Uniform)?;
+        if before == v.reg_u {
+            break;
+        }
+    }
+    v.reset(&root_defs);
+    v.check_cooperative = true;
+    v.block(&f.body, Uniformity::Uniform)
+}
+
+struct GpuVerifier<'f> {
+    f: &'f GpuFunction,
+    defined: HashSet<GpuValue>,
+    scopes: Vec<Vec<GpuValue>>,
+    value_u: Vec<Uniformity>,
+    reg_u: Vec<Uniformity>,
+    check_cooperative: bool,
+}
+
+impl<'f> GpuVerifier<'f> {
+    fn reset(&mut self, root: &HashSet<GpuValue>) {
+        self.defined = root.clone();
+        self.scopes = vec![vec![]];
+    }
+
+    fn ty(&self, v: GpuValue) -> GpuType {
+        self.f.values[v.index()]
+    }
+
+    fn define(&mut self, v: GpuValue) -> IrResult<()> {
+        if v.index() >= self.f.values.len() {
+            return Err(IrError(format!("invalid GPU IR: {v} has no type")));
+        }
+        if !self.defined.insert(v) {
+            return Err(IrError(format!("invalid GPU IR: {v} is defined twice")));
+        }
+        if let Some(s) = self.scopes.last_mut() {
+            s.push(v);
+        }
+        Ok(())
+    }
+
+    fn err(&self, op: &GpuOp, msg: &str) -> IrError {
+        IrError(format!(
+            "invalid GPU IR at {} ({}): {msg}",
+            op.loc,
+            op.kind.name()
+        ))
+    }
+
+    fn block(&mut self, b: &GpuBlock, control: Uniformity) -> IrResult<()> {
+        for op in &b.ops {
+            self.op(op, control)?;
+        }
+        Ok(())
+    }
+
+    fn region(&mut self, r: &GpuBlock, control: Uniformity) -> IrResult<()> {
+        self.scopes.push(vec![]);
+        for &a in &r.args {
+            self.define(a)?;
+            self.value_u[a.index()] = control;
+        }
+        let result = self.block(r, control);
+        for v in self.scopes.pop().unwrap_or_default() {
+            self.defined.remove(&v);
+        }
+        result
+    }
+
+    fn uniformity_of(&self, values: &[GpuValue]) -> Uniformity {
+        values
+            .iter()
+            .map(|v| self.value_u[v.index()])
+            .max()
+            .unwrap_or(Uniformity::Uniform)
+    }
+
+    fn op(&mut self, op: &GpuOp, control: Uniformity) -> IrResult<()> {
+        for &v in &op.operands {
+            if !self.defined.contains(&v) {
+                return Err(self.err(op, &format!("uses {v} outside the scope that defines it")));
+            }
+        }
+        self.check_types(op)?;
+        if self.check_cooperative {
+            if matches!(op.kind, GpuOpKind::Barrier) && control != Uniformity::Uniform {
+                return Err(self.err(
+                    op,
+                    "a barrier under control flow that differs between threads of the threadgroup",
+                ));
+            }
+            if op.kind.is_simd_collective() && control == Uniformity::Varying {
+                return Err(self.err(
+                    op,
+                    "a simdgroup operation under control flow that differs between lanes",
+                ));
+            }
+        }
+        let operand_u = self.uniformity_of(&op.operands);
+        match &op.kind {
+            GpuOpKind::For => {
+                let [body] = op.regions.as_slice() else {
+                    return Err(self.err(op, "needs one region"));
+                };
+                if body.args.len() != 1 || self.ty(body.args[0]) != GpuType::Scalar(DType::I32) {
+                    return Err(self.err(op, "the body takes one i32 induction variable"));
+                }
+                self.region(body, control.max(operand_u))?;
+            }
+            GpuOpKind::If => {
+                let [then_b, else_b] = op.regions.as_slice() else {
+                    return Err(self.err(op, "needs two regions"));
+                };
+                if !then_b.args.is_empty() || !else_b.args.is_empty() {
+                    return Err(self.err(op, "if regions take no arguments"));
+                }
+                self.region(then_b, control.max(operand_u))?;
+                self.region(else_b, control.max(operand_u))?;
+            }
+            _ if !op.regions.is_empty() => return Err(self.err(op, "takes no regions")),
+            _ => {}
+        }
+        let result_u = match &op.kind {
+            GpuOpKind::Builtin(Builtin::ThreadIndex | Builtin::SimdLane) => Uniformity::Varying,
+            GpuOpKind::Builtin(Builtin::SimdgroupIndex) => Uniformity::Simdgroup,
+            GpuOpKind::RegRead { reg, .. } => self.reg_u[reg.0 as usize],
+            GpuOpKind::RegWrite { reg, .. } => {
+                let slot = &mut self.reg_u[reg.0 as usize];
+                *slot = (*slot).max(operand_u).max(control);
+                Uniformity::Uniform
+            }
+            GpuOpKind::SimdBroadcast | GpuOpKind::SimdReduce(_) => operand_u.min(Uniformity::Simdgroup),
+            GpuOpKind::SimdShuffleXor if operand_u != Uniformity::Uniform => Uniformity::Varying,
+            _ => operand_u,
+        };
+        for &r in &op.results {
+            self.define(r)?;
+            self.value_u[r.index()] = result_u;
+        }
+        Ok(())
+    }
+
+    fn check_types(&self, op: &GpuOp) -> IrResult<()> {
+        let ins: Vec<GpuType> = op.operands.iter().map(|&v| self.ty(v)).collect();
+        let outs: Vec<GpuType> = op.results.iter().map(|&v| self.ty(v)).collect();
+        let fail = |what: &str| Err(self.err(op, what));
+        let arity = |n_in: usize, n_out: usize| -> IrResult<()> {
+            if ins.len() != n_in || outs.len() != n_out {
+                return Err(self.err(op, &format!("expects {n_in} operands and {n_out} results")));
+            }
+            Ok(())
+        };
+        let i32s = GpuType::Scalar(DType::I32);
+        let bools = GpuType::Scalar(DType::Bool);
+        let int_scalar = |t: GpuType| matches!(t, GpuType::Scalar(d) if d.is_int());
+        match &op.kind {
+            GpuOpKind::Builtin(_) => {
+                arity(0, 1)?;
+                if outs[0] != i32s {
+                    return fail("builtins read as i32");
+                }
+            }
+            GpuOpKind::Const(_) => {
+                arity(0, 1)?;
+                if !outs[0].is_scalar() {
+                    return fail("constants are scalars");
+                }
+            }
+            GpuOpKind::Unary(_) => {
+                arity(1, 1)?;
+                if !ins[0].is_scalar() || ins[0] != outs[0] {
+                    return fail("(x) -> x on scalars");
+                }
+            }
+            GpuOpKind::Binary(_) => {
+                arity(2, 1)?;
+                if !ins[0].is_scalar() || ins[0] != ins[1] || ins[0] != outs[0] {
+                    return fail("(a, a) -> a on scalars");
+                }
+            }
+            GpuOpKind::Compare(_) => {
+                arity(2, 1)?;
+                if !ins[0].is_scalar() || ins[0] != ins[1] || outs[0] != bools {
+                    return fail("(a, a) -> bool on scalars");
+                }
+            }
+            GpuOpKind::Select => {
+                arity(3, 1)?;
+                if ins[0] != bools || ins[1] != ins[2] || ins[1] != outs[0] || !ins[1].is_scalar() {
+                    return fail("(bool, a, a) -> a on scalars");
+                }
+            }
+            GpuOpKind::Cast => {
+                arity(1, 1)?;
+                if !ins[0].is_scalar() || !outs[0].is_scalar() {
+                    return fail("casts convert scalars");
+                }
+            }
+            GpuOpKind::MakeVector => {
+                let n = ins.len();
+                if !(2..=4).contains(&n) || outs.len() != 1 {
+                    return fail("builds a vector of 2 to 4 scalars");
+                }
+                let GpuType::Scalar(d) = ins[0] else {
+                    return fail("lanes must be scalars");
+                };
+                if ins.iter().any(|&t| t != ins[0]) || outs[0] != GpuType::Vector(d, n as u8) {
+                    return fail("lanes must share the vector's element type");
+                }
+            }
+            GpuOpKind::Extract { lane } => {
+                arity(1, 1)?;
+                match ins[0] {
+                    GpuType::Vector(d, n) if *lane < n && outs[0] == GpuType::Scalar(d) => {}
+                    _ => return fail("extracts an in-range lane of a vector"),
+                }
+            }
+            GpuOpKind::Load {
+                width,
+                has_mask,
+                has_other,
+            } => {
+                let n = 2 + usize::from(*has_mask) + usize::from(*has_other);
+                arity(n, 1)?;
+                let GpuType::Ptr(d, _) = ins[0] else {
+                    return fail("loads through a pointer root");
+                };
+                self.check_width(op, d, *width)?;
+                if !int_scalar(ins[1]) {
+                    return fail("the index must be an integer scalar");
+                }
+                if outs[0] != GpuType::loaded(d, *width) {
+                    return fail("the result must be the pointee in the access width");
+                }
+                if *has_mask && ins[2] != bools {
+                    return fail("the mask must be a bool scalar");
+                }
+                if *has_other && ins[n - 1] != outs[0] {
+                    return fail("other must have the result's type");
+                }
+            }
+            GpuOpKind::Store { width, has_mask } => {
+                arity(3 + usize::from(*has_mask), 0)?;
+                let GpuType::Ptr(d, _) = ins[0] else {
+                    return fail("stores through a pointer root");
+                };
+                self.check_width(op, d, *width)?;
+                if !int_scalar(ins[1]) {
+                    return fail("the index must be an integer scalar");
+                }
+                if ins[2] != GpuType::loaded(d, *width) {
+                    return fail("the value must be the pointee in the access width");
+                }
+                if *has_mask && ins[3] != bools {
+                    return fail("the mask must be a bool scalar");
+                }
+            }
+            GpuOpKind::RegRead { reg, index } | GpuOpKind::RegWrite { reg, index } => {
+                let Some(r) = self.f.regs.get(reg.0 as usize) else {
+                    return fail("unknown register array");
+                };
+                if *index >= r.len {
+                    return fail(&format!("index {index} is outside {reg}[{}]", r.len));
+                }
+                let read = matches!(op.kind, GpuOpKind::RegRead { .. });
+                if read {
+                    arity(0, 1)?;
+                } else {
+                    arity(1, 0)?;
+                }
+                let t = if read { outs[0] } else { ins[0] };
+                if t != GpuType::Scalar(r.dtype) {
+                    return fail("the value must have the register's dtype");
+                }
+            }
+            GpuOpKind::SimdShuffleXor | GpuOpKind::SimdBroadcast => {
+                arity(2, 1)?;
+                if !ins[0].is_scalar() || ins[0] != outs[0] || ins[1] != i32s {
+                    return fail("(x, i32) -> x on scalars");
+                }
+            }
+            GpuOpKind::SimdReduce(_) => {
+                arity(1, 1)?;
+                let ok = matches!(
+                    ins[0],
+                    GpuType::Scalar(DType::I32 | DType::U32 | DType::F16 | DType::F32)
+                );
+                if !ok || ins[0] != outs[0] {
+                    return fail("simdgroup reductions take i32, u32, f16 or f32");
+                }
+            }
+            GpuOpKind::Barrier => arity(0, 0)?,
+            GpuOpKind::For => {
+                arity(3, 0)?;
+                if ins.iter().any(|&t| t != i32s) {
+                    return fail("start, end and step are i32 scalars");
+                }
+            }
+            GpuOpKind::If => {
+                arity(1, 0)?;
+                if ins[0] != bools {
+                    return fail("the condition is a bool scalar");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn check_width(&self, op: &GpuOp, d: DType, width: u8) -> IrResult<()> {
+        let ok = width == 1
+            || ((2..=4).contains(&width) && usize::from(width) * d.size_bytes() <= 16 && d != DType::Bool);
+        if ok {
+            Ok(())
+        } else {
+            Err(self.err(op, &format!("no {width}-wide access of {d}")))
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! GPU IR: builder, printer and verifier, including the uniformity rule for
+//! barriers and simdgroup operations.
+
+use metile_ir::gpu_ir::*;
+use metile_ir::{print_gpu_function, verify_gpu, BinaryOp, CmpOp, DType, Literal, ReduceOp};
+
+const I32: GpuType = GpuType::Scalar(DType::I32);
+const F32: GpuType = GpuType::Scalar(DType::F32);
+const BOOL: GpuType = GpuType::Scalar(DType::Bool);
+
+fn constant(b: &mut GpuBuilder, value: i64) -> GpuValue {
+    b.emit(GpuOpKind::Const(Literal::Int(value)), vec![], vec![I32])[0]
+}
+
+/// `out[tid] = x[tid] + 1` with a vector load and a loop-carried register.
+fn small_kernel() -> GpuFunction {
+    let mut b = GpuBuilder::new("k", 64);
+    let x = b.add_param("X", GpuParamKind::Buffer(DType::F32), 0);
+    let out = b.add_param("Out", GpuParamKind::Buffer(DType::F32), 1);
+    let n = b.add_param("N", GpuParamKind::Scalar(DType::I32), 2);
+    let tid = b.emit(GpuOpKind::Builtin(Builtin::ThreadIndex), vec![], vec![I32])[0];
+    let four = constant(&mut b, 4);
+    let idx = b.emit(GpuOpKind::Binary(BinaryOp::Mul), vec![tid, four], vec![I32])[0];
+    let v = b.emit(
+        GpuOpKind::Load {
+            width: 4,
+            has_mask: false,
+            has_other: false,
+        },
+        vec![x, idx],
+        vec![GpuType::Vector(DType::F32, 4)],
+    )[0];
+    let lane0 = b.emit(GpuOpKind::Extract { lane: 0 }, vec![v], vec![F32])[0];
+    let acc = b.add_reg(DType::F32, 1);
+    b.emit(GpuOpKind::RegWrite { reg: acc, index: 0 }, vec![lane0], vec![]);
+    let zero = constant(&mut b, 0);
+    let one = constant(&mut b, 1);
+    let iv = b.push_block(&[I32])[0];
+    let cur = b.emit(GpuOpKind::RegRead { reg: acc, index: 0 }, vec![], vec![F32])[0];
+    let fiv = b.emit(GpuOpKind::Cast, vec![iv], vec![F32])[0];
+    let next = b.emit(GpuOpKind::Binary(BinaryOp::Add), vec![cur, fiv], vec![F32])[0];
+    b.emit(GpuOpKind::RegWrite { reg: acc, index: 0 }, vec![next], vec![]);
+    let body = b.pop_block();
+    b.emit_region_op(GpuOpKind::For, vec![zero, n, one], vec![body]);
+    let total = b.emit(GpuOpKind::RegRead { reg: acc, index: 0 }, vec![], vec![F32])[0];
+    let sum = b.emit(GpuOpKind::SimdReduce(ReduceOp::Sum), vec![total], vec![F32])[0];
+    let in_range = b.emit(GpuOpKind::Compare(CmpOp::Lt), vec![tid, n], vec![BOOL])[0];
+    b.emit(
+        GpuOpKind::Store {
+            width: 1,
+            has_mask: true,
+        },
+        vec![out, tid, sum, in_range],
+        vec![],
+    );
+    b.finish()
+}
+
+#[test]
+fn a_well_formed_kernel_verifies_and_prints() {
+    let f = small_kernel();
+    verify_gpu(&f).unwrap();
+    let text = print_gpu_function(&f);
+    assert!(
+        text.starts_with("gpu.func @k(%0: ptr<f32, device> /*X*/"),
+        "{text}"
+    );
+    assert!(text.contains("load.v4 %0, %5 : f32x4"), "{text}");
+    assert!(text.contains("reg r0: f32[1]"), "{text}");
+    assert!(text.contains("for %"), "{text}");
+    assert!(text.contains("simd_sum"), "{text}");
+    assert_eq!(text, print_gpu_function(&small_kernel()));
+}
+
+#[test]
+fn barrier_under_thread_dependent_control_flow_is_rejected() {
+    let mut b = GpuBuilder::new("k", 64);
+    let tid = b.emit(GpuOpKind::Builtin(Builtin::ThreadIndex), vec![], vec![I32])[0];
+    let zero = constant(&mut b, 0);
+    let c = b.emit(GpuOpKind::Compare(CmpOp::Eq), vec![tid, zero], vec![BOOL])[0];
+    b.push_block(&[]);
+    b.emit(GpuOpKind::Barrier, vec![], vec![]);
+    let then_b = b.pop_block();
+    b.push_block(&[]);
+    let else_b = b.pop_block();
+    b.emit_region_op(GpuOpKind::If, vec![c], vec![then_b, else_b]);
+    let err = verify_gpu(&b.finish()).unwrap_err().to_string();
+    assert!(err.contains("barrier under control flow"), "{err}");
+}
+
+#[test]
+fn simd_ops_may_run_per_simdgroup_but_barriers_may_not() {
+    // A branch on the simdgroup index is fine for a simd reduction.
+    let build = |with_barrier: bool| {
+        let mut b = GpuBuilder::new("k", 64);
+        let sg = b.emit(GpuOpKind::Builtin(Builtin::SimdgroupIndex), vec![], vec![I32])[0];
+        let zero = constant(&mut b, 0);
+        let c = b.emit(GpuOpKind::Compare(CmpOp::Eq), vec![sg, zero], vec![BOOL])[0];
+        b.push_block(&[]);
+        let x = b.emit(GpuOpKind::Cast, vec![sg], vec![F32])[0];
+        b.emit(GpuOpKind::SimdReduce(ReduceOp::Max), vec![x], vec![F32]);
+        if with_barrier {
+            b.emit(GpuOpKind::Barrier, vec![], vec![]);
+        }
+        let then_b = b.pop_block();
+        b.push_block(&[]);
+        let else_b = b.pop_block();
+        b.emit_region_op(GpuOpKind::If, vec![c], vec![then_b, else_b]);
+        b.finish()
+    };
+    verify_gpu(&build(false)).unwrap();
+    assert!(verify_gpu(&build(true)).is_err());
+}
+
+#[test]
+fn varying_registers_taint_loop_bounds() {
+    // A register written with the thread index makes a loop bound read from it
+    // varying, so a barrier in that loop is rejected.
+    let mut b = GpuBuilder::new("k", 64);
+    let reg = b.add_reg(DType::I32, 1);
+    let zero = constant(&mut b, 0);
+    let one = constant(&mut b, 1);
+    b.emit(GpuOpKind::RegWrite { reg, index: 0 }, vec![zero], vec![]);
+    let end = b.emit(GpuOpKind::RegRead { reg, index: 0 }, vec![], vec![I32])[0];
+    b.push_block(&[I32]);
+    b.emit(GpuOpKind::Barrier, vec![], vec![]);
+    let body = b.pop_block();
+    b.emit_region_op(GpuOpKind::For, vec![zero, end, one], vec![body]);
+    let tid = b.emit(GpuOpKind::Builtin(Builtin::ThreadIndex), vec![], vec![I32])[0];
+    b.emit(GpuOpKind::RegWrite { reg, index: 0 }, vec![tid], vec![]);
+    let err = verify_gpu(&b.finish()).unwrap_err().to_string();
+    assert!(err.contains("barrier under control flow"), "{err}");
+}
+
+#[test]
+fn type_errors_are_reported_with_the_op() {
+    let mut b = GpuBuilder::new("k", 32);
+    let x = b.add_param("X", GpuParamKind::Buffer(DType::F32), 0);
+    let i = constant(&mut b, 0);
+    // A 4-wide load declared as a scalar result.
+    b.emit(
+        GpuOpKind::Load {
+            width: 4,
+            has_mask: false,
+            has_other: false,
+        },
+        vec![x, i],
+        vec![F32],
+    );
+    let err = verify_gpu(&b.finish()).unwrap_err().to_string();
+    assert!(err.contains("load.v4"), "{err}");
+
+    let mut b = GpuBuilder::new("k", 32);
+    let reg = b.add_reg(DType::F32, 2);
+    b.emit(GpuOpKind::RegRead { reg, index: 2 }, vec![], vec![F32]);
+    let err = verify_gpu(&b.finish()).unwrap_err().to_string();
+    assert!(err.contains("outside r0[2]"), "{err}");
+}
+
+#[test]
+fn values_do_not_escape_their_region() {
+    let mut b = GpuBuilder::new("k", 32);
+    let zero = constant(&mut b, 0);
+    let one = constant(&mut b, 1);
+    let iv = b.push_block(&[I32])[0];
+    let body = b.pop_block();
+    b.emit_region_op(GpuOpKind::For, vec![zero, one, one], vec![body]);
+    b.emit(GpuOpKind::Binary(BinaryOp::Add), vec![iv, one], vec![I32]);
+    let err = verify_gpu(&b.finish()).unwrap_err().to_string();
+    assert!(err.contains("outside the scope"), "{err}");
+}
