@@ -33,8 +33,14 @@ namespace metile_emu {
 constexpr u32 abi_version = 1;
 constexpr u32 max_threads_per_group = 1024;
 
+// Hand-written context switches for x86-64 and AArch64; other hosts (or a
+// build with METILE_EMU_FORCE_UCONTEXT, used to test it) use ucontext.
+#if (defined(__x86_64__) || defined(__aarch64__)) && !defined(METILE_EMU_FORCE_UCONTEXT)
+#define METILE_EMU_ASM_SWITCH 1
+#endif
+
 // Saved execution state of a fiber or of the scheduler.
-#if defined(__x86_64__) || defined(__aarch64__)
+#if METILE_EMU_ASM_SWITCH
 struct Context {
   void* sp;
 };
@@ -85,7 +91,7 @@ struct Group {
 // stack pointer and restores. A new fiber's stack is prepared so that the
 // first switch "returns" into metile_emu_fiber_trampoline, which calls the
 // fiber body with its argument.
-#if defined(__x86_64__) || defined(__aarch64__)
+#if METILE_EMU_ASM_SWITCH
 extern "C" void metile_emu_switch_context(void** save_sp, void* next_sp);
 extern "C" void metile_emu_fiber_trampoline();
 #if defined(__APPLE__)
@@ -97,14 +103,14 @@ extern "C" void metile_emu_fiber_trampoline();
 #endif
 #endif
 
-#if defined(__x86_64__)
+#if METILE_EMU_ASM_SWITCH && defined(__x86_64__)
 asm(".text\n.p2align 4\n" METILE_ASM_GLOBAL(metile_emu_switch_context) METILE_ASM_SYMBOL(metile_emu_switch_context)
     "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
     "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
     "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n  ret\n"
     ".p2align 4\n" METILE_ASM_GLOBAL(metile_emu_fiber_trampoline) METILE_ASM_SYMBOL(metile_emu_fiber_trampoline)
     "  movq %r12, %rdi\n  callq *%r13\n  ud2\n");
-#elif defined(__aarch64__)
+#elif METILE_EMU_ASM_SWITCH && defined(__aarch64__)
 asm(".text\n.p2align 4\n" METILE_ASM_GLOBAL(metile_emu_switch_context) METILE_ASM_SYMBOL(metile_emu_switch_context)
     "  sub sp, sp, #160\n"
     "  stp x19, x20, [sp, #0]\n  stp x21, x22, [sp, #16]\n  stp x23, x24, [sp, #32]\n"
@@ -123,10 +129,11 @@ namespace metile_emu {
 
 void fiber_main(Group* group);
 
-#if defined(__x86_64__) || defined(__aarch64__)
+#if METILE_EMU_ASM_SWITCH
 inline void switch_context(Context* from, Context* to) { metile_emu_switch_context(&from->sp, to->sp); }
 
-inline void prepare_context(Context* context, unsigned char* stack_top, Group* group) {
+inline void prepare_context(Context* context, unsigned char* region, unsigned char* stack_top, Group* group) {
+  (void)region;
   unsigned long top = (unsigned long)stack_top & ~15ul;
 #if defined(__x86_64__)
   // Popped by the switch: r15 r14 r13 r12 rbx rbp, then the return address.
@@ -150,10 +157,12 @@ inline void switch_context(Context* from, Context* to) { swapcontext(&from->uc, 
 
 inline void fiber_start_from_ucontext() { fiber_main(current_group); }
 
-inline void prepare_context(Context* context, unsigned char* stack_top, Group* group) {
+inline void prepare_context(Context* context, unsigned char* region, unsigned char* stack_top, Group* group) {
   (void)group;
   getcontext(&context->uc);
-  unsigned char* stack_base = stack_top - (current_group->launch->stack_stride);
+  // The host puts a guard page at the start of each region; 16 KiB covers
+  // the largest page size in use.
+  unsigned char* stack_base = region + 16384;
   context->uc.uc_stack.ss_sp = stack_base;
   context->uc.uc_stack.ss_size = (size_t)(stack_top - stack_base);
   context->uc.uc_link = nullptr;
@@ -440,7 +449,11 @@ inline int run_group(const MetileEmuLaunch* launch, u32 gx, u32 gy, u32 gz, Entr
     g->simdgroups[sg].live_mask = lanes >= simd_width ? 0xffffffffu : (1u << lanes) - 1u;
   }
   for (u32 i = 0; i < threads; ++i) {
-    prepare_context(&g->fibers[i].context, launch->stacks + (size_t)(i + 1) * launch->stack_stride, g);
+    // Stagger the stack tops ("cache colouring"): with equal offsets every
+    // fiber's hot frames would map to the same cache sets.
+    size_t colour = (size_t)(i % 64) * 64;
+    unsigned char* top = launch->stacks + (size_t)(i + 1) * launch->stack_stride - colour;
+    prepare_context(&g->fibers[i].context, launch->stacks + (size_t)i * launch->stack_stride, top, g);
     push_ready(g, i);
   }
   u32 first = pop_ready(g);

@@ -142,6 +142,10 @@ impl EmuKernel {
         }
         // SAFETY: the wrapper's function is safe to call with any thread count.
         let scratch_bytes = unsafe { (self.scratch_bytes)(threads_per_group) };
+        if group_count == 1 {
+            // No hand-off to the pool: the caller's thread stays warm across launches.
+            return self.run_one(&prepared, 0, scratch_bytes);
+        }
         (0..group_count).into_par_iter().try_for_each(|linear| self.run_one(&prepared, linear, scratch_bytes))
     }
 
