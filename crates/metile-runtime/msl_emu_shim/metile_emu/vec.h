@@ -232,7 +232,8 @@ template <class T, int N> struct vec : metile_emu::vec_storage<T, N> {
 };
 
 // Packed vectors: no padding, aligned to the component (packed_float3 is 12
-// bytes). They convert implicitly to and from the regular vector type.
+// bytes). They convert implicitly to and from the regular vector type (the
+// packed -> vec direction is vec's converting constructor).
 template <class T, int N> struct packed_vec {
   union {
     T e[N];
@@ -257,11 +258,6 @@ template <class T, int N> struct packed_vec {
     for (int i = 0; i < N; ++i) e[i] = v.e[i];
   }
 
-  template <class Self> operator vec<T, N>(this const Self& self) {
-    vec<T, N> v;
-    for (int i = 0; i < N; ++i) v.e[i] = self.e[i];
-    return v;
-  }
   template <class Self> decltype(auto) operator[](this Self&& self, int i) { return (self.e[i]); }
   template <class Self>
     requires(!metile_emu::is_const_obj<Self>)
@@ -297,11 +293,6 @@ template <class T, int N> struct packed_vec {
     explicit(sizeof...(Rest) == 0) packed_vec(const A0& a0, const Rest&... rest) {           \
       vec<T, NC> v(a0, rest...);                                                             \
       for (int i = 0; i < NC; ++i) e[i] = v.e[i];                                            \
-    }                                                                                        \
-    template <class Self> operator vec<T, NC>(this const Self& self) {                        \
-      vec<T, NC> v;                                                                          \
-      for (int i = 0; i < NC; ++i) v.e[i] = self.e[i];                                       \
-      return v;                                                                              \
     }                                                                                        \
     template <class Self> decltype(auto) operator[](this Self&& self, int i) { return (self.e[i]); } \
     template <class Self>                                                                    \
