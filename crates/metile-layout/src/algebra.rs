@@ -141,7 +141,10 @@ pub fn filter_by_mode(layout: &Layout, profile: &IntTuple) -> Result<Layout, Lay
 ///
 /// Errors when a stride of `rhs` does not divide into (or is not a multiple
 /// of) the extents of `lhs` it steps over, when an extent of `rhs` cannot be
-/// split over those extents, or when `rhs` has a negative stride.
+/// split over those extents, when modes of `rhs` overlap so that their
+/// offsets carry across a mode boundary of `lhs` (then `lhs o rhs` is not a
+/// layout shaped like `rhs`; CuTe silently returns a wrong layout here), or
+/// when `rhs` has a negative stride.
 ///
 /// ```
 /// use metile_layout::{composition, Layout, Tiler};
@@ -442,11 +445,14 @@ pub fn complement(layout: &Layout, cotarget: i64) -> Result<Layout, LayoutError>
     modes.sort_by_key(|&(_, stride)| stride);
 
     // `span` is one past the largest offset reached by the modes seen so
-    // far together with the holes filled under them.
-    let mut span = 1i64;
+    // far together with the holes filled under them. It only exceeds i64
+    // after the last mode, where it needs no repetitions if it already
+    // covers the cotarget.
+    let mut span = 1i128;
     let mut result: Vec<(i64, i64)> = Vec::with_capacity(modes.len() + 1);
     for &(extent, stride) in &modes {
-        if stride < span {
+        let wide_stride = i128::from(stride);
+        if wide_stride < span {
             return Err(LayoutError::ComplementOverlap {
                 layout: layout.to_string(),
                 detail: format!(
@@ -454,7 +460,7 @@ pub fn complement(layout: &Layout, cotarget: i64) -> Result<Layout, LayoutError>
                 ),
             });
         }
-        if stride % span != 0 {
+        if wide_stride % span != 0 {
             return Err(LayoutError::ComplementDivisibility {
                 layout: layout.to_string(),
                 detail: format!(
@@ -463,13 +469,17 @@ pub fn complement(layout: &Layout, cotarget: i64) -> Result<Layout, LayoutError>
                 ),
             });
         }
-        result.push((stride / span, span));
-        span = stride
-            .checked_mul(extent)
-            .ok_or_else(|| overflow("complement", || layout.to_string()))?;
+        // span <= stride here, so both fit in i64.
+        result.push(((wide_stride / span) as i64, span as i64));
+        span = wide_stride * i128::from(extent);
     }
-    let repetitions = (cotarget - 1) / span + 1;
-    result.push((repetitions, span));
+    let repetitions = (i128::from(cotarget) - 1) / span + 1;
+    if repetitions > 1 {
+        let span = i64::try_from(span)
+            .map_err(|_| overflow("complement", || format!("{layout} with cotarget {cotarget}")))?;
+        // repetitions < cotarget here, so it fits.
+        result.push((repetitions as i64, span));
+    }
     Layout::from_flat_modes(&coalesce_modes(&result)?)
 }
 
@@ -571,7 +581,11 @@ pub fn max_common_vector(a: &Layout, b: &Layout) -> Result<i64, LayoutError> {
                 _ => 1,
             })
         }
-        Err(LayoutError::StrideDivisibility { .. } | LayoutError::ShapeDivisibility { .. }) => {
+        Err(
+            LayoutError::StrideDivisibility { .. }
+            | LayoutError::ShapeDivisibility { .. }
+            | LayoutError::CompositionOverlap { .. },
+        ) => {
             let mut count = 1i64;
             while count < inverse.size() && a.eval(inverse.eval(count)?)? == count {
                 count += 1;

@@ -218,25 +218,28 @@ fn shape_size(shape: &IntTuple) -> Result<i64, LayoutError> {
 /// assert_eq!(idx2crd(&IntTuple::from([1, 5]), &shape).unwrap().to_string(), "(1,(1,2))");
 /// ```
 pub fn idx2crd(coord: &IntTuple, shape: &IntTuple) -> Result<IntTuple, LayoutError> {
+    shape_size(shape)?;
+    natural_coord(coord, shape).ok_or_else(|| coordinate_mismatch(coord, shape))
+}
+
+/// `idx2crd` on a validated shape; `None` when the coordinate does not fit.
+fn natural_coord(coord: &IntTuple, shape: &IntTuple) -> Option<IntTuple> {
     match (coord, shape) {
         (IntTuple::Tuple(parts), IntTuple::Tuple(modes)) => {
             if parts.len() != modes.len() {
-                return Err(coordinate_mismatch(coord, shape));
+                return None;
             }
             parts
                 .iter()
                 .zip(modes)
-                .map(|(c, s)| idx2crd(c, s))
-                .collect::<Result<Vec<_>, _>>()
+                .map(|(c, s)| natural_coord(c, s))
+                .collect::<Option<Vec<_>>>()
                 .map(IntTuple::Tuple)
         }
-        (IntTuple::Tuple(_), IntTuple::Int(_)) => Err(coordinate_mismatch(coord, shape)),
+        (IntTuple::Tuple(_), IntTuple::Int(_)) => None,
         (IntTuple::Int(index), _) => {
-            let size = shape_size(shape)?;
-            if *index < 0 || *index >= size {
-                return Err(coordinate_mismatch(coord, shape));
-            }
-            Ok(unrank_colex(*index, shape))
+            let size = shape.product()?;
+            (0..size).contains(index).then(|| unrank_colex(*index, shape))
         }
     }
 }

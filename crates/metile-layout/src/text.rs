@@ -36,15 +36,24 @@ impl fmt::Display for Layout {
     }
 }
 
+/// Deepest tuple nesting accepted from text; far beyond any real layout, and
+/// low enough that hostile input cannot exhaust the stack.
+const MAX_NESTING: usize = 64;
+
 /// A small recursive-descent reader shared by every text format of the crate.
 pub(crate) struct Parser<'a> {
     input: &'a str,
     position: usize,
+    depth: usize,
 }
 
 impl<'a> Parser<'a> {
     pub(crate) fn new(input: &'a str) -> Self {
-        Parser { input, position: 0 }
+        Parser {
+            input,
+            position: 0,
+            depth: 0,
+        }
     }
 
     pub(crate) fn error(&self, reason: impl Into<String>) -> LayoutError {
@@ -136,12 +145,30 @@ impl<'a> Parser<'a> {
         if self.peek() == Some(')') {
             return Err(self.error("empty tuple"));
         }
-        let mut elements = vec![self.int_tuple()?];
-        while self.eat(",") {
-            elements.push(self.int_tuple()?);
-        }
+        let elements = self.nested(|parser| {
+            let mut elements = vec![parser.int_tuple()?];
+            while parser.eat(",") {
+                elements.push(parser.int_tuple()?);
+            }
+            Ok(elements)
+        })?;
         self.expect(")")?;
         Ok(IntTuple::Tuple(elements))
+    }
+
+    /// Runs `body` one nesting level deeper, refusing to go past
+    /// `MAX_NESTING`.
+    pub(crate) fn nested<T>(
+        &mut self,
+        body: impl FnOnce(&mut Self) -> Result<T, LayoutError>,
+    ) -> Result<T, LayoutError> {
+        if self.depth >= MAX_NESTING {
+            return Err(self.error(format!("nested deeper than {MAX_NESTING} levels")));
+        }
+        self.depth += 1;
+        let result = body(self);
+        self.depth -= 1;
+        result
     }
 
     /// `shape:stride`, or a bare shape with default column-major strides.

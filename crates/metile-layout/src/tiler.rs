@@ -94,10 +94,13 @@ impl fmt::Display for Tiler {
 impl Parser<'_> {
     fn tiler(&mut self) -> Result<Tiler, LayoutError> {
         if self.eat("<") {
-            let mut modes = vec![self.tiler()?];
-            while self.eat(",") {
-                modes.push(self.tiler()?);
-            }
+            let modes = self.nested(|parser| {
+                let mut modes = vec![parser.tiler()?];
+                while parser.eat(",") {
+                    modes.push(parser.tiler()?);
+                }
+                Ok(modes)
+            })?;
             self.expect(">")?;
             return Ok(Tiler::Modes(modes));
         }
