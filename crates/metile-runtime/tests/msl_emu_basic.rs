@@ -1,5 +1,7 @@
 //! MSL emulator: element-wise kernels, grids, scalar types, compile errors,
 //! launch validation and the disk cache.
+// Loops index by thread id, mirroring the kernels.
+#![allow(clippy::needless_range_loop)]
 
 mod msl_emu_support;
 
@@ -51,11 +53,19 @@ fn vector_add_ragged_with_guard() {
     let mut out = vec![-1.0f32; n as usize + 1];
     let threads = 128;
     let groups = (n as u32).div_ceil(threads);
-    run(&kernel, &[buf(&mut a), buf(&mut b), buf(&mut out), bytes_of(&n)], [groups, 1, 1], threads);
+    run(
+        &kernel,
+        &[buf(&mut a), buf(&mut b), buf(&mut out), bytes_of(&n)],
+        [groups, 1, 1],
+        threads,
+    );
     for i in 0..n as usize {
         assert_eq!(out[i], 1.5 * i as f32, "element {i}");
     }
-    assert_eq!(out[n as usize], -1.0, "the guard must keep threads past n from writing");
+    assert_eq!(
+        out[n as usize], -1.0,
+        "the guard must keep threads past n from writing"
+    );
 }
 
 #[test]
@@ -141,14 +151,19 @@ fn half_and_bfloat_round_trips_and_arithmetic() {
         70000.0, // overflows half to infinity
         1e-8,
         -0.0,
-        3.14159,
+        0.1,
         -1234.567,
     ];
     let n = x.len();
     let mut out = vec![0f32; 4 * n];
     let mut h = vec![0u16; n];
     let mut b = vec![0u16; n];
-    run(&kernel, &[buf(&mut x), buf(&mut out), buf(&mut h), buf(&mut b)], [1, 1, 1], n as u32);
+    run(
+        &kernel,
+        &[buf(&mut x), buf(&mut out), buf(&mut h), buf(&mut b)],
+        [1, 1, 1],
+        n as u32,
+    );
     for i in 0..n {
         let hf = half::f16::from_f32(x[i]);
         let bf = half::bf16::from_f32(x[i]);
@@ -159,10 +174,20 @@ fn half_and_bfloat_round_trips_and_arithmetic() {
         // Each half operation rounds to half.
         let h3 = half::f16::from_f32(hf.to_f32() * 3.0);
         let expect_h = half::f16::from_f32(h3.to_f32() + 1.0).to_f32();
-        assert_eq!(out[4 * i + 2].to_bits(), expect_h.to_bits(), "half arithmetic on {}", x[i]);
+        assert_eq!(
+            out[4 * i + 2].to_bits(),
+            expect_h.to_bits(),
+            "half arithmetic on {}",
+            x[i]
+        );
         let b3 = half::bf16::from_f32(bf.to_f32() * 3.0);
         let expect_b = half::bf16::from_f32(b3.to_f32() + 1.0).to_f32();
-        assert_eq!(out[4 * i + 3].to_bits(), expect_b.to_bits(), "bfloat arithmetic on {}", x[i]);
+        assert_eq!(
+            out[4 * i + 3].to_bits(),
+            expect_b.to_bits(),
+            "bfloat arithmetic on {}",
+            x[i]
+        );
     }
 }
 
@@ -198,22 +223,47 @@ fn vectors_math_and_atomics() {
         ],
     );
     let kernel = compile(&compiler, &msl, &spec);
-    let mut x: Vec<[f32; 4]> = (0..64).map(|i| [i as f32 - 10.5, 2.0, 0.25 * i as f32, 1.5]).collect();
+    let mut x: Vec<[f32; 4]> = (0..64)
+        .map(|i| [i as f32 - 10.5, 2.0, 0.25 * i as f32, 1.5])
+        .collect();
     let mut out = vec![[0f32; 4]; 128];
     let mut counter = [0i32];
     let mut total = [0f32];
     let grid_groups = 4;
     for _ in 0..grid_groups {
-        run(&kernel, &[buf(&mut x), buf(&mut out), buf(&mut counter), buf(&mut total)], [1, 1, 1], 64);
+        run(
+            &kernel,
+            &[buf(&mut x), buf(&mut out), buf(&mut counter), buf(&mut total)],
+            [1, 1, 1],
+            64,
+        );
     }
     assert_eq!(counter[0], 64 * grid_groups);
     let expected_total: f32 = x.iter().map(|v| v[0]).sum::<f32>() * grid_groups as f32;
-    assert!((total[0] - expected_total).abs() < 1e-3, "{} vs {expected_total}", total[0]);
+    assert!(
+        (total[0] - expected_total).abs() < 1e-3,
+        "{} vs {expected_total}",
+        total[0]
+    );
     for (i, v) in x.iter().enumerate() {
         let all_positive = v.iter().all(|&c| c > 0.0);
-        assert_eq!(out[2 * i], [v[0].max(v[1]), v[2].clamp(-1.0, 1.0), 1.0 + v[3] * 2.0 + 1.0, all_positive as u8 as f32]);
-        let picked: Vec<f32> = v.iter().map(|&c| if c > 0.0 { (c as i32) as f32 } else { -1.0 }).collect();
-        assert_eq!(out[2 * i + 1], [picked[0] + 1.0, picked[1] + 2.0, picked[2] + 3.0, picked[3] + 1.0]);
+        assert_eq!(
+            out[2 * i],
+            [
+                v[0].max(v[1]),
+                v[2].clamp(-1.0, 1.0),
+                1.0 + v[3] * 2.0 + 1.0,
+                all_positive as u8 as f32
+            ]
+        );
+        let picked: Vec<f32> = v
+            .iter()
+            .map(|&c| if c > 0.0 { (c as i32) as f32 } else { -1.0 })
+            .collect();
+        assert_eq!(
+            out[2 * i + 1],
+            [picked[0] + 1.0, picked[1] + 2.0, picked[2] + 3.0, picked[3] + 1.0]
+        );
     }
 }
 
@@ -224,12 +274,21 @@ fn compile_error_carries_clang_diagnostics() {
         "{HEADER}kernel void broken(device float* x [[buffer(0)]], uint i [[thread_index_in_threadgroup]])\n\
          {{\n    x[i] = undefined_name * 2.0f;\n}}\n"
     );
-    let spec = entry("broken", vec![buffer("device float*"), builtin(Builtin::ThreadIndexInThreadgroup)]);
+    let spec = entry(
+        "broken",
+        vec![
+            buffer("device float*"),
+            builtin(Builtin::ThreadIndexInThreadgroup),
+        ],
+    );
     let err = compiler.compile(&msl, &spec).expect_err("must not compile");
     match &err {
         EmuError::Compile { diagnostics, .. } => {
             assert!(diagnostics.contains("undefined_name"), "{diagnostics}");
-            assert!(diagnostics.contains("broken.metal:6:"), "diagnostics point at the MSL line: {diagnostics}");
+            assert!(
+                diagnostics.contains("broken.metal:6:"),
+                "diagnostics point at the MSL line: {diagnostics}"
+            );
         }
         other => panic!("expected a compile error, got {other}"),
     }
@@ -242,7 +301,9 @@ fn address_spaces_are_checked() {
     let msl = format!(
         "{HEADER}kernel void leak(device float* x [[buffer(0)]])\n{{\n    float* p = x;\n    p[0] = 1.0f;\n}}\n"
     );
-    let err = compiler.compile(&msl, &entry("leak", vec![buffer("device float*")])).expect_err("must not compile");
+    let err = compiler
+        .compile(&msl, &entry("leak", vec![buffer("device float*")]))
+        .expect_err("must not compile");
     assert!(matches!(err, EmuError::Compile { .. }), "{err}");
 }
 
@@ -250,7 +311,9 @@ fn address_spaces_are_checked() {
 fn threadgroup_variables_are_refused() {
     let compiler = require_compiler!();
     let msl = format!("{HEADER}kernel void local_tg(device float* x [[buffer(0)]])\n{{\n    threadgroup float tmp[32];\n    x[0] = tmp[0];\n}}\n");
-    let err = compiler.compile(&msl, &entry("local_tg", vec![buffer("device float*")])).expect_err("refused");
+    let err = compiler
+        .compile(&msl, &entry("local_tg", vec![buffer("device float*")]))
+        .expect_err("refused");
     assert!(matches!(err, EmuError::Unsupported(_)), "{err}");
 }
 
@@ -263,14 +326,22 @@ fn disk_cache_reuses_the_shared_object() {
     let compiler = compiler.with_cache_dir(&dir);
     let first = compile(&compiler, VECTOR_ADD, &vector_add_entry());
     assert!(!first.from_disk_cache());
-    let modified = std::fs::metadata(first.library_path()).and_then(|m| m.modified()).expect("metadata");
+    let modified = std::fs::metadata(first.library_path())
+        .and_then(|m| m.modified())
+        .expect("metadata");
     let second = compile(&compiler, VECTOR_ADD, &vector_add_entry());
     assert!(second.from_disk_cache(), "second compile must hit the disk cache");
     assert_eq!(first.library_path(), second.library_path());
-    let again = std::fs::metadata(second.library_path()).and_then(|m| m.modified()).expect("metadata");
+    let again = std::fs::metadata(second.library_path())
+        .and_then(|m| m.modified())
+        .expect("metadata");
     assert_eq!(modified, again, "the cached object must not be rebuilt");
     // A different kernel text is a different cache entry.
-    let other = compile(&compiler, &VECTOR_ADD.replace("a[i] + b[i]", "a[i] - b[i]"), &vector_add_entry());
+    let other = compile(
+        &compiler,
+        &VECTOR_ADD.replace("a[i] + b[i]", "a[i] - b[i]"),
+        &vector_add_entry(),
+    );
     assert_ne!(other.library_path(), first.library_path());
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -284,7 +355,10 @@ fn launch_arguments_are_validated() {
     let too_few: Vec<LaunchArg> = vec![buf(&mut a)];
     // SAFETY: every one of these launches is refused before running.
     unsafe {
-        assert!(matches!(kernel.launch(&too_few, [1, 1, 1], 4), Err(EmuError::BadLaunch(_))));
+        assert!(matches!(
+            kernel.launch(&too_few, [1, 1, 1], 4),
+            Err(EmuError::BadLaunch(_))
+        ));
         let mut b = vec![0f32; 4];
         let mut c = vec![0f32; 4];
         let args = [buf(&mut a), buf(&mut b), buf(&mut c), bytes_of(&n)];
@@ -292,9 +366,18 @@ fn launch_arguments_are_validated() {
         assert!(err.to_string().contains("4"), "{err}");
         let n32 = 4i32;
         let args = [buf(&mut a), buf(&mut b), buf(&mut c), bytes_of(&n32)];
-        assert!(matches!(kernel.launch(&args, [1, 1, 1], 1025), Err(EmuError::BadLaunch(_))));
-        assert!(matches!(kernel.launch(&args, [1, 1, 1], 0), Err(EmuError::BadLaunch(_))));
+        assert!(matches!(
+            kernel.launch(&args, [1, 1, 1], 1025),
+            Err(EmuError::BadLaunch(_))
+        ));
+        assert!(matches!(
+            kernel.launch(&args, [1, 1, 1], 0),
+            Err(EmuError::BadLaunch(_))
+        ));
         let swapped = [bytes_of(&n32), buf(&mut b), buf(&mut c), bytes_of(&n32)];
-        assert!(matches!(kernel.launch(&swapped, [1, 1, 1], 4), Err(EmuError::BadLaunch(_))));
+        assert!(matches!(
+            kernel.launch(&swapped, [1, 1, 1], 4),
+            Err(EmuError::BadLaunch(_))
+        ));
     }
 }

@@ -1,5 +1,7 @@
 //! MSL emulator: simdgroup_matrix load/store, multiply-accumulate and the
 //! hardware lane layout of thread_elements().
+// Loops index by thread id, mirroring the kernels.
+#![allow(clippy::needless_range_loop)]
 
 mod msl_emu_support;
 
@@ -61,12 +63,25 @@ fn thread_elements_follow_the_hardware_layout() {
     let mut m: Vec<f32> = (0..64).map(|i| i as f32).collect();
     let mut seen = vec![0f32; 64];
     let mut written = vec![0f32; 64];
-    run(&kernel, &[buf(&mut m), buf(&mut seen), buf(&mut written)], [1, 1, 1], 32);
+    run(
+        &kernel,
+        &[buf(&mut m), buf(&mut seen), buf(&mut written)],
+        [1, 1, 1],
+        32,
+    );
     for lane in 0..32 {
         let (r, c) = lane_coord(lane);
         for k in 0..2 {
-            assert_eq!(seen[2 * lane + k], (r * 8 + c + k) as f32, "lane {lane} element {k}");
-            assert_eq!(written[r * 8 + c + k], (2 * lane + k) as f32, "lane {lane} element {k}");
+            assert_eq!(
+                seen[2 * lane + k],
+                (r * 8 + c + k) as f32,
+                "lane {lane} element {k}"
+            );
+            assert_eq!(
+                written[r * 8 + c + k],
+                (2 * lane + k) as f32,
+                "lane {lane} element {k}"
+            );
         }
     }
 }
@@ -138,7 +153,14 @@ fn multiply_accumulate_matches_scalar_reference() {
     let mut d_t = vec![0f32; 64];
     run(
         &kernel,
-        &[buf(&mut a), buf(&mut a_col), buf(&mut b), buf(&mut c), buf(&mut d), buf(&mut d_t)],
+        &[
+            buf(&mut a),
+            buf(&mut a_col),
+            buf(&mut b),
+            buf(&mut c),
+            buf(&mut d),
+            buf(&mut d_t),
+        ],
         [1, 1, 1],
         32,
     );
@@ -201,7 +223,14 @@ fn mixed_precision_half_and_bfloat_operands() {
     let mut dh = vec![0u16; 64];
     run(
         &kernel,
-        &[buf(&mut ah), buf(&mut bh), buf(&mut ab), buf(&mut bb), buf(&mut d), buf(&mut dh)],
+        &[
+            buf(&mut ah),
+            buf(&mut bh),
+            buf(&mut ab),
+            buf(&mut bb),
+            buf(&mut d),
+            buf(&mut dh),
+        ],
         [1, 1, 1],
         64,
     );

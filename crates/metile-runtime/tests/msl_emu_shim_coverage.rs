@@ -1,6 +1,8 @@
 //! MSL emulator: a broad sweep of the Metal shim (types, conversions, math,
 //! SIMD functions on vectors, packed types, builtin declared types), checked
 //! against values computed here.
+// Loops index by thread id, mirroring the kernels.
+#![allow(clippy::needless_range_loop)]
 
 mod msl_emu_support;
 
@@ -90,7 +92,18 @@ fn shim_sweep() {
     let mut packed: Vec<[f32; 3]> = (0..32).map(|i| [i as f32, 1.0, 2.0]).collect();
     let mut h4 = vec![[0u16; 4]; 32];
     let scale = 2.0f32;
-    run(&kernel, &[buf(&mut x), buf(&mut out), buf(&mut packed), buf(&mut h4), bytes_of(&scale)], [1, 1, 1], 32);
+    run(
+        &kernel,
+        &[
+            buf(&mut x),
+            buf(&mut out),
+            buf(&mut packed),
+            buf(&mut h4),
+            bytes_of(&scale),
+        ],
+        [1, 1, 1],
+        32,
+    );
     let v: Vec<f32> = x.iter().map(|&a| a * scale).collect();
     let sum_v: f32 = v.iter().sum();
     for i in 0..32 {
@@ -99,10 +112,17 @@ fn shim_sweep() {
         assert_eq!(o[1], -sum_v, "simd_sum of a float4, z component");
         assert_eq!(o[2], (i ^ 1) as f32, "shuffle of a uint2");
         let next = v[(i + 1) % 32];
-        assert_eq!(o[3], half::f16::from_f32(next + 1.0).to_f32(), "threadgroup float4 through half");
+        assert_eq!(
+            o[3],
+            half::f16::from_f32(next + 1.0).to_f32(),
+            "threadgroup float4 through half"
+        );
         let b = |f: f32| half::bf16::from_f32(f).to_f32();
         assert_eq!(o[4], b(v[i]) + b(v[i] + 1.0));
-        assert_eq!(o[5], 1.0 + 0.0 + 2.0 + 3.0 + 0.5 + 4.0 + 2.0 + 1.0 + 2.0 - 1.0 + 3.0);
+        assert_eq!(
+            o[5],
+            1.0 + 0.0 + 2.0 + 3.0 + 0.5 + 4.0 + 2.0 + 1.0 + 2.0 - 1.0 + 3.0
+        );
         assert_eq!(o[6], 5.0);
         assert_eq!(o[7], 7.0 - 3.0 + 10.0 + 4.0);
         assert_eq!(o[8], 1.0);
@@ -110,15 +130,20 @@ fn shim_sweep() {
         assert_eq!(o[10], (i % 32) as f32);
         assert_eq!(o[11], if v[i] > 3.0 { 2.0 } else { 1.0 });
         assert_eq!(o[12], 127.0);
-        assert!(o[13].is_nan(), "fast::tanh overflows for large inputs, as on Apple GPUs");
+        assert!(
+            o[13].is_nan(),
+            "fast::tanh overflows for large inputs, as on Apple GPUs"
+        );
         assert_eq!(o[14], 1.0);
         assert_eq!(o[15], v[i] * 2.0 + 1.0);
         assert_eq!(packed[i], [i as f32 + 1.0, 1.0, 32.0]);
-        let expect_h: Vec<u16> =
-            [v[i], v[i] + 1.0, -v[i], 0.5].iter().map(|&f| {
+        let expect_h: Vec<u16> = [v[i], v[i] + 1.0, -v[i], 0.5]
+            .iter()
+            .map(|&f| {
                 let h = half::f16::from_f32(f);
                 (h * half::f16::from_f32(2.0)).to_bits()
-            }).collect();
+            })
+            .collect();
         assert_eq!(h4[i].to_vec(), expect_h);
     }
 }

@@ -1,4 +1,6 @@
 //! MSL emulator: SIMD-group functions with exact 32-lane semantics.
+// Loops index by thread id, mirroring the kernels.
+#![allow(clippy::needless_range_loop)]
 
 mod msl_emu_support;
 
@@ -33,7 +35,11 @@ fn shuffle_xor_tree_reduction() {
                     v += simd_shuffle_xor(v, offset);\n\
                 }\n\
                 out[tid] = v;";
-    let kernel = compile(&compiler, &simd_kernel("xor_tree", body), &entry("xor_tree", lane_params()));
+    let kernel = compile(
+        &compiler,
+        &simd_kernel("xor_tree", body),
+        &entry("xor_tree", lane_params()),
+    );
     let mut x: Vec<f32> = (0..128).map(|i| (i * 7 % 13) as f32).collect();
     let mut out = vec![0f32; 128];
     run(&kernel, &[buf(&mut x), buf(&mut out)], [1, 1, 1], 128);
@@ -59,7 +65,11 @@ fn simd_sum_and_max_per_simdgroup() {
                     out[4 * sgid + 2] = lo;\n\
                     out[4 * sgid + 3] = float(bits);\n\
                 }";
-    let kernel = compile(&compiler, &simd_kernel("sum_max", body), &entry("sum_max", lane_params()));
+    let kernel = compile(
+        &compiler,
+        &simd_kernel("sum_max", body),
+        &entry("sum_max", lane_params()),
+    );
     let mut x: Vec<f32> = (0..256).map(|i| ((i * 37) % 101) as f32 - 50.0).collect();
     let mut out = vec![0f32; 32];
     run(&kernel, &[buf(&mut x), buf(&mut out)], [1, 1, 1], 256);
@@ -80,7 +90,11 @@ fn shuffle_down_and_up_keep_edge_lanes() {
                 out[4 * tid + 1] = simd_shuffle_up(v, 3);\n\
                 out[4 * tid + 2] = simd_shuffle_rotate_down(v, 5);\n\
                 out[4 * tid + 3] = simd_shuffle(v, ushort((lane * 7) % 32));";
-    let kernel = compile(&compiler, &simd_kernel("edges", body), &entry("edges", lane_params()));
+    let kernel = compile(
+        &compiler,
+        &simd_kernel("edges", body),
+        &entry("edges", lane_params()),
+    );
     let mut x: Vec<f32> = (0..64).map(|i| 100.0 + i as f32).collect();
     let mut out = vec![0f32; 256];
     run(&kernel, &[buf(&mut x), buf(&mut out)], [1, 1, 1], 64);
@@ -91,7 +105,11 @@ fn shuffle_down_and_up_keep_edge_lanes() {
             let up = if lane >= 3 { x[t - 3] } else { x[t] };
             let rotate = x[sg * 32 + (lane + 5) % 32];
             let shuffled = x[sg * 32 + (lane * 7) % 32];
-            assert_eq!(&out[4 * t..4 * t + 4], &[down, up, rotate, shuffled], "lane {lane} of simdgroup {sg}");
+            assert_eq!(
+                &out[4 * t..4 * t + 4],
+                &[down, up, rotate, shuffled],
+                "lane {lane} of simdgroup {sg}"
+            );
         }
     }
 }
@@ -105,7 +123,11 @@ fn prefix_sums_ballot_and_broadcast() {
                 out[5 * tid + 2] = float(ulong(simd_ballot(v > 2.0f)) & 0xffffu);\n\
                 out[5 * tid + 3] = simd_broadcast(v, 9);\n\
                 out[5 * tid + 4] = float(simd_any(v > 4.5f)) + 2.0f * float(simd_all(v >= 0.0f));";
-    let kernel = compile(&compiler, &simd_kernel("scans", body), &entry("scans", lane_params()));
+    let kernel = compile(
+        &compiler,
+        &simd_kernel("scans", body),
+        &entry("scans", lane_params()),
+    );
     let mut x: Vec<f32> = (0..32).map(|i| (i % 5) as f32).collect();
     let mut out = vec![0f32; 160];
     run(&kernel, &[buf(&mut x), buf(&mut out)], [1, 1, 1], 32);
@@ -130,14 +152,24 @@ fn returned_lanes_leave_simd_operations() {
                 float s = simd_sum(x[tid]);\n\
                 uint first_lane = simd_broadcast_first(lane);\n\
                 out[tid] = s + 1000.0f * float(first_lane);";
-    let kernel = compile(&compiler, &simd_kernel("partial", body), &entry("partial", lane_params()));
+    let kernel = compile(
+        &compiler,
+        &simd_kernel("partial", body),
+        &entry("partial", lane_params()),
+    );
     let mut x: Vec<f32> = (0..48).map(|i| i as f32).collect();
     let mut out = vec![-1f32; 48];
     run(&kernel, &[buf(&mut x), buf(&mut out)], [1, 1, 1], 48);
     let sum0: f32 = (0..32).filter(|i| i % 2 == 0).map(|i| i as f32).sum();
     let sum1: f32 = (32..48).filter(|i| i % 2 == 0).map(|i| i as f32).sum();
     for t in 0..48 {
-        let expected = if t % 2 == 1 { -1.0 } else if t < 32 { sum0 } else { sum1 };
+        let expected = if t % 2 == 1 {
+            -1.0
+        } else if t < 32 {
+            sum0
+        } else {
+            sum1
+        };
         assert_eq!(out[t], expected, "thread {t}");
     }
 }
@@ -148,12 +180,19 @@ fn divergent_simd_calls_are_reported() {
     let body = "    float v = x[tid];\n\
                 if (lane < 16) {\n        v = simd_sum(v);\n    } else {\n        v = simd_max(v);\n    }\n\
                 out[tid] = v;";
-    let kernel = compile(&compiler, &simd_kernel("divergent", body), &entry("divergent", lane_params()));
+    let kernel = compile(
+        &compiler,
+        &simd_kernel("divergent", body),
+        &entry("divergent", lane_params()),
+    );
     let mut x = vec![1f32; 32];
     let mut out = vec![0f32; 32];
     // SAFETY: buffers outlive the launch and the kernel stays within them.
     let err = unsafe { kernel.launch(&[buf(&mut x), buf(&mut out)], [1, 1, 1], 32) }.expect_err("divergence");
     let message = err.to_string();
     assert!(message.contains("different SIMD-group operations"), "{message}");
-    assert!(message.contains("line 12") && message.contains("line 14"), "{message}");
+    assert!(
+        message.contains("line 12") && message.contains("line 14"),
+        "{message}"
+    );
 }

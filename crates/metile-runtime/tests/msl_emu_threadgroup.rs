@@ -1,5 +1,7 @@
 //! MSL emulator: threadgroup memory, barriers, divergence detection and the
 //! cost of running a full 1024-thread group.
+// Loops index by thread id, mirroring the kernels.
+#![allow(clippy::needless_range_loop)]
 
 mod msl_emu_support;
 
@@ -62,7 +64,12 @@ fn threadgroup_reduction_across_simdgroups() {
     for threads in [1024u32, 256, 96] {
         let groups = n.div_ceil(threads);
         let mut out = vec![0f32; groups as usize];
-        run(&kernel, &[buf(&mut x), buf(&mut out), bytes_of(&n)], [groups, 1, 1], threads);
+        run(
+            &kernel,
+            &[buf(&mut x), buf(&mut out), bytes_of(&n)],
+            [groups, 1, 1],
+            threads,
+        );
         for g in 0..groups as usize {
             let lo = g * threads as usize;
             let hi = (lo + threads as usize).min(n as usize);
@@ -114,10 +121,19 @@ fn shared_memory_transpose() {
     let mut input: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
     let mut out = vec![0f32; (rows * cols) as usize];
     let grid = [cols.div_ceil(32), rows.div_ceil(32), 1];
-    run(&kernel, &[buf(&mut input), buf(&mut out), bytes_of(&rows), bytes_of(&cols)], grid, 256);
+    run(
+        &kernel,
+        &[buf(&mut input), buf(&mut out), bytes_of(&rows), bytes_of(&cols)],
+        grid,
+        256,
+    );
     for r in 0..rows as usize {
         for c in 0..cols as usize {
-            assert_eq!(out[c * rows as usize + r], input[r * cols as usize + c], "({r}, {c})");
+            assert_eq!(
+                out[c * rows as usize + r],
+                input[r * cols as usize + c],
+                "({r}, {c})"
+            );
         }
     }
 }
@@ -150,7 +166,13 @@ fn returned_threads_leave_barriers() {
     let mut out = vec![-1f32; 64];
     run(&kernel, &[buf(&mut out)], [1, 1, 1], 64);
     for t in 0..64 {
-        let expected = if t < 16 { -1.0 } else if t == 63 { 16.0 } else { (t + 1) as f32 };
+        let expected = if t < 16 {
+            -1.0
+        } else if t == 63 {
+            16.0
+        } else {
+            (t + 1) as f32
+        };
         assert_eq!(out[t], expected, "thread {t}");
     }
 }
@@ -177,14 +199,18 @@ fn barrier_divergence_is_an_error_not_a_hang() {
 #[test]
 fn different_barriers_are_an_error() {
     let compiler = require_compiler!();
-    let body = "    if (tid < 32) {\n        threadgroup_barrier(mem_flags::mem_threadgroup);\n    } else {\n\
+    let body =
+        "    if (tid < 32) {\n        threadgroup_barrier(mem_flags::mem_threadgroup);\n    } else {\n\
                 threadgroup_barrier(mem_flags::mem_threadgroup);\n    }\n    out[tid] = 1.0f;";
     let (msl, params) = barrier_kernel("two_barriers", body);
     let kernel = compile(&compiler, &msl, &entry("two_barriers", params));
     let mut out = vec![0f32; 64];
     // SAFETY: the buffer outlives the launch and the kernel stays within it.
     let err = unsafe { kernel.launch(&[buf(&mut out)], [1, 1, 1], 64) }.expect_err("divergent barriers");
-    assert!(err.to_string().contains("different threadgroup_barrier calls"), "{err}");
+    assert!(
+        err.to_string().contains("different threadgroup_barrier calls"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -65,7 +65,12 @@ impl ClangVersion {
     }
 
     fn is_supported(&self) -> bool {
-        self.major >= if self.apple { MIN_APPLE_CLANG_MAJOR } else { MIN_CLANG_MAJOR }
+        self.major
+            >= if self.apple {
+                MIN_APPLE_CLANG_MAJOR
+            } else {
+                MIN_CLANG_MAJOR
+            }
     }
 }
 
@@ -138,7 +143,12 @@ impl EmuCompiler {
                 ),
             });
         }
-        Ok(EmuCompiler { command: command.into(), version, identity, cache_dir: default_cache_dir() })
+        Ok(EmuCompiler {
+            command: command.into(),
+            version,
+            identity,
+            cache_dir: default_cache_dir(),
+        })
     }
 
     /// Same compiler, compiled kernels cached under `dir` instead.
@@ -169,7 +179,13 @@ impl EmuCompiler {
         let shim_hash = shim::shim_hash();
 
         let mut hasher = Sha256::new();
-        for part in [CACHE_FORMAT, &self.identity, &COMPILE_FLAGS.join(" "), &shim_hash, &source] {
+        for part in [
+            CACHE_FORMAT,
+            &self.identity,
+            &COMPILE_FLAGS.join(" "),
+            &shim_hash,
+            &source,
+        ] {
             hasher.update(part.as_bytes());
             hasher.update([0]);
         }
@@ -197,7 +213,8 @@ impl EmuCompiler {
         kernel_name: &str,
     ) -> Result<(), EmuError> {
         let work = kernels_dir.join(format!("tmp-{}-{}", std::process::id(), shim::unique_suffix()));
-        std::fs::create_dir_all(&work).map_err(|e| EmuError::io(format!("creating {}", work.display()), e))?;
+        std::fs::create_dir_all(&work)
+            .map_err(|e| EmuError::io(format!("creating {}", work.display()), e))?;
         let result = self.build_in(source, shim_dir, &work, library, kernel_name);
         let _ = std::fs::remove_dir_all(&work);
         result
@@ -212,8 +229,10 @@ impl EmuCompiler {
         kernel_name: &str,
     ) -> Result<(), EmuError> {
         // Diagnostics name the file, so give it the kernel's name.
-        let file_stem: String =
-            kernel_name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+        let file_stem: String = kernel_name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
         let source_path = work.join(format!("{file_stem}.metal"));
         let output_path = work.join("kernel.so");
         std::fs::write(&source_path, source)
@@ -232,13 +251,19 @@ impl EmuCompiler {
         if !output.status.success() {
             let mut diagnostics = String::from_utf8_lossy(&output.stderr).into_owned();
             diagnostics.push_str(&String::from_utf8_lossy(&output.stdout));
-            return Err(EmuError::Compile { kernel: kernel_name.into(), diagnostics });
+            return Err(EmuError::Compile {
+                kernel: kernel_name.into(),
+                diagnostics,
+            });
         }
         match std::fs::rename(&output_path, library) {
             Ok(()) => Ok(()),
             // A concurrent compile of the same key finished first; same bytes.
             Err(_) if library.is_file() => Ok(()),
-            Err(e) => Err(EmuError::io(format!("moving the kernel into {}", library.display()), e)),
+            Err(e) => Err(EmuError::io(
+                format!("moving the kernel into {}", library.display()),
+                e,
+            )),
         }
     }
 }
@@ -261,8 +286,16 @@ mod tests {
 
     #[test]
     fn parses_clang_versions() {
-        let v = ClangVersion::parse("Debian clang version 19.1.7 (3~deb12u1)\nTarget: x86_64").expect("parse");
-        assert_eq!(v, ClangVersion { major: 19, minor: 1, apple: false });
+        let v =
+            ClangVersion::parse("Debian clang version 19.1.7 (3~deb12u1)\nTarget: x86_64").expect("parse");
+        assert_eq!(
+            v,
+            ClangVersion {
+                major: 19,
+                minor: 1,
+                apple: false
+            }
+        );
         assert!(v.is_supported());
         let v = ClangVersion::parse("Ubuntu clang version 14.0.0-1ubuntu1").expect("parse");
         assert!(!v.is_supported());

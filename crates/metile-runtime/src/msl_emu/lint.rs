@@ -115,8 +115,11 @@ mod tests {
 
     #[test]
     fn threadgroup_arrays_and_scalars_are_refused() {
-        for decl in ["threadgroup float buf[256];", "threadgroup int count;", "threadgroup metal::vec<float, 4> v = 0;"]
-        {
+        for decl in [
+            "threadgroup float buf[256];",
+            "threadgroup int count;",
+            "threadgroup metal::vec<float, 4> v = 0;",
+        ] {
             let msl = format!("kernel void k() {{\n  {decl}\n}}");
             let err = check(&msl).expect_err(decl);
             assert!(err.to_string().contains("line 2"), "{err}");

@@ -79,6 +79,9 @@ pub enum EmuError {
 
 impl EmuError {
     fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        EmuError::Io { context: context.into(), source }
+        EmuError::Io {
+            context: context.into(),
+            source,
+        }
     }
 }

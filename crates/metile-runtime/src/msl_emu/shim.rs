@@ -74,7 +74,10 @@ pub(crate) fn materialize(cache_dir: &Path, hash: &str) -> Result<PathBuf, EmuEr
             let _ = std::fs::remove_dir_all(&staging);
             Ok(dir)
         }
-        Err(e) => Err(EmuError::io(format!("installing the shim into {}", dir.display()), e)),
+        Err(e) => Err(EmuError::io(
+            format!("installing the shim into {}", dir.display()),
+            e,
+        )),
     }
 }
 

@@ -40,7 +40,9 @@ pub(crate) fn with_worker_memory<R>(
                 threadgroup: AlignedBuffer::default(),
             });
         }
-        let memory = slot.as_mut().ok_or_else(|| EmuError::BadLaunch("worker memory missing".into()))?;
+        let memory = slot
+            .as_mut()
+            .ok_or_else(|| EmuError::BadLaunch("worker memory missing".into()))?;
         memory.scratch.ensure(scratch_bytes);
         memory.threadgroup.ensure(threadgroup_bytes);
         f(memory)
@@ -93,7 +95,9 @@ impl FiberStacks {
     #[cfg(unix)]
     fn new(count: usize) -> Result<Self, EmuError> {
         // SAFETY: sysconf has no preconditions.
-        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096).max(4096);
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+            .unwrap_or(4096)
+            .max(4096);
         let stride = FIBER_STACK_BYTES.div_ceil(page) * page + page;
         let total = stride
             .checked_mul(count)
@@ -110,7 +114,10 @@ impl FiberStacks {
             )
         };
         if base == libc::MAP_FAILED {
-            return Err(EmuError::io("reserving fiber stacks", std::io::Error::last_os_error()));
+            return Err(EmuError::io(
+                "reserving fiber stacks",
+                std::io::Error::last_os_error(),
+            ));
         }
         let base = base.cast::<u8>();
         for i in 0..count {
@@ -123,7 +130,12 @@ impl FiberStacks {
                 return Err(EmuError::io("protecting fiber stack guard pages", err));
             }
         }
-        Ok(FiberStacks { base, total, stride, count })
+        Ok(FiberStacks {
+            base,
+            total,
+            stride,
+            count,
+        })
     }
 
     #[cfg(not(unix))]

@@ -89,7 +89,9 @@ fn check_identifier_path(name: &str) -> Result<(), EmuError> {
     if name.split("::").all(valid_part) {
         Ok(())
     } else {
-        Err(EmuError::BadEntry(format!("kernel name {name:?} is not a C++ identifier")))
+        Err(EmuError::BadEntry(format!(
+            "kernel name {name:?} is not a C++ identifier"
+        )))
     }
 }
 
@@ -98,7 +100,9 @@ fn check_identifier_path(name: &str) -> Result<(), EmuError> {
 fn check_type(msl_type: &str, what: &str, ending: char, address_spaces: &[&str]) -> Result<String, EmuError> {
     let t = msl_type.trim();
     let allowed = |c: char| c.is_ascii_alphanumeric() || " _*&:<>,".contains(c);
-    let has_space = t.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).any(|w| address_spaces.contains(&w));
+    let has_space = t
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .any(|w| address_spaces.contains(&w));
     if t.is_empty() || !t.chars().all(allowed) || !t.ends_with(ending) || !has_space {
         return Err(EmuError::BadEntry(format!(
             "{what} parameter type {msl_type:?} must be a {} type ending in '{ending}'",
@@ -133,7 +137,9 @@ pub(crate) fn generate(entry: &EntrySpec) -> Result<(String, EntryLayout), EmuEr
             EntryParam::Threadgroup { msl_type, bytes } => {
                 let t = check_type(msl_type, "threadgroup", '*', &["threadgroup"])?;
                 if *bytes == 0 {
-                    return Err(EmuError::BadEntry(format!("threadgroup parameter {t:?} has zero bytes")));
+                    return Err(EmuError::BadEntry(format!(
+                        "threadgroup parameter {t:?} has zero bytes"
+                    )));
                 }
                 call_args.push(format!("({t})(tg + {threadgroup_bytes})"));
                 threadgroup_bytes = round_up_16(*bytes)
@@ -159,7 +165,11 @@ pub(crate) fn generate(entry: &EntrySpec) -> Result<(String, EntryLayout), EmuEr
     text.push_str("  unsigned char* tg = group->launch->threadgroup_memory;\n");
     text.push_str("  (void)args;\n  (void)tg;\n  (void)tid;\n");
     let _ = writeln!(text, "  ::{}(", entry.kernel_name);
-    let joined = call_args.iter().map(|a| format!("      {a}")).collect::<Vec<_>>().join(",\n");
+    let joined = call_args
+        .iter()
+        .map(|a| format!("      {a}"))
+        .collect::<Vec<_>>()
+        .join(",\n");
     text.push_str(&joined);
     text.push_str(");\n}\n}  // namespace metile_emu_generated\n\n");
     text.push_str("#define METILE_EXPORT extern \"C\" __attribute__((visibility(\"default\")))\n");
@@ -170,12 +180,20 @@ pub(crate) fn generate(entry: &EntrySpec) -> Result<(String, EntryLayout), EmuEr
     text.push_str(
         "METILE_EXPORT size_t metile_emu_scratch_bytes(unsigned threads) { return metile_emu::scratch_bytes(threads); }\n",
     );
-    text.push_str("METILE_EXPORT unsigned metile_emu_abi_version(void) { return metile_emu::abi_version; }\n");
+    text.push_str(
+        "METILE_EXPORT unsigned metile_emu_abi_version(void) { return metile_emu::abi_version; }\n",
+    );
     text.push_str("METILE_EXPORT unsigned long metile_emu_scalar_param_bytes(unsigned index) {\n");
     text.push_str("  switch (index) {\n");
     text.push_str(&scalar_cases);
     text.push_str("    default: return 0;\n  }\n}\n");
-    Ok((text, EntryLayout { arg_is_scalar, threadgroup_bytes }))
+    Ok((
+        text,
+        EntryLayout {
+            arg_is_scalar,
+            threadgroup_bytes,
+        },
+    ))
 }
 
 #[cfg(test)]
@@ -187,10 +205,20 @@ mod tests {
         let entry = EntrySpec {
             kernel_name: "softmax".into(),
             params: vec![
-                EntryParam::Buffer { msl_type: "device const float*".into() },
-                EntryParam::Scalar { msl_type: "constant int&".into() },
-                EntryParam::Threadgroup { msl_type: "threadgroup float*".into(), bytes: 100 },
-                EntryParam::Threadgroup { msl_type: "threadgroup half*".into(), bytes: 16 },
+                EntryParam::Buffer {
+                    msl_type: "device const float*".into(),
+                },
+                EntryParam::Scalar {
+                    msl_type: "constant int&".into(),
+                },
+                EntryParam::Threadgroup {
+                    msl_type: "threadgroup float*".into(),
+                    bytes: 100,
+                },
+                EntryParam::Threadgroup {
+                    msl_type: "threadgroup half*".into(),
+                    bytes: 16,
+                },
                 EntryParam::Builtin(Builtin::ThreadIndexInSimdgroup),
             ],
         };
@@ -209,15 +237,22 @@ mod tests {
     fn rejects_types_that_are_not_plain_types() {
         let entry = EntrySpec {
             kernel_name: "k".into(),
-            params: vec![EntryParam::Buffer { msl_type: "device float*); evil(".into() }],
+            params: vec![EntryParam::Buffer {
+                msl_type: "device float*); evil(".into(),
+            }],
         };
         assert!(matches!(generate(&entry), Err(EmuError::BadEntry(_))));
         let entry = EntrySpec {
             kernel_name: "k".into(),
-            params: vec![EntryParam::Scalar { msl_type: "device int&".into() }],
+            params: vec![EntryParam::Scalar {
+                msl_type: "device int&".into(),
+            }],
         };
         assert!(matches!(generate(&entry), Err(EmuError::BadEntry(_))));
-        let entry = EntrySpec { kernel_name: "1k".into(), params: vec![] };
+        let entry = EntrySpec {
+            kernel_name: "1k".into(),
+            params: vec![],
+        };
         assert!(matches!(generate(&entry), Err(EmuError::BadEntry(_))));
     }
 }

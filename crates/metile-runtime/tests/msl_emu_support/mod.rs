@@ -8,7 +8,9 @@ use metile_runtime::msl_emu::{Builtin, EmuCompiler, EmuKernel, EntryParam, Entry
 /// (after saying why) when no suitable clang is installed.
 pub fn compiler() -> Option<EmuCompiler> {
     match EmuCompiler::find() {
-        Ok(c) => Some(c.with_cache_dir(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("msl-emu-cache"))),
+        Ok(c) => {
+            Some(c.with_cache_dir(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("msl-emu-cache")))
+        }
         Err(e) => {
             eprintln!("skipping MSL emulator test: {e}");
             None
@@ -28,15 +30,22 @@ macro_rules! require_compiler {
 }
 
 pub fn buffer(msl_type: &str) -> EntryParam {
-    EntryParam::Buffer { msl_type: msl_type.into() }
+    EntryParam::Buffer {
+        msl_type: msl_type.into(),
+    }
 }
 
 pub fn scalar(msl_type: &str) -> EntryParam {
-    EntryParam::Scalar { msl_type: msl_type.into() }
+    EntryParam::Scalar {
+        msl_type: msl_type.into(),
+    }
 }
 
 pub fn threadgroup(msl_type: &str, bytes: usize) -> EntryParam {
-    EntryParam::Threadgroup { msl_type: msl_type.into(), bytes }
+    EntryParam::Threadgroup {
+        msl_type: msl_type.into(),
+        bytes,
+    }
 }
 
 pub fn builtin(b: Builtin) -> EntryParam {
@@ -44,11 +53,17 @@ pub fn builtin(b: Builtin) -> EntryParam {
 }
 
 pub fn entry(name: &str, params: Vec<EntryParam>) -> EntrySpec {
-    EntrySpec { kernel_name: name.into(), params }
+    EntrySpec {
+        kernel_name: name.into(),
+        params,
+    }
 }
 
 pub fn buf<T>(data: &mut [T]) -> LaunchArg<'static> {
-    LaunchArg::Buffer { ptr: data.as_mut_ptr().cast(), len_bytes: std::mem::size_of_val(data) }
+    LaunchArg::Buffer {
+        ptr: data.as_mut_ptr().cast(),
+        len_bytes: std::mem::size_of_val(data),
+    }
 }
 
 pub fn bytes_of<T: Copy>(value: &T) -> LaunchArg<'_> {
