@@ -113,3 +113,13 @@ def test_errors_are_value_errors(call, message):
 def test_bad_argument_types():
     with pytest.raises(TypeError):
         Layout("4")
+
+
+def test_hostile_nesting_is_rejected():
+    deep = 8
+    for _ in range(10_000):
+        deep = (deep,)
+    with pytest.raises(ValueError):
+        Layout(deep)
+    with pytest.raises(ValueError):
+        ml.composition(Layout(8), deep)

@@ -17,18 +17,30 @@ fn layout_error(error: ml::LayoutError) -> PyErr {
     PyValueError::new_err(error.to_string())
 }
 
+/// Deepest tuple nesting accepted from Python, matching the text parser.
+const MAX_NESTING: usize = 64;
+
 fn int_tuple_from_py(obj: &Bound<'_, PyAny>) -> PyResult<ml::IntTuple> {
-    if let Ok(tuple) = obj.cast::<PyTuple>() {
-        return tuple
+    int_tuple_at_depth(obj, 0)
+}
+
+fn int_tuple_at_depth(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<ml::IntTuple> {
+    let elements: Option<Vec<Bound<'_, PyAny>>> = if let Ok(tuple) = obj.cast::<PyTuple>() {
+        Some(tuple.iter().collect())
+    } else if let Ok(list) = obj.cast::<PyList>() {
+        Some(list.iter().collect())
+    } else {
+        None
+    };
+    if let Some(items) = elements {
+        if depth >= MAX_NESTING {
+            return Err(PyValueError::new_err(format!(
+                "tuples nested deeper than {MAX_NESTING} levels"
+            )));
+        }
+        return items
             .iter()
-            .map(|item| int_tuple_from_py(&item))
-            .collect::<PyResult<Vec<_>>>()
-            .map(ml::IntTuple::Tuple);
-    }
-    if let Ok(list) = obj.cast::<PyList>() {
-        return list
-            .iter()
-            .map(|item| int_tuple_from_py(&item))
+            .map(|item| int_tuple_at_depth(item, depth + 1))
             .collect::<PyResult<Vec<_>>>()
             .map(ml::IntTuple::Tuple);
     }
@@ -335,6 +347,10 @@ impl PySwizzledLayout {
 /// A tiler from Python: a `Layout`, an int `n` (the layout `n:1`), or a
 /// tuple/list of tilers applied mode by mode.
 fn tiler_from_py(obj: &Bound<'_, PyAny>) -> PyResult<ml::Tiler> {
+    tiler_at_depth(obj, 0)
+}
+
+fn tiler_at_depth(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<ml::Tiler> {
     if let Ok(layout) = obj.cast::<PyLayout>() {
         return Ok(ml::Tiler::Layout(layout.get().inner.clone()));
     }
@@ -347,9 +363,12 @@ fn tiler_from_py(obj: &Bound<'_, PyAny>) -> PyResult<ml::Tiler> {
     };
     match elements {
         Some(items) if items.is_empty() => Err(PyValueError::new_err("a tiler needs at least one mode")),
+        Some(_) if depth >= MAX_NESTING => Err(PyValueError::new_err(format!(
+            "tilers nested deeper than {MAX_NESTING} levels"
+        ))),
         Some(items) => items
             .iter()
-            .map(tiler_from_py)
+            .map(|item| tiler_at_depth(item, depth + 1))
             .collect::<PyResult<Vec<_>>>()
             .map(ml::Tiler::Modes),
         None => {
