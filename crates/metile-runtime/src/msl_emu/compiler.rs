@@ -40,6 +40,8 @@ const COMPILE_FLAGS: &[&str] = &[
     // MSL attributes such as [[buffer(0)]] mean nothing to clang.
     "-Wno-unknown-attributes",
     "-Wno-user-defined-literals",
+    // `#pragma METAL fp ...` has no meaning here.
+    "-Wno-unknown-pragmas",
     "-fdiagnostics-color=never",
 ];
 
@@ -105,13 +107,12 @@ impl EmuCompiler {
         for command in &candidates {
             match Self::probe(command) {
                 Ok(compiler) => return Ok(compiler),
-                Err(err @ EmuError::CompilerUnsuitable { .. }) => return Err(err),
-                Err(err) => problems.push(err.to_string()),
+                Err(EmuError::CompilerNotFound(reason)) => problems.push(reason),
+                Err(err) => return Err(err),
             }
         }
         Err(EmuError::CompilerNotFound(format!(
-            "tried {} ({}); install clang 18 or newer (e.g. `apt-get install clang-19`) or set METILE_CXX",
-            candidates.join(", "),
+            "{}; install clang {MIN_CLANG_MAJOR} or newer (e.g. `apt-get install clang-19`) or set METILE_CXX",
             problems.join("; ")
         )))
     }
