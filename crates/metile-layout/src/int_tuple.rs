@@ -158,10 +158,12 @@ impl IntTuple {
 
 /// Compact strides for `shape` with the first leaf fastest (CuTe's
 /// `LayoutLeft`): the exclusive prefix product of the leaves, left to right.
+/// An extent-1 leaf gets stride 0, as CuTe gives a static extent 1; its
+/// coordinate is always 0, so the stride never matters.
 pub(crate) fn compact_col_major(shape: &IntTuple) -> IntTuple {
     let mut running = 1i64;
     shape.map_leaves(&mut |extent| {
-        let stride = running;
+        let stride = if extent == 1 { 0 } else { running };
         // Saturation is unobservable: the caller validates the layout extent.
         running = running.saturating_mul(extent);
         stride
@@ -169,13 +171,14 @@ pub(crate) fn compact_col_major(shape: &IntTuple) -> IntTuple {
 }
 
 /// Compact strides for `shape` with the last leaf fastest (CuTe's
-/// `LayoutRight`): the exclusive prefix product of the leaves, right to left.
+/// `LayoutRight`): the exclusive prefix product of the leaves, right to left,
+/// again with stride 0 for extent-1 leaves.
 pub(crate) fn compact_row_major(shape: &IntTuple) -> IntTuple {
     let leaves = shape.leaves();
     let mut strides = vec![0i64; leaves.len()];
     let mut running = 1i64;
     for (slot, extent) in strides.iter_mut().zip(&leaves).rev() {
-        *slot = running;
+        *slot = if *extent == 1 { 0 } else { running };
         running = running.saturating_mul(*extent);
     }
     let mut next = strides.into_iter();

@@ -61,12 +61,14 @@ impl Layout {
     }
 
     /// The compact layout with CuTe's default strides: the first leaf is
-    /// fastest (generalized column-major, `LayoutLeft`).
+    /// fastest (generalized column-major, `LayoutLeft`). Extent-1 leaves get
+    /// stride 0, as in CuTe with static extents.
     ///
     /// ```
     /// use metile_layout::Layout;
     /// let layout = Layout::column_major("(2,(2,2))".parse().unwrap()).unwrap();
     /// assert_eq!(layout.to_string(), "(2,(2,2)):(1,(2,4))");
+    /// assert_eq!(Layout::parse("(1,4)").unwrap().to_string(), "(1,4):(0,1)");
     /// ```
     pub fn column_major(shape: IntTuple) -> Result<Layout, LayoutError> {
         let stride = compact_col_major(&shape);

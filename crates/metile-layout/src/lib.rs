@@ -105,6 +105,26 @@
 //!
 //! [`Layout`], [`IntTuple`], [`Tiler`], [`Swizzle`] and [`SwizzledLayout`]
 //! print in CuTe's notation and parse it back (`FromStr`).
+//!
+//! # Where this differs from CuTe
+//!
+//! CuTe distinguishes compile-time and run-time integers; here every value is
+//! known, and the crate behaves like CuTe with everything static: size-1 modes
+//! are simplified away, extent-1 modes get stride 0, and every divisibility
+//! condition is checked. Beyond that, it prefers an error to a wrong answer:
+//!
+//! * [`Layout::eval`] rejects indices outside `[0, size)`; CuTe lets the last
+//!   mode run on. Composition still treats the left operand's last mode as
+//!   unbounded, exactly as CuTe does.
+//! * [`composition`] rejects right operands whose modes overlap so that their
+//!   offsets carry across a mode boundary of the left operand (CuTe returns a
+//!   layout that is not the composition there). It accepts a stride that
+//!   does not divide a left extent when the whole walk stays inside that mode.
+//! * [`complement`] rejects layouts whose modes interleave or whose gaps are
+//!   not whole repetitions, where CuTe's result would not cover the cotarget.
+//! * [`right_inverse`] never follows negative strides.
+//! * [`max_common_vector`] requires operands of equal size.
+//! * Empty tuples and extents below 1 are rejected on construction.
 
 mod algebra;
 mod error;
