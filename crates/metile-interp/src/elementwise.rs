@@ -5,6 +5,7 @@
 
 use crate::elem::{convert, int_value, Arith, Element};
 use crate::error::ExecError;
+use crate::simd::{map1, map2};
 use crate::value::{exact_affine, put_vec, take_vec, Operand, Repr, Scratch};
 use metile_ir::{BinaryOp, CmpOp, DType, UnaryOp};
 
@@ -159,21 +160,9 @@ fn binary_entry<T: Arith, const OP: u8>(
     let b = b.operand::<T>(n, sb)?;
     let mut v = take_vec::<T>(out, n);
     match (a, b) {
-        (Operand::Slice(x), Operand::Slice(y)) => {
-            for ((o, &x), &y) in v.iter_mut().zip(x).zip(y) {
-                *o = apply_binary::<T, OP>(x, y);
-            }
-        }
-        (Operand::Slice(x), Operand::Splat(y)) => {
-            for (o, &x) in v.iter_mut().zip(x) {
-                *o = apply_binary::<T, OP>(x, y);
-            }
-        }
-        (Operand::Splat(x), Operand::Slice(y)) => {
-            for (o, &y) in v.iter_mut().zip(y) {
-                *o = apply_binary::<T, OP>(x, y);
-            }
-        }
+        (Operand::Slice(x), Operand::Slice(y)) => map2(x, y, &mut v, apply_binary::<T, OP>),
+        (Operand::Slice(x), Operand::Splat(y)) => map1(x, &mut v, |x| apply_binary::<T, OP>(x, y)),
+        (Operand::Splat(x), Operand::Slice(y)) => map1(y, &mut v, |y| apply_binary::<T, OP>(x, y)),
         (Operand::Splat(x), Operand::Splat(y)) => v.fill(apply_binary::<T, OP>(x, y)),
     }
     put_vec(out, v);
@@ -204,11 +193,7 @@ fn unary_entry<T: Arith, const OP: u8>(
     let a = a.operand::<T>(n, sa)?;
     let mut v = take_vec::<T>(out, n);
     match a {
-        Operand::Slice(x) => {
-            for (o, &x) in v.iter_mut().zip(x) {
-                *o = apply_unary::<T, OP>(x);
-            }
-        }
+        Operand::Slice(x) => map1(x, &mut v, apply_unary::<T, OP>),
         Operand::Splat(x) => v.fill(apply_unary::<T, OP>(x)),
     }
     put_vec(out, v);
@@ -319,21 +304,9 @@ fn compare_entry<T: Arith, const OP: u8>(
     let b = b.operand::<T>(n, sb)?;
     let mut v = take_vec::<bool>(out, n);
     match (a, b) {
-        (Operand::Slice(x), Operand::Slice(y)) => {
-            for ((o, &x), &y) in v.iter_mut().zip(x).zip(y) {
-                *o = apply_compare::<T, OP>(x, y);
-            }
-        }
-        (Operand::Slice(x), Operand::Splat(y)) => {
-            for (o, &x) in v.iter_mut().zip(x) {
-                *o = apply_compare::<T, OP>(x, y);
-            }
-        }
-        (Operand::Splat(x), Operand::Slice(y)) => {
-            for (o, &y) in v.iter_mut().zip(y) {
-                *o = apply_compare::<T, OP>(x, y);
-            }
-        }
+        (Operand::Slice(x), Operand::Slice(y)) => map2(x, y, &mut v, apply_compare::<T, OP>),
+        (Operand::Slice(x), Operand::Splat(y)) => map1(x, &mut v, |x| apply_compare::<T, OP>(x, y)),
+        (Operand::Splat(x), Operand::Slice(y)) => map1(y, &mut v, |y| apply_compare::<T, OP>(x, y)),
         (Operand::Splat(x), Operand::Splat(y)) => v.fill(apply_compare::<T, OP>(x, y)),
     }
     put_vec(out, v);
@@ -372,11 +345,7 @@ fn cast_entry<S: Element, D: Element>(
     let a = a.operand::<S>(n, sa)?;
     let mut v = take_vec::<D>(out, n);
     match a {
-        Operand::Slice(x) => {
-            for (o, &x) in v.iter_mut().zip(x) {
-                *o = convert::<S, D>(x);
-            }
-        }
+        Operand::Slice(x) => map1(x, &mut v, convert::<S, D>),
         Operand::Splat(x) => v.fill(convert::<S, D>(x)),
     }
     put_vec(out, v);

@@ -63,6 +63,7 @@ mod math;
 mod memory;
 mod prepare;
 mod reduce;
+mod simd;
 mod swizzle;
 mod value;
 

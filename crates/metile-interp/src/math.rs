@@ -30,7 +30,8 @@ pub fn exp_f32(x: f32) -> f32 {
     } else {
         x
     };
-    let n = (xc * LOG2_E + ROUND_MAGIC) - ROUND_MAGIC;
+    let shifted = xc * LOG2_E + ROUND_MAGIC;
+    let n = shifted - ROUND_MAGIC;
     let r = xc - n * LN2_HI - n * LN2_LO;
     let r2 = r * r;
     let mut p = 1.987_569_1e-4f32;
@@ -41,10 +42,12 @@ pub fn exp_f32(x: f32) -> f32 {
     p = p * r + 5.000_000_1e-1;
     let er = p * r2 + r + 1.0;
     // n is in [-152, 129]; split 2^n into two normal factors.
-    let ni = n as i32;
+    // The integer n sits in the low mantissa bits of `shifted`; reading it from there
+    // avoids a float-to-int conversion (and its NaN/saturation fix-ups) per lane.
+    let ni = (shifted.to_bits() as i32).wrapping_sub(ROUND_MAGIC.to_bits() as i32);
     let half = ni >> 1;
-    let scale_a = f32::from_bits(((half + 127) as u32) << 23);
-    let scale_b = f32::from_bits(((ni - half + 127) as u32) << 23);
+    let scale_a = f32::from_bits((half.wrapping_add(127) as u32) << 23);
+    let scale_b = f32::from_bits((ni.wrapping_sub(half).wrapping_add(127) as u32) << 23);
     let result = er * scale_a * scale_b;
     if x > OVERFLOW {
         f32::INFINITY

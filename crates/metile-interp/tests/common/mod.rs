@@ -1,0 +1,169 @@
+//! Shared helpers: typed host buffers, and a runner that executes every kernel twice
+//! (lazy values on and off) and insists both modes agree exactly.
+
+#![allow(dead_code)]
+
+use half::{bf16, f16};
+use metile_interp::{ExecError, ExecOptions, Executable, KernelArg, ScalarValue};
+use metile_ir::{DType, Function, Loc};
+use std::sync::Arc;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Data {
+    Bool(Vec<bool>),
+    I32(Vec<i32>),
+    U32(Vec<u32>),
+    I64(Vec<i64>),
+    F16(Vec<f16>),
+    BF16(Vec<bf16>),
+    F32(Vec<f32>),
+    Scalar(ScalarValue),
+}
+
+impl Data {
+    fn arg(&mut self) -> KernelArg {
+        fn buf<T>(v: &mut [T], dtype: DType) -> KernelArg {
+            KernelArg::Buffer {
+                ptr: v.as_mut_ptr() as *mut u8,
+                len: v.len(),
+                dtype,
+            }
+        }
+        match self {
+            Data::Bool(v) => buf(v, DType::Bool),
+            Data::I32(v) => buf(v, DType::I32),
+            Data::U32(v) => buf(v, DType::U32),
+            Data::I64(v) => buf(v, DType::I64),
+            Data::F16(v) => buf(v, DType::F16),
+            Data::BF16(v) => buf(v, DType::BF16),
+            Data::F32(v) => buf(v, DType::F32),
+            Data::Scalar(s) => KernelArg::Scalar(*s),
+        }
+    }
+
+    /// Bit patterns, so NaNs compare equal to themselves.
+    pub fn bits(&self) -> Vec<u64> {
+        match self {
+            Data::Bool(v) => v.iter().map(|&x| u64::from(x)).collect(),
+            Data::I32(v) => v.iter().map(|&x| x as u32 as u64).collect(),
+            Data::U32(v) => v.iter().map(|&x| u64::from(x)).collect(),
+            Data::I64(v) => v.iter().map(|&x| x as u64).collect(),
+            Data::F16(v) => v.iter().map(|x| u64::from(x.to_bits())).collect(),
+            Data::BF16(v) => v.iter().map(|x| u64::from(x.to_bits())).collect(),
+            Data::F32(v) => v.iter().map(|x| u64::from(x.to_bits())).collect(),
+            Data::Scalar(_) => vec![],
+        }
+    }
+
+    pub fn f32s(&self) -> Vec<f32> {
+        match self {
+            Data::F32(v) => v.clone(),
+            Data::F16(v) => v.iter().map(|x| x.to_f32()).collect(),
+            Data::BF16(v) => v.iter().map(|x| x.to_f32()).collect(),
+            other => panic!("not a float buffer: {other:?}"),
+        }
+    }
+
+    pub fn i32s(&self) -> Vec<i32> {
+        match self {
+            Data::I32(v) => v.clone(),
+            other => panic!("not an i32 buffer: {other:?}"),
+        }
+    }
+
+    pub fn i64s(&self) -> Vec<i64> {
+        match self {
+            Data::I64(v) => v.clone(),
+            Data::I32(v) => v.iter().map(|&x| i64::from(x)).collect(),
+            Data::U32(v) => v.iter().map(|&x| i64::from(x)).collect(),
+            Data::Bool(v) => v.iter().map(|&x| i64::from(x)).collect(),
+            other => panic!("not an integer buffer: {other:?}"),
+        }
+    }
+
+    pub fn bools(&self) -> Vec<bool> {
+        match self {
+            Data::Bool(v) => v.clone(),
+            other => panic!("not a bool buffer: {other:?}"),
+        }
+    }
+
+    /// A zero-filled buffer of `n` elements of `dtype`.
+    pub fn zeros(dtype: DType, n: usize) -> Data {
+        match dtype {
+            DType::Bool => Data::Bool(vec![false; n]),
+            DType::I32 => Data::I32(vec![0; n]),
+            DType::U32 => Data::U32(vec![0; n]),
+            DType::I64 => Data::I64(vec![0; n]),
+            DType::F16 => Data::F16(vec![f16::ZERO; n]),
+            DType::BF16 => Data::BF16(vec![bf16::ZERO; n]),
+            DType::F32 => Data::F32(vec![0.0; n]),
+        }
+    }
+
+    /// A buffer of `dtype` holding `values` converted the way numpy's `astype` would
+    /// for in-range values.
+    pub fn from_f64(dtype: DType, values: &[f64]) -> Data {
+        match dtype {
+            DType::Bool => Data::Bool(values.iter().map(|&x| x != 0.0).collect()),
+            DType::I32 => Data::I32(values.iter().map(|&x| x as i32).collect()),
+            DType::U32 => Data::U32(values.iter().map(|&x| x as i64 as u32).collect()),
+            DType::I64 => Data::I64(values.iter().map(|&x| x as i64).collect()),
+            DType::F16 => Data::F16(values.iter().map(|&x| f16::from_f64(x)).collect()),
+            DType::BF16 => Data::BF16(values.iter().map(|&x| bf16::from_f64(x)).collect()),
+            DType::F32 => Data::F32(values.iter().map(|&x| x as f32).collect()),
+        }
+    }
+}
+
+pub fn i32s(v: &[i32]) -> Data {
+    Data::I32(v.to_vec())
+}
+
+pub fn f32s(v: &[f32]) -> Data {
+    Data::F32(v.to_vec())
+}
+
+pub fn scalar_i32(v: i32) -> Data {
+    Data::Scalar(ScalarValue::I32(v))
+}
+
+pub fn loc(line: u32) -> Loc {
+    Loc {
+        file: Arc::from("/home/user/kernels/test_kernel.py"),
+        line,
+    }
+}
+
+fn run_mode(f: &Arc<Function>, args: &[Data], grid: [u32; 3], lazy: bool) -> (Result<(), ExecError>, Vec<Data>) {
+    let exe = Executable::with_options(f.clone(), ExecOptions { lazy_values: lazy }).expect("prepare");
+    let mut data = args.to_vec();
+    let kargs: Vec<KernelArg> = data.iter_mut().map(Data::arg).collect();
+    // SAFETY: every buffer lives in `data` for the whole launch.
+    let result = unsafe { exe.launch(&kargs, grid) };
+    (result, data)
+}
+
+/// Runs `f` with lazy values and dense-only, asserts both agree (results, errors and
+/// every buffer, bit for bit), and returns the buffers after the lazy run.
+pub fn try_run(f: Function, args: &[Data], grid: [u32; 3]) -> Result<Vec<Data>, ExecError> {
+    let f = Arc::new(f);
+    let (lazy_result, lazy_data) = run_mode(&f, args, grid, true);
+    let (dense_result, dense_data) = run_mode(&f, args, grid, false);
+    assert_eq!(lazy_result, dense_result, "lazy and dense modes disagree on the outcome");
+    for (i, (a, b)) in lazy_data.iter().zip(&dense_data).enumerate() {
+        assert_eq!(a.bits(), b.bits(), "lazy and dense modes disagree on buffer {i}");
+    }
+    lazy_result.map(|()| lazy_data)
+}
+
+pub fn run(f: Function, args: &[Data], grid: [u32; 3]) -> Vec<Data> {
+    match try_run(f, args, grid) {
+        Ok(d) => d,
+        Err(e) => panic!("launch failed: {e}"),
+    }
+}
+
+pub fn run1(f: Function, args: &[Data]) -> Vec<Data> {
+    run(f, args, [1, 1, 1])
+}
