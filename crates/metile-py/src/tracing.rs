@@ -1,0 +1,146 @@
+//! Tracing: runs a kernel's (rewritten) Python function on proxy values and
+//! records what it does as Tile IR. The Python side (`metile._frontend`) reads
+//! the source and rewrites control flow; everything per op happens here.
+
+use std::sync::{Arc, OnceLock};
+
+use metile_ir::{Builder, DType, Function, ParamKind};
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+
+use crate::errors::CompilationError;
+
+mod control;
+mod ops;
+mod state;
+mod tile;
+
+pub use control::{TileRange, Undefined};
+pub use tile::Tile;
+
+/// One traced and optimised kernel specialisation.
+#[pyclass(module = "metile._metile", name = "TileFunction", frozen)]
+pub struct PyTileFunction {
+    pub func: Arc<Function>,
+    text: OnceLock<String>,
+}
+
+impl PyTileFunction {
+    pub fn new(func: Function) -> PyTileFunction {
+        PyTileFunction {
+            func: Arc::new(func),
+            text: OnceLock::new(),
+        }
+    }
+}
+
+#[pymethods]
+impl PyTileFunction {
+    /// The printed Tile IR.
+    #[getter]
+    fn text(&self) -> &str {
+        self.text.get_or_init(|| metile_ir::print_function(&self.func))
+    }
+
+    #[getter]
+    fn name(&self) -> &str {
+        &self.func.name
+    }
+
+    fn __str__(&self) -> &str {
+        self.text()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<metile TileFunction {}>", self.func.name)
+    }
+}
+
+fn param_dtype(name: &str, dtype: &str) -> PyResult<DType> {
+    DType::parse(dtype).ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!("parameter '{name}' has unknown dtype {dtype:?}"))
+    })
+}
+
+/// Traces `kernel` (the rewritten function) once. `params` lists every
+/// parameter in order as `(name, kind, payload)`: kind "ptr" or "scalar" with a
+/// dtype name as payload, or "constexpr" with the Python value.
+#[pyfunction]
+#[pyo3(signature = (kernel, name, params, threads_per_group, optimize=true))]
+fn trace_kernel(
+    py: Python<'_>,
+    kernel: &Bound<'_, PyAny>,
+    name: &str,
+    params: &Bound<'_, PyList>,
+    threads_per_group: usize,
+    optimize: bool,
+) -> PyResult<PyTileFunction> {
+    let mut builder = Builder::new(name);
+    builder.set_threads_per_group(threads_per_group);
+    let mut arg_values: Vec<Result<metile_ir::ValueId, Py<PyAny>>> = vec![];
+    for item in params.iter() {
+        let (pname, kind, payload): (String, String, Bound<'_, PyAny>) = item.extract()?;
+        match kind.as_str() {
+            "ptr" => {
+                let d = param_dtype(&pname, &payload.extract::<String>()?)?;
+                arg_values.push(Ok(builder.add_param(&pname, ParamKind::Pointer(d))));
+            }
+            "scalar" => {
+                let d = param_dtype(&pname, &payload.extract::<String>()?)?;
+                arg_values.push(Ok(builder.add_param(&pname, ParamKind::Scalar(d))));
+            }
+            "constexpr" => {
+                builder.add_constexpr(&pname, &payload.repr()?.to_string());
+                arg_values.push(Err(payload.unbind()));
+            }
+            other => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "parameter '{pname}' has unknown kind {other:?}"
+                )))
+            }
+        }
+    }
+
+    let active = state::ActiveTrace::install(builder)?;
+    let args = state::with_root(|t| {
+        arg_values
+            .into_iter()
+            .map(|a| match a {
+                Ok(v) => t.wrap_any(py, v),
+                Err(obj) => Ok(obj),
+            })
+            .collect::<PyResult<Vec<_>>>()
+    })?;
+    let returned = kernel.call1(PyTuple::new(py, args)?)?;
+    if !returned.is_none() {
+        return Err(CompilationError::new_err(format!(
+            "kernel {name} returned {}; kernels return nothing and write their results with \
+             metile.store or metile.tile_store",
+            state::describe_object(&returned)
+        )));
+    }
+    let mut func = active
+        .finish()?
+        .finish()
+        .map_err(|e| CompilationError::new_err(format!("internal: {e}")))?;
+    if !func.uses_thread_ops() {
+        // The threadgroup size is only part of the kernel when it reads it.
+        func.threads_per_group = None;
+    }
+    let func = if optimize {
+        metile_compiler::optimize_tile_ir(func)
+    } else {
+        metile_ir::verify(&func).map(|()| func)
+    }
+    .map_err(|e| CompilationError::new_err(format!("internal compiler error in kernel {name}: {e}")))?;
+    Ok(PyTileFunction::new(func))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyTileFunction>()?;
+    m.add_class::<Tile>()?;
+    m.add_function(wrap_pyfunction!(trace_kernel, m)?)?;
+    ops::register(m)?;
+    control::register(m)?;
+    Ok(())
+}

@@ -1,0 +1,656 @@
+//! Control flow at trace time. The frontend's AST rewrite turns loops and `if`s
+//! into calls of these helpers, passing the body as a Python function of the
+//! carried variables. Python values (ints, constexprs) keep Python semantics —
+//! loops unroll and branches are chosen while tracing; run-time values become
+//! Tile IR `for` and `if` ops whose regions yield the carried variables.
+
+use metile_ir::{DType, Elem, Operand, Type, ValueId};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyTuple, PyType};
+
+use super::state::{describe_object, python_number, with_trace, ClosedBlock, Trace};
+use super::tile::Tile;
+
+/// The value of a variable that has not been assigned yet (the rewrite passes
+/// it for carried names that are unbound before a loop or an `if`).
+#[pyclass(module = "metile._metile", name = "Undefined", frozen)]
+pub struct Undefined;
+
+#[pymethods]
+impl Undefined {
+    fn __repr__(&self) -> &'static str {
+        "<undefined variable>"
+    }
+}
+
+/// `metile.tile_range(start, end, step)`: a loop compiled into the kernel (not
+/// unrolled), whatever its bounds. Only the frontend's loop rewrite iterates it.
+#[pyclass(module = "metile._metile", name = "TileRange", frozen)]
+pub struct TileRange {
+    start: Py<PyAny>,
+    end: Py<PyAny>,
+    step: Py<PyAny>,
+}
+
+#[pymethods]
+impl TileRange {
+    fn __iter__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        with_trace(py, "metile.tile_range()", |t| {
+            Err(t.error(
+                py,
+                "this loop runs over metile.tile_range(...) (or range() with bounds only known at run \
+                 time) but contains `break`, `continue` or `return`, or has an `else:` clause; compiled \
+                 loops cannot: use a mask or metile.where instead",
+            ))
+        })
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let show = |o: &Py<PyAny>| o.bind(py).repr().map(|r| r.to_string()).unwrap_or_default();
+        format!(
+            "tile_range({}, {}, {})",
+            show(&self.start),
+            show(&self.end),
+            show(&self.step)
+        )
+    }
+}
+
+fn check_bound(t: &Trace, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
+    t.operand(obj, what).map(|_| ())
+}
+
+/// `tile_range(end)`, `tile_range(start, end)` or `tile_range(start, end, step)`.
+#[pyfunction]
+#[pyo3(signature = (start, end=None, step=None))]
+pub fn tile_range(
+    py: Python<'_>,
+    start: Bound<'_, PyAny>,
+    end: Option<Bound<'_, PyAny>>,
+    step: Option<Bound<'_, PyAny>>,
+) -> PyResult<TileRange> {
+    let one = || 1i64.into_pyobject(py).map(|o| o.into_any());
+    let zero = || 0i64.into_pyobject(py).map(|o| o.into_any());
+    let (start, end) = match end {
+        Some(e) if !e.is_none() => (start, e),
+        _ => (zero()?, start),
+    };
+    let step = match step {
+        Some(s) if !s.is_none() => s,
+        _ => one()?,
+    };
+    with_trace(py, "metile.tile_range()", |t| {
+        check_bound(t, &start, "tile_range's start")?;
+        check_bound(t, &end, "tile_range's end")?;
+        check_bound(t, &step, "tile_range's step")?;
+        if let Some(Ok(Operand::Int(s))) = python_number(&step) {
+            if s <= 0 {
+                return Err(t.error(py, &format!("tile_range's step must be positive, got {s}")));
+            }
+        }
+        Ok(TileRange {
+            start: start.unbind(),
+            end: end.unbind(),
+            step: step.unbind(),
+        })
+    })
+}
+
+/// `range(...)` in a `for` statement: Python's range for Python ints (the loop
+/// unrolls while tracing), a [`TileRange`] when a bound is a run-time value.
+#[pyfunction]
+#[pyo3(signature = (range_fn, *args))]
+pub fn loop_range<'py>(
+    range_fn: &Bound<'py, PyAny>,
+    args: &Bound<'py, PyTuple>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = range_fn.py();
+    static BUILTIN_RANGE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    let builtin = BUILTIN_RANGE.import(py, "builtins", "range")?;
+    let traced = args.iter().any(|a| a.cast::<Tile>().is_ok());
+    if !traced || !range_fn.is(builtin) {
+        return range_fn.call1(args);
+    }
+    let get = |i: usize| args.get_item(i).ok();
+    let range = match args.len() {
+        1 => tile_range(py, args.get_item(0)?, None, None)?,
+        2 => tile_range(py, args.get_item(0)?, get(1), None)?,
+        3 => tile_range(py, args.get_item(0)?, get(1), get(2))?,
+        n => {
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "range expected 1 to 3 arguments, got {n}"
+            )))
+        }
+    };
+    Ok(Bound::new(py, range)?.into_any())
+}
+
+/// A `while` condition, an `if` that contains `return`/`break`/`continue`, or
+/// the condition of `x if c else y`: these need a value known while tracing.
+#[pyfunction]
+pub fn static_condition(py: Python<'_>, cond: &Bound<'_, PyAny>, construct: &str) -> PyResult<bool> {
+    if cond.cast::<Tile>().is_err() {
+        return cond.is_truthy();
+    }
+    let message = match construct {
+        "while" => {
+            "a `while` loop needs a condition known when the kernel is compiled, but this one depends \
+             on values computed at run time; loop with `for i in metile.tile_range(start, end, step)`"
+        }
+        "ifexp" => {
+            "`x if c else y` needs a condition known when the kernel is compiled, but c is computed at \
+             run time; use metile.where(c, x, y)"
+        }
+        _ => {
+            "this `if` depends on a value computed at run time and contains `return`, `break` or \
+             `continue`, which compiled branches cannot; assign variables in the branches instead (or \
+             select with metile.where), and return after the `if`"
+        }
+    };
+    with_trace(py, "a control-flow statement", |t| Err(t.error(py, message)))
+}
+
+// ------------------------------------------------------------- carried values
+
+/// What a carried variable is while a loop is traced.
+enum Slot {
+    /// A Python value passed through as is; it must come back unchanged.
+    Python(Py<PyAny>),
+    /// A block argument of this type.
+    Carried(Type),
+}
+
+/// The type of a Python number on its own: bool, i32 (i64 if it does not fit), f32.
+fn number_type(op: Operand) -> Type {
+    Type::scalar(match op {
+        Operand::Bool(_) => DType::Bool,
+        Operand::Int(i) if i32::try_from(i).is_err() => DType::I64,
+        Operand::Int(_) => DType::I32,
+        _ => DType::F32,
+    })
+}
+
+fn same_python_value(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> bool {
+    a.is(b) || (a.get_type().is(b.get_type()) && a.eq(b).unwrap_or(false))
+}
+
+fn is_undefined(obj: &Bound<'_, PyAny>) -> bool {
+    obj.cast::<Undefined>().is_ok()
+}
+
+/// A Tile IR operand for a carried value: a proxy or a Python number.
+enum Carriable {
+    Value(ValueId),
+    Number(Operand),
+}
+
+fn carriable(
+    t: &Trace,
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    name: &str,
+    construct: &str,
+) -> PyResult<Carriable> {
+    if let Ok(tile) = obj.cast::<Tile>() {
+        return Ok(Carriable::Value(t.value_of(py, tile.get())?));
+    }
+    match python_number(obj) {
+        Some(Ok(n)) => Ok(Carriable::Number(n)),
+        _ => Err(t.error(
+            py,
+            &format!(
+                "`{name}` is carried out of {construct}, so it must be a tile or a number, but it is {}",
+                describe_object(obj)
+            ),
+        )),
+    }
+}
+
+/// The type a carried slot of type `ty` needs to also hold `value`. Python
+/// numbers are weak: an int keeps an f16 tile f16, a float turns an int tile f32.
+fn join_with(t: &Trace, py: Python<'_>, ty: &Type, value: &Carriable, name: &str) -> PyResult<Type> {
+    let other = match *value {
+        Carriable::Value(v) => t.ty(v).clone(),
+        Carriable::Number(n) => {
+            let keeps = match (ty.elem, n) {
+                (Elem::Scalar(d), Operand::Float(_)) => d.is_float(),
+                (Elem::Scalar(d), Operand::Int(_)) => d != DType::Bool,
+                (Elem::Scalar(_), _) => true,
+                (Elem::Ptr(..), _) => false,
+            };
+            if keeps {
+                return Ok(ty.clone());
+            }
+            number_type(n)
+        }
+    };
+    t.builder
+        .join_types(ty, &other, name)
+        .map_err(|e| t.error(py, &e.0))
+}
+
+/// Materialises `value` as type `ty` in the current block.
+fn convert(t: &mut Trace, py: Python<'_>, value: &Carriable, ty: &Type) -> PyResult<ValueId> {
+    let v = match *value {
+        Carriable::Value(v) => v,
+        Carriable::Number(n) => t.builder.materialize(n, ty.dtype()),
+    };
+    t.ir(py, |bld| bld.convert_to(v, ty))
+}
+
+fn names_of(names: &Bound<'_, PyTuple>) -> Vec<String> {
+    names
+        .iter()
+        .map(|n| n.extract::<String>().unwrap_or_else(|_| "?".to_string()))
+        .collect()
+}
+
+fn results_tuple(result: Bound<'_, PyAny>, expected: usize) -> PyResult<Bound<'_, PyTuple>> {
+    match result.cast_into::<PyTuple>() {
+        Ok(t) if t.len() == expected => Ok(t),
+        _ => Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
+            "internal: a rewritten block returned something other than {expected} carried values"
+        ))),
+    }
+}
+
+// ------------------------------------------------------------------ loops
+
+/// `for target in iterable: body` with `body(target, *carried) -> carried`.
+#[pyfunction]
+pub fn trace_for<'py>(
+    iterable: &Bound<'py, PyAny>,
+    body: &Bound<'py, PyAny>,
+    inits: &Bound<'py, PyTuple>,
+    names: &Bound<'py, PyTuple>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let py = iterable.py();
+    if let Ok(range) = iterable.cast::<TileRange>() {
+        return compiled_loop(py, range.get(), body, inits, names);
+    }
+    let mut values = inits.clone();
+    for item in iterable.try_iter()? {
+        let mut args = vec![item?];
+        args.extend(values.iter());
+        let result = body.call1(PyTuple::new(py, args)?)?;
+        values = results_tuple(result, inits.len())?;
+    }
+    Ok(values)
+}
+
+fn compiled_loop<'py>(
+    py: Python<'py>,
+    range: &TileRange,
+    body: &Bound<'py, PyAny>,
+    inits: &Bound<'py, PyTuple>,
+    names: &Bound<'py, PyTuple>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    const WHAT: &str = "a loop over metile.tile_range()";
+    let names = names_of(names);
+    let inits: Vec<Bound<'py, PyAny>> = inits.iter().collect();
+    let (bounds, mut slots) = with_trace(py, WHAT, |t| {
+        let mut bounds = vec![];
+        for (obj, what) in [
+            (&range.start, "start"),
+            (&range.end, "end"),
+            (&range.step, "step"),
+        ] {
+            let op = t.operand(obj.bind(py), &format!("tile_range's {what}"))?;
+            bounds.push(t.ir(py, |bld| bld.loop_bound(op, &format!("tile_range's {what}")))?);
+        }
+        let mut slots = vec![];
+        for (init, name) in inits.iter().zip(&names) {
+            if is_undefined(init) {
+                return Err(t.error(
+                    py,
+                    &format!(
+                        "`{name}` is assigned inside this loop and used after it (or in the next \
+                         iteration), but has no value before the loop; give it an initial value before \
+                         the loop, e.g. `{name} = 0.0` or `{name} = metile.zeros(...)`"
+                    ),
+                ));
+            }
+            slots.push(match init.cast::<Tile>() {
+                Ok(tile) => Slot::Carried(t.ty(t.value_of(py, tile.get())?).clone()),
+                Err(_) => Slot::Python(init.clone().unbind()),
+            });
+        }
+        Ok((bounds, slots))
+    })?;
+
+    const MAX_ATTEMPTS: usize = 16;
+    for _ in 0..MAX_ATTEMPTS {
+        // Trace the body against block arguments of the current carried types.
+        let mut arg_types = vec![Type::scalar(DType::I32)];
+        arg_types.extend(slots.iter().filter_map(|s| match s {
+            Slot::Carried(ty) => Some(ty.clone()),
+            Slot::Python(_) => None,
+        }));
+        let block_args = with_trace(py, WHAT, |t| {
+            let args = t.push_region(&arg_types);
+            args.into_iter()
+                .map(|a| t.wrap_any(py, a))
+                .collect::<PyResult<Vec<_>>>()
+        })?;
+        let mut block_args = block_args.into_iter();
+        let mut call_args: Vec<Py<PyAny>> = block_args.next().into_iter().collect();
+        for slot in &slots {
+            call_args.push(match slot {
+                Slot::Carried(_) => block_args.next().ok_or_else(internal_arity)?,
+                Slot::Python(obj) => obj.clone_ref(py),
+            });
+        }
+        let results = match body
+            .call1(PyTuple::new(py, call_args)?)
+            .and_then(|r| results_tuple(r, slots.len()))
+        {
+            Ok(r) => r,
+            Err(e) => {
+                discard_region(py);
+                return Err(e);
+            }
+        };
+
+        let finished = with_trace(py, WHAT, |t| {
+            // Learn the types the body yields; widen the slots that changed.
+            let mut changed = false;
+            let mut yields = Vec::with_capacity(slots.len());
+            for ((slot, name), result) in slots.iter_mut().zip(&names).zip(results.iter()) {
+                match slot {
+                    Slot::Python(obj) if same_python_value(obj.bind(py), &result) => yields.push(None),
+                    Slot::Python(obj) => {
+                        let initial = match carriable(t, py, obj.bind(py), name, "this loop")? {
+                            Carriable::Number(n) => number_type(n),
+                            Carriable::Value(v) => t.ty(v).clone(),
+                        };
+                        let value = carriable(t, py, &result, name, "this loop")?;
+                        *slot = Slot::Carried(join_with(t, py, &initial, &value, name)?);
+                        changed = true;
+                        yields.push(None);
+                    }
+                    Slot::Carried(ty) => {
+                        let value = carriable(t, py, &result, name, "this loop")?;
+                        let joined = join_with(t, py, ty, &value, name)?;
+                        if joined != *ty {
+                            *ty = joined;
+                            changed = true;
+                        }
+                        yields.push(Some(value));
+                    }
+                }
+            }
+            if changed {
+                t.pop_region(py)?;
+                return Ok(None);
+            }
+            let mut yielded = vec![];
+            for (slot, value) in slots.iter().zip(&yields) {
+                if let (Slot::Carried(ty), Some(value)) = (slot, value) {
+                    yielded.push(convert(t, py, value, ty)?);
+                }
+            }
+            t.builder.yield_values(&yielded);
+            let ClosedBlock { block, .. } = t.pop_region(py)?;
+            let mut init_values = vec![];
+            for (slot, (init, name)) in slots.iter().zip(inits.iter().zip(&names)) {
+                if let Slot::Carried(ty) = slot {
+                    let value = carriable(t, py, init, name, "this loop")?;
+                    init_values.push(convert(t, py, &value, ty)?);
+                }
+            }
+            let outs = t.ir(py, |bld| {
+                bld.finish_for(bounds[0], bounds[1], bounds[2], &init_values, block)
+            })?;
+            let mut outs = outs.into_iter();
+            let mut finals: Vec<Py<PyAny>> = vec![];
+            for slot in &slots {
+                finals.push(match slot {
+                    Slot::Carried(_) => t.wrap_any(py, outs.next().ok_or_else(internal_arity)?)?,
+                    Slot::Python(obj) => obj.clone_ref(py),
+                });
+            }
+            Ok(Some(finals))
+        })?;
+        if let Some(finals) = finished {
+            return PyTuple::new(py, finals);
+        }
+    }
+    with_trace(py, WHAT, |t| {
+        Err(t.error(
+            py,
+            "internal: the types of this loop's carried variables did not settle",
+        ))
+    })
+}
+
+fn internal_arity() -> PyErr {
+    pyo3::exceptions::PyRuntimeError::new_err("internal: carried values and block arguments disagree")
+}
+
+/// Drops the innermost region after an error inside it, so a caller that
+/// catches the error finds the builder as it was.
+fn discard_region(py: Python<'_>) {
+    let _ = with_trace(py, "a region", |t| t.pop_region(py).map(|_| ()));
+}
+
+// -------------------------------------------------------------------- if
+
+/// `if cond: then_fn(*inits) else: else_fn(*inits)`, each returning the
+/// variables assigned in the branches that are used after the `if`.
+#[pyfunction]
+pub fn trace_if<'py>(
+    cond: &Bound<'py, PyAny>,
+    then_fn: &Bound<'py, PyAny>,
+    else_fn: &Bound<'py, PyAny>,
+    inits: &Bound<'py, PyTuple>,
+    names: &Bound<'py, PyTuple>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let py = cond.py();
+    if cond.cast::<Tile>().is_err() {
+        let branch = if cond.is_truthy()? { then_fn } else { else_fn };
+        return branch.call1(inits)?.cast_into::<PyTuple>().map_err(Into::into);
+    }
+    const WHAT: &str = "an `if` on a run-time condition";
+    let names = names_of(names);
+    let condition = with_trace(py, WHAT, |t| {
+        let c = t.operand(cond, "the `if` condition")?;
+        t.ir(py, |bld| bld.condition(c))
+    })?;
+    let mut branches = vec![];
+    for branch in [then_fn, else_fn] {
+        with_trace(py, WHAT, |t| {
+            t.push_region(&[]);
+            Ok(())
+        })?;
+        let results = match branch.call1(inits).and_then(|r| results_tuple(r, names.len())) {
+            Ok(r) => r,
+            Err(e) => {
+                discard_region(py);
+                return Err(e);
+            }
+        };
+        let closed = with_trace(py, WHAT, |t| t.pop_region(py))?;
+        branches.push((closed, results));
+    }
+    let (else_closed, else_results) = branches.pop().ok_or_else(internal_arity)?;
+    let (then_closed, then_results) = branches.pop().ok_or_else(internal_arity)?;
+
+    with_trace(py, WHAT, |t| {
+        // Per variable: the same Python value on both sides, or an IR result.
+        let mut merged: Vec<Option<(Carriable, Carriable, Type)>> = vec![];
+        for ((a, b), name) in then_results.iter().zip(else_results.iter()).zip(&names) {
+            if same_python_value(&a, &b) {
+                merged.push(None);
+                continue;
+            }
+            if is_undefined(&a) || is_undefined(&b) {
+                return Err(t.error(
+                    py,
+                    &format!(
+                        "`{name}` is assigned in only one branch of this `if`, whose condition is only \
+                         known at run time, and has no value before it; assign it before the `if` or \
+                         in both branches"
+                    ),
+                ));
+            }
+            let (ca, cb) = (
+                carriable(t, py, &a, name, "this `if`")?,
+                carriable(t, py, &b, name, "this `if`")?,
+            );
+            // Start from a side's own type (a proxy's, else the other side's, else
+            // the number's), then widen it to hold both sides.
+            let ty_a = match ca {
+                Carriable::Value(v) => t.ty(v).clone(),
+                Carriable::Number(n) => match cb {
+                    Carriable::Value(v) => t.ty(v).clone(),
+                    Carriable::Number(_) => number_type(n),
+                },
+            };
+            let ty = join_with(t, py, &join_with(t, py, &ty_a, &ca, name)?, &cb, name)?;
+            merged.push(Some((ca, cb, ty)));
+        }
+        let mut blocks = vec![];
+        for (closed, pick_then) in [(then_closed, true), (else_closed, false)] {
+            t.resume_region(closed);
+            let mut yielded = vec![];
+            for (a, b, ty) in merged.iter().flatten() {
+                yielded.push(convert(t, py, if pick_then { a } else { b }, ty)?);
+            }
+            t.builder.yield_values(&yielded);
+            blocks.push(t.pop_region(py)?.block);
+        }
+        let types: Vec<Type> = merged.iter().flatten().map(|(_, _, ty)| ty.clone()).collect();
+        let else_block = blocks.pop().unwrap_or_default();
+        let then_block = blocks.pop().unwrap_or_default();
+        let outs = t.builder.finish_if(condition, then_block, else_block, types);
+        let mut outs = outs.into_iter();
+        let mut finals: Vec<Py<PyAny>> = vec![];
+        for (m, a) in merged.iter().zip(then_results.iter()) {
+            finals.push(match m {
+                Some(_) => t.wrap_any(py, outs.next().ok_or_else(internal_arity)?)?,
+                None => a.unbind(),
+            });
+        }
+        PyTuple::new(py, finals)
+    })
+}
+
+// ------------------------------------------------------------ simdgroup roles
+
+/// `with metile.simdgroup_role(role=0, num_roles=2): ...`: the block runs only
+/// on the simdgroups of `role`.
+#[pyclass(module = "metile._metile", name = "SimdgroupRole", frozen)]
+pub struct SimdgroupRole {
+    role: u32,
+    num_roles: u32,
+    /// The builder's depth inside the region, set by `__enter__`.
+    depth: std::sync::atomic::AtomicUsize,
+}
+
+#[pymethods]
+impl SimdgroupRole {
+    fn __enter__(&self, py: Python<'_>) -> PyResult<()> {
+        with_trace(py, "metile.simdgroup_role()", |t| {
+            t.push_region(&[]);
+            self.depth
+                .store(t.builder.depth(), std::sync::atomic::Ordering::Relaxed);
+            Ok(())
+        })
+    }
+
+    #[pyo3(signature = (exc_type, _exc=None, _tb=None))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        with_trace(py, "metile.simdgroup_role()", |t| {
+            if t.builder.depth() != self.depth.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(t.error(py, "internal: a region was left open inside simdgroup_role"));
+            }
+            if exc_type.is_some_and(|e| !e.is_none()) {
+                t.pop_region(py)?;
+                return Ok(false);
+            }
+            close_role(t, py, self.role, self.num_roles)?;
+            Ok(false)
+        })
+    }
+}
+
+fn close_role(t: &mut Trace, py: Python<'_>, role: u32, num_roles: u32) -> PyResult<()> {
+    t.builder.yield_values(&[]);
+    let ClosedBlock { block, .. } = t.pop_region(py)?;
+    t.ir(py, |bld| bld.finish_simdgroup_role(role, num_roles, block))
+}
+
+/// `simdgroup_role(role, num_roles, body=None, num_sgs=0)`: with `body`, runs
+/// it inside the role's region; without, returns a context manager.
+#[pyfunction]
+#[pyo3(signature = (role, num_roles, body=None, num_sgs=None))]
+pub fn simdgroup_role(
+    py: Python<'_>,
+    role: &Bound<'_, PyAny>,
+    num_roles: &Bound<'_, PyAny>,
+    body: Option<&Bound<'_, PyAny>>,
+    num_sgs: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Py<PyAny>> {
+    let (role, num_roles) = with_trace(py, "metile.simdgroup_role()", |t| {
+        let role = t.static_int(role, "simdgroup_role's role")?;
+        let num_roles = t.static_int(num_roles, "simdgroup_role's num_roles")?;
+        if let Some(n) = num_sgs.filter(|n| !n.is_none()) {
+            if t.static_int(n, "simdgroup_role's num_sgs")? != 0 {
+                return Err(t.error(
+                    py,
+                    "simdgroup_role: num_sgs (a fixed number of simdgroups for this role) is not \
+                     supported; leave it 0 to split the threadgroup's simdgroups evenly between the roles",
+                ));
+            }
+        }
+        if num_roles < 1 || !(0..num_roles).contains(&role) || num_roles > i64::from(u32::MAX) {
+            return Err(t.error(
+                py,
+                &format!(
+                    "simdgroup_role: role must be in [0, num_roles), got role={role}, num_roles={num_roles}"
+                ),
+            ));
+        }
+        Ok((role as u32, num_roles as u32))
+    })?;
+    let Some(body) = body.filter(|b| !b.is_none()) else {
+        let ctx = SimdgroupRole {
+            role,
+            num_roles,
+            depth: std::sync::atomic::AtomicUsize::new(0),
+        };
+        return Ok(Py::new(py, ctx)?.into_any());
+    };
+    with_trace(py, "metile.simdgroup_role()", |t| {
+        t.push_region(&[]);
+        Ok(())
+    })?;
+    if let Err(e) = body.call0() {
+        discard_region(py);
+        return Err(e);
+    }
+    with_trace(py, "metile.simdgroup_role()", |t| {
+        close_role(t, py, role, num_roles)
+    })?;
+    Ok(py.None())
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<TileRange>()?;
+    m.add_class::<SimdgroupRole>()?;
+    m.add("UNDEFINED", Py::new(m.py(), Undefined)?)?;
+    m.add_function(wrap_pyfunction!(tile_range, m)?)?;
+    m.add_function(wrap_pyfunction!(simdgroup_role, m)?)?;
+    m.add_function(wrap_pyfunction!(loop_range, m)?)?;
+    m.add_function(wrap_pyfunction!(static_condition, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_for, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_if, m)?)?;
+    Ok(())
+}

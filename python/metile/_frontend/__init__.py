@@ -1,0 +1,8 @@
+"""The Python half of the frontend: signature analysis, the control-flow
+rewrite of a kernel's source, and the tracing driver. Proxies and every op
+live in Rust (`metile._metile`)."""
+
+from metile._frontend.signature import analyze_signature
+from metile._frontend.specialize import debug_enabled, specialize
+
+__all__ = ["analyze_signature", "debug_enabled", "specialize"]

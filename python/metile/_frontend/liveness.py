@@ -1,0 +1,209 @@
+"""Which variables a rewritten loop or `if` must carry.
+
+A loop body becomes a function of its carried variables: the names assigned in
+the body that are live at the loop head (read in the body before being assigned
+there) or live after the loop. An `if` on a run-time value becomes two branch
+functions that return the names assigned in a branch and live after the `if`.
+Carrying too much is not harmless (a carried name needs a value before the
+loop), so this is a real backward liveness analysis over the kernel's AST.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
+
+def stored_names(nodes: list[ast.AST] | ast.AST) -> set[str]:
+    """Names bound by `nodes` in the current scope (nested scopes excluded)."""
+    found: set[str] = set()
+    stack = list(nodes) if isinstance(nodes, list) else [nodes]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            found.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+            stack.extend(node.decorator_list)
+            continue
+        elif isinstance(node, (ast.Lambda, *_COMPREHENSIONS)):
+            # Only a walrus inside a comprehension binds in this scope.
+            found.update(n.target.id for n in ast.walk(node) if isinstance(n, ast.NamedExpr))
+            continue
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            found.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.update((a.asname or a.name).split(".")[0] for a in node.names)
+        stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def loaded_names(node: ast.AST | None) -> set[str]:
+    """Names `node` reads from the current scope, including the free variables
+    of nested functions and comprehensions (they read them when they run)."""
+    if node is None:
+        return set()
+    if isinstance(node, ast.Name):
+        return {node.id} if isinstance(node.ctx, ast.Load) else set()
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        args = node.args
+        params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+        params.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
+        body = node.body if isinstance(node.body, list) else [node.body]
+        inner = set().union(*(loaded_names(s) for s in body)) - params - stored_names(body)
+        outer = [*args.defaults, *(d for d in args.kw_defaults if d is not None)]
+        outer += getattr(node, "decorator_list", [])
+        return inner | set().union(*(loaded_names(d) for d in outer))
+    if isinstance(node, _COMPREHENSIONS):
+        first_iter = loaded_names(node.generators[0].iter)
+        targets = set().union(*(stored_names(g.target) for g in node.generators))
+        parts: list[ast.AST] = [g.iter for g in node.generators[1:]]
+        parts += [cond for g in node.generators for cond in g.ifs]
+        parts += [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+        return first_iter | (set().union(*(loaded_names(p) for p in parts)) - targets)
+    return set().union(*(loaded_names(child) for child in ast.iter_child_nodes(node)))
+
+
+def has_escape(body: list[ast.stmt], loop_level: bool) -> bool:
+    """Whether `body` contains `return`, or `break`/`continue` that leave it
+    (`loop_level`: those of nested loops stay inside and do not count)."""
+    stack: list[tuple[ast.AST, bool]] = [(s, loop_level) for s in body]
+    while stack:
+        node, counts = stack.pop()
+        if isinstance(node, ast.Return):
+            return True
+        if isinstance(node, (ast.Break, ast.Continue)) and counts:
+            return True
+        if isinstance(node, _SCOPES):
+            continue
+        inner_loop = isinstance(node, (ast.For, ast.AsyncFor, ast.While))
+        for child in ast.iter_child_nodes(node):
+            in_loop_body = inner_loop and child not in getattr(node, "orelse", [])
+            stack.append((child, counts and not in_loop_body))
+    return False
+
+
+class Liveness:
+    """Backward liveness over statement lists; records what is live after
+    every statement (`live_out[id(stmt)]`)."""
+
+    def __init__(self) -> None:
+        self.live_out: dict[int, frozenset[str]] = {}
+        # For `break` and `continue`: what is live after the loop and at its head.
+        self._loops: list[tuple[set[str], set[str]]] = []
+
+    def block(self, body: list[ast.stmt], live_after: set[str]) -> set[str]:
+        live = set(live_after)
+        for stmt in reversed(body):
+            self.live_out[id(stmt)] = frozenset(live)
+            live = self._stmt(stmt, live)
+        return live
+
+    def _loop_body(self, body: list[ast.stmt], after: set[str], head: set[str]) -> set[str]:
+        self._loops.append((after, head))
+        try:
+            return self.block(body, head)
+        finally:
+            self._loops.pop()
+
+    def _stmt(self, s: ast.stmt, out: set[str]) -> set[str]:
+        if isinstance(s, ast.If):
+            return loaded_names(s.test) | self.block(s.body, out) | self.block(s.orelse, out)
+        if isinstance(s, (ast.For, ast.AsyncFor)):
+            exits = self.block(s.orelse, out)
+            targets = stored_names(s.target)
+            head = set(exits)
+            while True:
+                body_in = self._loop_body(s.body, out, head)
+                new_head = exits | (body_in - targets) | loaded_names(s.target)
+                if new_head == head:
+                    return loaded_names(s.iter) | head
+                head = new_head
+        if isinstance(s, ast.While):
+            exits = self.block(s.orelse, out)
+            test = loaded_names(s.test)
+            head = test | exits
+            while True:
+                new_head = test | exits | self._loop_body(s.body, out, head)
+                if new_head == head:
+                    return head
+                head = new_head
+        if isinstance(s, (ast.With, ast.AsyncWith)):
+            bound = stored_names([i.optional_vars for i in s.items if i.optional_vars is not None])
+            items = set().union(*(loaded_names(i.context_expr) for i in s.items))
+            return items | (self.block(s.body, out) - bound)
+        if isinstance(s, ast.Try) or type(s).__name__ == "TryStar":
+            final_in = self.block(s.finalbody, out)
+            handlers: set[str] = set()
+            for h in s.handlers:
+                handlers |= loaded_names(h.type) | (self.block(h.body, final_in) - {h.name or ""})
+            else_in = self.block(s.orelse, final_in)
+            return self.block(s.body, else_in | handlers) | handlers | final_in
+        if isinstance(s, ast.Return):
+            return loaded_names(s.value)
+        if isinstance(s, ast.Break):
+            return set(self._loops[-1][0]) if self._loops else set(out)
+        if isinstance(s, ast.Continue):
+            return set(self._loops[-1][1]) if self._loops else set(out)
+        if isinstance(s, (ast.Assign, ast.AnnAssign, ast.Delete, ast.Import, ast.ImportFrom)):
+            if isinstance(s, ast.AnnAssign) and s.value is None:
+                return out | loaded_names(s.target)
+            targets = s.targets if isinstance(s, (ast.Assign, ast.Delete)) else [getattr(s, "target", None)]
+            targets = [t for t in targets if t is not None]
+            kills = stored_names(s) if isinstance(s, (ast.Import, ast.ImportFrom)) else stored_names(targets)
+            value = getattr(s, "value", None)
+            return (out - kills) | loaded_names(value) | set().union(*(loaded_names(t) for t in targets))
+        if isinstance(s, ast.AugAssign):
+            return out | loaded_names(s.value) | loaded_names(s.target) | stored_names(s.target)
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return (out - {s.name}) | loaded_names(s)
+        if type(s).__name__ == "Match":
+            cases = [self.block(c.body, out) for c in s.cases]  # type: ignore[attr-defined]
+            return out | loaded_names(s) | set().union(*cases)
+        return out | loaded_names(s)
+
+
+@dataclass(frozen=True)
+class Carried:
+    """The variables a rewritten construct passes in (`params`) and gets back
+    (`results`); for loops they are the same names."""
+
+    params: tuple[str, ...]
+    results: tuple[str, ...]
+
+
+def _upward_exposed(body: list[ast.stmt]) -> set[str]:
+    """Names read in `body` before any assignment in it."""
+    return Liveness().block(body, set())
+
+
+def carried_names(function: ast.FunctionDef) -> dict[int, Carried]:
+    """`Carried` for every `for` and `if` of `function` (outside nested
+    functions), keyed by `id(node)`."""
+    liveness = Liveness()
+    liveness.block(function.body, set())
+    result: dict[int, Carried] = {}
+    stack: list[ast.AST] = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _SCOPES):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+        live_after = liveness.live_out.get(id(node))
+        if live_after is None:
+            continue
+        if isinstance(node, ast.For):
+            assigned = stored_names(node.body) - stored_names(node.target)
+            wanted = _upward_exposed(node.body) | live_after
+            names = tuple(sorted(assigned & wanted))
+            result[id(node)] = Carried(names, names)
+        elif isinstance(node, ast.If):
+            assigned = stored_names(node.body) | stored_names(node.orelse)
+            exposed = _upward_exposed(node.body) | _upward_exposed(node.orelse)
+            params = tuple(sorted(assigned & (exposed | live_after)))
+            results = tuple(sorted(assigned & live_after))
+            result[id(node)] = Carried(params, results)
+    return result

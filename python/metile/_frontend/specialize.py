@@ -1,0 +1,105 @@
+"""The tracing driver: one kernel specialisation from a Python function."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from collections.abc import Callable
+from types import CodeType
+
+from metile import _metile
+from metile._frontend.rewrite import rewrite
+from metile._frontend.signature import analyze_signature
+
+# Per Python function (its code object): the rewrite factory and the signature.
+_REWRITTEN: dict[CodeType, Callable[..., Callable]] = {}
+_SIGNATURES: dict[CodeType, tuple[list[str], list[bool]]] = {}
+_HELPERS = (
+    _metile.trace_for,
+    _metile.trace_if,
+    _metile.static_condition,
+    _metile.loop_range,
+    _metile.UNDEFINED,
+)
+
+
+def _factory(fn: Callable) -> Callable[..., Callable]:
+    factory = _REWRITTEN.get(fn.__code__)
+    if factory is None:
+        try:
+            factory = rewrite(fn)
+        except OSError as e:
+            raise _metile.CompilationError(
+                f"cannot read the source of kernel {fn.__name__} ({e}); kernels must be defined in a "
+                "file (not typed at an interactive prompt or built with exec) so meTile can compile them"
+            ) from None
+        _REWRITTEN[fn.__code__] = factory
+    return factory
+
+
+def _signature(fn: Callable) -> tuple[list[str], list[bool]]:
+    sig = _SIGNATURES.get(fn.__code__)
+    if sig is None:
+        sig = _SIGNATURES[fn.__code__] = analyze_signature(fn)
+    return sig
+
+
+def _cell_values(fn: Callable) -> list[object]:
+    values = []
+    for cell in fn.__closure__ or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:  # assigned later in the enclosing function
+            values.append(_metile.UNDEFINED)
+    return values
+
+
+def debug_enabled(stage: str) -> bool:
+    """Whether METILE_DEBUG (a comma list, or "all") asks to print `stage`."""
+    wanted = os.environ.get("METILE_DEBUG")
+    if not wanted:
+        return False
+    parts = {p.strip() for p in wanted.split(",")}
+    return stage in parts or "all" in parts
+
+
+def _constexpr_value(fn: Callable, name: str, constexprs: dict[str, object]) -> object:
+    if name in constexprs:
+        return constexprs[name]
+    default = inspect.signature(fn).parameters[name].default
+    if default is inspect.Parameter.empty:
+        raise TypeError(f"kernel {fn.__name__} is missing the constexpr '{name}'; pass it by keyword")
+    return default
+
+
+def specialize(
+    fn: Callable,
+    runtime_params: list[tuple[str, str, str]],
+    constexprs: dict[str, object],
+    options: dict[str, object],
+) -> _metile.TileFunction:
+    """Traces one specialisation of `fn` into verified, optimised Tile IR.
+
+    runtime_params: (name, "ptr" | "scalar", dtype) for each non-constexpr
+    parameter, in order. constexprs: name -> Python value. options:
+    "threads_per_group" (default 128) and "optimize" (default True).
+    """
+    names, is_constexpr = _signature(fn)
+    kernel = _factory(fn)(*_HELPERS, *_cell_values(fn))
+    runtime = iter(runtime_params)
+    params: list[tuple[str, str, object]] = []
+    for name, constant in zip(names, is_constexpr):
+        if constant:
+            params.append((name, "constexpr", _constexpr_value(fn, name, constexprs)))
+            continue
+        given = next(runtime, None)
+        if given is None or given[0] != name:
+            raise TypeError(f"kernel {fn.__name__}: expected run-time parameter '{name}', got {given!r}")
+        params.append((name, given[1], given[2]))
+    threads = options.get("threads_per_group", 128)
+    optimize = options.get("optimize", True)
+    func = _metile.trace_kernel(kernel, fn.__name__, params, threads, optimize)
+    if debug_enabled("tile_ir"):
+        print(f"// Tile IR of {fn.__name__}\n{func.text}", file=sys.stderr)
+    return func

@@ -1,0 +1,129 @@
+"""The names a kernel body uses: `metile.load`, `metile.dot`, `metile.tile_range`, ...
+
+Almost every name is the Rust function itself, so a call from a kernel costs one
+native call and the op records the kernel's own source line. Called outside a
+kernel (while no trace is running), they raise RuntimeError; `cdiv` and
+`next_power_of_2` also work on plain ints on the host.
+"""
+
+from metile import _metile
+
+
+class constexpr:
+    """Annotation for a kernel parameter whose value is baked in at compile time.
+
+        @metile.kernel
+        def k(X, N, BLOCK: metile.constexpr): ...
+
+        k[grid](x, n, BLOCK=256)
+
+    Inside the kernel a constexpr is the plain Python value, so `BLOCK * 2`,
+    `range(BLOCK // 32)` and `if BLOCK > 64:` run while tracing.
+    """
+
+
+# Program identity and index generation.
+program_id = _metile.program_id
+num_programs = _metile.num_programs
+arange = _metile.arange
+cdiv = _metile.cdiv
+next_power_of_2 = _metile.next_power_of_2
+
+# Memory.
+load = _metile.load
+store = _metile.store
+tile_load = _metile.tile_load
+tile_store = _metile.tile_store
+
+# Tile creation, matrix multiply, conversion.
+zeros = _metile.zeros
+full = _metile.full
+dot = _metile.dot
+cast = _metile.cast
+
+# Control flow.
+tile_range = _metile.tile_range
+
+# Element-wise math.
+exp = _metile.exp
+log = _metile.log
+sqrt = _metile.sqrt
+abs = _metile.abs
+tanh = _metile.tanh
+where = _metile.where
+maximum = _metile.maximum
+minimum = _metile.minimum
+
+# Reductions.
+sum = _metile.sum
+max = _metile.max
+min = _metile.min
+
+# Tile scheduling.
+tile_swizzle = _metile.tile_swizzle
+
+# Thread-level operations.
+thread_id = _metile.thread_id
+simd_lane_id = _metile.simd_lane_id
+simd_shuffle_xor = _metile.simd_shuffle_xor
+simd_broadcast = _metile.simd_broadcast
+shared = _metile.shared
+barrier = _metile.barrier
+simdgroup_role = _metile.simdgroup_role
+
+# The proxy type a kernel computes with (for isinstance checks in helpers).
+Tile = _metile.Tile
+
+# dtype names, accepted wherever a dtype is (`metile.zeros(s, dtype=metile.float16)`).
+bool_ = "bool"
+int32 = "i32"
+uint32 = "u32"
+int64 = "i64"
+float16 = "f16"
+bfloat16 = "bf16"
+float32 = "f32"
+
+__all__ = [
+    "Tile",
+    "abs",
+    "arange",
+    "barrier",
+    "bfloat16",
+    "bool_",
+    "cast",
+    "cdiv",
+    "constexpr",
+    "dot",
+    "exp",
+    "float16",
+    "float32",
+    "full",
+    "int32",
+    "int64",
+    "load",
+    "log",
+    "max",
+    "maximum",
+    "min",
+    "minimum",
+    "next_power_of_2",
+    "num_programs",
+    "program_id",
+    "shared",
+    "simd_broadcast",
+    "simd_lane_id",
+    "simd_shuffle_xor",
+    "simdgroup_role",
+    "sqrt",
+    "store",
+    "sum",
+    "tanh",
+    "thread_id",
+    "tile_load",
+    "tile_range",
+    "tile_store",
+    "tile_swizzle",
+    "uint32",
+    "where",
+    "zeros",
+]
