@@ -294,7 +294,7 @@ impl Executable {
                 (ParamKind::Scalar(want), KernelArg::Scalar(s)) => {
                     if s.dtype() != want {
                         return Err(ExecError::BadArguments(format!(
-                            "argument `{}` must be a {want} scalar, got {}",
+                            "argument `{}` must be a {want} scalar, got a {} scalar",
                             param.name,
                             s.dtype()
                         )));
