@@ -5,7 +5,9 @@
 //! `cargo run --release -p metile-interp --example interp_bench`
 
 use metile_interp::{Executable, KernelArg, ScalarValue};
-use metile_ir::{BinaryOp, Builder, CmpOp, DType, Function, Literal, Operand, ParamKind, ReduceOp, Type, UnaryOp};
+use metile_ir::{
+    BinaryOp, Builder, CmpOp, DType, Function, Literal, Operand, ParamKind, ReduceOp, Type, UnaryOp,
+};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -18,7 +20,9 @@ fn vector_add() -> Function {
     let out = b.add_param("Out", ParamKind::Pointer(DType::F32));
     let n = b.add_param("N", ParamKind::Scalar(DType::I32));
     let pid = b.program_id(0).unwrap();
-    let base = b.binary(BinaryOp::Mul, pid.into(), Operand::Int(BLOCK as i64)).unwrap();
+    let base = b
+        .binary(BinaryOp::Mul, pid.into(), Operand::Int(BLOCK as i64))
+        .unwrap();
     let ar = b.arange(0, BLOCK as i64).unwrap();
     let offs = b.binary(BinaryOp::Add, base.into(), ar.into()).unwrap();
     let mask = b.compare(CmpOp::Lt, offs.into(), n.into()).unwrap();
@@ -38,7 +42,13 @@ fn row_loop(
     b: &mut Builder,
     (x, row_base, n): (metile_ir::ValueId, metile_ir::ValueId, metile_ir::ValueId),
     inits: &[metile_ir::ValueId],
-    body: impl FnOnce(&mut Builder, metile_ir::ValueId, metile_ir::ValueId, metile_ir::ValueId, &[metile_ir::ValueId]) -> Vec<metile_ir::ValueId>,
+    body: impl FnOnce(
+        &mut Builder,
+        metile_ir::ValueId,
+        metile_ir::ValueId,
+        metile_ir::ValueId,
+        &[metile_ir::ValueId],
+    ) -> Vec<metile_ir::ValueId>,
 ) -> Vec<metile_ir::ValueId> {
     let zero = b.constant(Literal::Int(0), DType::I32);
     let step = b.constant(Literal::Int(BLOCK as i64), DType::I32);
@@ -130,7 +140,10 @@ fn main() {
 
 fn bench_add() {
     // BENCH_ADD_LOG2 shrinks the problem to measure per-instance overhead in cache.
-    let log2 = std::env::var("BENCH_ADD_LOG2").ok().and_then(|v| v.parse().ok()).unwrap_or(24);
+    let log2 = std::env::var("BENCH_ADD_LOG2")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(24);
     let n = 1usize << log2;
     let mut x: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 0.5).collect();
     let mut y: Vec<f32> = (0..n).map(|i| (i % 777) as f32).collect();
@@ -138,7 +151,12 @@ fn bench_add() {
     let add = Executable::new(Arc::new(vector_add())).expect("prepare add");
     let grid = [n.div_ceil(BLOCK) as u32, 1, 1];
     let (best, median) = time(15, || {
-        let args = [buffer(&mut x), buffer(&mut y), buffer(&mut out), KernelArg::Scalar(ScalarValue::I32(n as i32))];
+        let args = [
+            buffer(&mut x),
+            buffer(&mut y),
+            buffer(&mut out),
+            KernelArg::Scalar(ScalarValue::I32(n as i32)),
+        ];
         unsafe { add.launch(&args, grid) }.expect("launch add");
     });
     assert!(out.iter().zip(x.iter().zip(&y)).all(|(o, (a, b))| *o == a + b));
@@ -148,11 +166,17 @@ fn bench_add() {
 fn bench_softmax() {
     let rows = 4096usize;
     let cols = 4096usize;
-    let mut xs: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919) % 1000) as f32 * 0.01 - 5.0).collect();
+    let mut xs: Vec<f32> = (0..rows * cols)
+        .map(|i| ((i * 7919) % 1000) as f32 * 0.01 - 5.0)
+        .collect();
     let mut outs = vec![0f32; rows * cols];
     let sm = Executable::new(Arc::new(softmax())).expect("prepare softmax");
     let (best, median) = time(10, || {
-        let args = [buffer(&mut xs), buffer(&mut outs), KernelArg::Scalar(ScalarValue::I32(cols as i32))];
+        let args = [
+            buffer(&mut xs),
+            buffer(&mut outs),
+            KernelArg::Scalar(ScalarValue::I32(cols as i32)),
+        ];
         unsafe { sm.launch(&args, [rows as u32, 1, 1]) }.expect("launch softmax");
     });
     let row_sum: f32 = outs[..cols].iter().sum();

@@ -17,7 +17,9 @@ fn gather_kernel(block: usize, start: i64, step: i64, other: Option<f64>, masked
     let n = b.add_param("N", ParamKind::Scalar(DType::I32));
     b.set_loc(loc(12));
     let pid = b.program_id(0).unwrap();
-    let base = b.binary(BinaryOp::Mul, pid.into(), Operand::Int(block as i64)).unwrap();
+    let base = b
+        .binary(BinaryOp::Mul, pid.into(), Operand::Int(block as i64))
+        .unwrap();
     let ar = b.arange(0, block as i64).unwrap();
     let lanes = b.binary(BinaryOp::Add, base.into(), ar.into()).unwrap();
     let scaled = b.binary(BinaryOp::Mul, ar.into(), Operand::Int(step)).unwrap();
@@ -27,7 +29,8 @@ fn gather_kernel(block: usize, start: i64, step: i64, other: Option<f64>, masked
     let p = b.binary(BinaryOp::Add, x.into(), offs.into()).unwrap();
     b.set_loc(loc(13));
     let v = if masked {
-        b.load(p.into(), Some(mask.into()), other.map(Operand::Float)).unwrap()
+        b.load(p.into(), Some(mask.into()), other.map(Operand::Float))
+            .unwrap()
     } else {
         b.load(p.into(), None, None).unwrap()
     };
@@ -40,31 +43,59 @@ fn gather_kernel(block: usize, start: i64, step: i64, other: Option<f64>, masked
 #[test]
 fn masked_loads_read_other_and_skip_masked_lanes() {
     let x: Vec<f32> = (0..10).map(|i| i as f32).collect();
-    let out = run(gather_kernel(8, 0, 1, Some(-1.0), true), &[f32s(&x), Data::zeros(DType::F32, 16), scalar_i32(10)], [2, 1, 1]);
+    let out = run(
+        gather_kernel(8, 0, 1, Some(-1.0), true),
+        &[f32s(&x), Data::zeros(DType::F32, 16), scalar_i32(10)],
+        [2, 1, 1],
+    );
     let want: Vec<f32> = (0..16).map(|i| if i < 10 { i as f32 } else { -1.0 }).collect();
     assert_eq!(out[1].f32s(), want);
     // Without other, masked-off lanes read 0.
-    let out = run(gather_kernel(8, 0, 1, None, true), &[f32s(&x), Data::zeros(DType::F32, 16), scalar_i32(10)], [2, 1, 1]);
+    let out = run(
+        gather_kernel(8, 0, 1, None, true),
+        &[f32s(&x), Data::zeros(DType::F32, 16), scalar_i32(10)],
+        [2, 1, 1],
+    );
     assert_eq!(out[1].f32s()[12], 0.0);
 }
 
 #[test]
 fn strided_and_negative_offsets_gather_elementwise() {
     let x: Vec<f32> = (0..64).map(|i| i as f32 * 0.5).collect();
-    let out = run(gather_kernel(8, 0, 3, Some(7.0), true), &[f32s(&x), Data::zeros(DType::F32, 8), scalar_i32(64)], [1, 1, 1]);
-    assert_eq!(out[1].f32s(), (0..8).map(|i| (3 * i) as f32 * 0.5).collect::<Vec<_>>());
+    let out = run(
+        gather_kernel(8, 0, 3, Some(7.0), true),
+        &[f32s(&x), Data::zeros(DType::F32, 8), scalar_i32(64)],
+        [1, 1, 1],
+    );
+    assert_eq!(
+        out[1].f32s(),
+        (0..8).map(|i| (3 * i) as f32 * 0.5).collect::<Vec<_>>()
+    );
     // Counting down from 20: offsets 20, 18, ..., 6; mask `offs < 15` drops the first three.
-    let out = run(gather_kernel(8, 20, -2, Some(-5.0), true), &[f32s(&x), Data::zeros(DType::F32, 8), scalar_i32(15)], [1, 1, 1]);
+    let out = run(
+        gather_kernel(8, 20, -2, Some(-5.0), true),
+        &[f32s(&x), Data::zeros(DType::F32, 8), scalar_i32(15)],
+        [1, 1, 1],
+    );
     assert_eq!(out[1].f32s(), vec![-5.0, -5.0, -5.0, 7.0, 6.0, 5.0, 4.0, 3.0]);
 }
 
 #[test]
 fn out_of_bounds_load_names_the_parameter_index_and_line() {
     let x = vec![0f32; 10];
-    let err = try_run(gather_kernel(8, 0, 1, None, false), &[f32s(&x), Data::zeros(DType::F32, 16), scalar_i32(10)], [2, 1, 1])
-        .unwrap_err();
+    let err = try_run(
+        gather_kernel(8, 0, 1, None, false),
+        &[f32s(&x), Data::zeros(DType::F32, 16), scalar_i32(10)],
+        [2, 1, 1],
+    )
+    .unwrap_err();
     match &err {
-        ExecError::OutOfBounds { loc, param, index, len } => {
+        ExecError::OutOfBounds {
+            loc,
+            param,
+            index,
+            len,
+        } => {
             assert_eq!(param, "X");
             assert_eq!(*index, 10);
             assert_eq!(*len, 10);
@@ -74,10 +105,17 @@ fn out_of_bounds_load_names_the_parameter_index_and_line() {
     }
     let msg = err.to_string();
     assert!(msg.contains("test_kernel.py:13"), "{msg}");
-    assert!(msg.contains("`X`") && msg.contains("10") && msg.contains("[0, 10)"), "{msg}");
+    assert!(
+        msg.contains("`X`") && msg.contains("10") && msg.contains("[0, 10)"),
+        "{msg}"
+    );
     // A negative offset is reported as such.
-    let err = try_run(gather_kernel(4, -3, 1, None, false), &[f32s(&x), Data::zeros(DType::F32, 4), scalar_i32(10)], [1, 1, 1])
-        .unwrap_err();
+    let err = try_run(
+        gather_kernel(4, -3, 1, None, false),
+        &[f32s(&x), Data::zeros(DType::F32, 4), scalar_i32(10)],
+        [1, 1, 1],
+    )
+    .unwrap_err();
     assert!(matches!(err, ExecError::OutOfBounds { index: -3, .. }), "{err:?}");
 }
 
@@ -85,7 +123,11 @@ fn out_of_bounds_load_names_the_parameter_index_and_line() {
 fn masked_off_lanes_may_point_anywhere() {
     // Offsets run to 2 * 8 - 1 but the mask keeps only in-bounds lanes.
     let x = vec![1f32; 5];
-    let out = run(gather_kernel(8, 0, 2, Some(9.0), true), &[f32s(&x), Data::zeros(DType::F32, 8), scalar_i32(5)], [1, 1, 1]);
+    let out = run(
+        gather_kernel(8, 0, 2, Some(9.0), true),
+        &[f32s(&x), Data::zeros(DType::F32, 8), scalar_i32(5)],
+        [1, 1, 1],
+    );
     assert_eq!(out[1].f32s(), vec![1.0, 1.0, 1.0, 9.0, 9.0, 9.0, 9.0, 9.0]);
 }
 
@@ -109,12 +151,24 @@ fn shifted_store(n: usize, shift: i64) -> Function {
 #[test]
 fn a_failing_store_writes_nothing() {
     let vals: Vec<i32> = (1..=8).collect();
-    let out = run1(shifted_store(8, 2), &[i32s(&vals), Data::zeros(DType::I32, 8), scalar_i32(8)]);
+    let out = run1(
+        shifted_store(8, 2),
+        &[i32s(&vals), Data::zeros(DType::I32, 8), scalar_i32(8)],
+    );
     assert_eq!(out[1].i32s(), vec![0, 0, 1, 2, 3, 4, 5, 6]);
-    let err = try_run(shifted_store(8, 2), &[i32s(&vals), Data::zeros(DType::I32, 8), scalar_i32(100)], [1, 1, 1])
-        .unwrap_err();
+    let err = try_run(
+        shifted_store(8, 2),
+        &[i32s(&vals), Data::zeros(DType::I32, 8), scalar_i32(100)],
+        [1, 1, 1],
+    )
+    .unwrap_err();
     match err {
-        ExecError::OutOfBounds { param, index, len, loc } => {
+        ExecError::OutOfBounds {
+            param,
+            index,
+            len,
+            loc,
+        } => {
             assert_eq!((param.as_str(), index, len, loc.line), ("Out", 8, 8, 40));
         }
         other => panic!("{other:?}"),
@@ -125,8 +179,16 @@ fn a_failing_store_writes_nothing() {
     let mut v = vals.clone();
     let mut o = vec![0i32; 8];
     let args = [
-        KernelArg::Buffer { ptr: v.as_mut_ptr() as *mut u8, len: 8, dtype: DType::I32 },
-        KernelArg::Buffer { ptr: o.as_mut_ptr() as *mut u8, len: 8, dtype: DType::I32 },
+        KernelArg::Buffer {
+            ptr: v.as_mut_ptr() as *mut u8,
+            len: 8,
+            dtype: DType::I32,
+        },
+        KernelArg::Buffer {
+            ptr: o.as_mut_ptr() as *mut u8,
+            len: 8,
+            dtype: DType::I32,
+        },
         KernelArg::Scalar(ScalarValue::I32(100)),
     ];
     assert!(unsafe { exe.launch(&args, [1, 1, 1]) }.is_err());
@@ -143,9 +205,19 @@ fn tile_copy(r: i64, c: i64) -> Function {
     let col = b.add_param("col", ParamKind::Scalar(DType::I32));
     let stride = b.add_param("stride", ParamKind::Scalar(DType::I32));
     b.set_loc(loc(50));
-    let t = b.tile_load(a.into(), row.into(), col.into(), stride.into(), (r, c)).unwrap();
+    let t = b
+        .tile_load(a.into(), row.into(), col.into(), stride.into(), (r, c))
+        .unwrap();
     b.set_loc(loc(51));
-    b.tile_store(out.into(), Operand::Int(0), Operand::Int(0), Operand::Int(c), t.into(), (r, c)).unwrap();
+    b.tile_store(
+        out.into(),
+        Operand::Int(0),
+        Operand::Int(0),
+        Operand::Int(c),
+        t.into(),
+        (r, c),
+    )
+    .unwrap();
     b.finish().unwrap()
 }
 
@@ -153,20 +225,36 @@ fn tile_copy(r: i64, c: i64) -> Function {
 fn tile_load_and_store_address_row_major_blocks() {
     let a: Vec<f32> = (0..6 * 5).map(|i| i as f32).collect();
     let args = |row, col, stride, out_len| {
-        vec![f32s(&a), Data::zeros(DType::F32, out_len), scalar_i32(row), scalar_i32(col), scalar_i32(stride)]
+        vec![
+            f32s(&a),
+            Data::zeros(DType::F32, out_len),
+            scalar_i32(row),
+            scalar_i32(col),
+            scalar_i32(stride),
+        ]
     };
     let out = run1(tile_copy(2, 3), &args(1, 2, 5, 6));
     assert_eq!(out[1].f32s(), vec![7.0, 8.0, 9.0, 12.0, 13.0, 14.0]);
     // Out of bounds on the last row of the source: names A and line 50.
     let err = try_run(tile_copy(2, 3), &args(5, 3, 5, 6), [1, 1, 1]).unwrap_err();
     match err {
-        ExecError::OutOfBounds { param, index, len, loc } => assert_eq!((param.as_str(), index, len, loc.line), ("A", 30, 30, 50)),
+        ExecError::OutOfBounds {
+            param,
+            index,
+            len,
+            loc,
+        } => assert_eq!((param.as_str(), index, len, loc.line), ("A", 30, 30, 50)),
         other => panic!("{other:?}"),
     }
     // Destination too small: names B and line 51, and writes nothing.
     let err = try_run(tile_copy(2, 3), &args(0, 0, 5, 5), [1, 1, 1]).unwrap_err();
     match err {
-        ExecError::OutOfBounds { param, index, len, loc } => assert_eq!((param.as_str(), index, len, loc.line), ("B", 5, 5, 51)),
+        ExecError::OutOfBounds {
+            param,
+            index,
+            len,
+            loc,
+        } => assert_eq!((param.as_str(), index, len, loc.line), ("B", 5, 5, 51)),
         other => panic!("{other:?}"),
     }
     // A negative column start is out of bounds on the first element.
@@ -194,7 +282,10 @@ fn two_dimensional_pointer_tiles_transpose() {
     b.store(pd.into(), v.into(), None).unwrap();
     let xs: Vec<i64> = (0..12).map(|v| v * 100).collect();
     let out = run1(b.finish().unwrap(), &[Data::I64(xs), Data::zeros(DType::I64, 12)]);
-    assert_eq!(out[1].i64s(), vec![0, 400, 800, 100, 500, 900, 200, 600, 1000, 300, 700, 1100]);
+    assert_eq!(
+        out[1].i64s(),
+        vec![0, 400, 800, 100, 500, 900, 200, 600, 1000, 300, 700, 1100]
+    );
 }
 
 #[test]
@@ -230,7 +321,11 @@ fn the_same_buffer_may_be_passed_twice() {
     let exe = Executable::new(Arc::new(b.finish().unwrap())).unwrap();
     let mut data = vec![1.0f32, 2.0, 3.0, 4.0];
     let ptr = data.as_mut_ptr() as *mut u8;
-    let buf = KernelArg::Buffer { ptr, len: 4, dtype: DType::F32 };
+    let buf = KernelArg::Buffer {
+        ptr,
+        len: 4,
+        dtype: DType::F32,
+    };
     unsafe { exe.launch(&[buf, buf], [1, 1, 1]) }.unwrap();
     assert_eq!(data, vec![2.0, 4.0, 6.0, 8.0]);
 }
@@ -241,20 +336,56 @@ fn bad_arguments_are_reported() {
     let exe = Executable::new(f).unwrap();
     let mut x = vec![0f32; 4];
     let mut o = vec![0f32; 4];
-    let bx = KernelArg::Buffer { ptr: x.as_mut_ptr() as *mut u8, len: 4, dtype: DType::F32 };
-    let bo = KernelArg::Buffer { ptr: o.as_mut_ptr() as *mut u8, len: 4, dtype: DType::F32 };
+    let bx = KernelArg::Buffer {
+        ptr: x.as_mut_ptr() as *mut u8,
+        len: 4,
+        dtype: DType::F32,
+    };
+    let bo = KernelArg::Buffer {
+        ptr: o.as_mut_ptr() as *mut u8,
+        len: 4,
+        dtype: DType::F32,
+    };
     let n = KernelArg::Scalar(ScalarValue::I32(4));
     let cases: Vec<(Vec<KernelArg>, [u32; 3], &str)> = vec![
         (vec![bx, bo], [1, 1, 1], "takes 3 arguments (X, Out, N), got 2"),
-        (vec![bx, bo, KernelArg::Scalar(ScalarValue::F32(1.0))], [1, 1, 1], "`N` must be a i32 scalar, got a f32 scalar"),
-        (vec![bx, n, n], [1, 1, 1], "`Out` must be a buffer of f32"),
-        (vec![bx, bo, bo], [1, 1, 1], "`N` must be a i32 scalar, got a buffer"),
         (
-            vec![KernelArg::Buffer { ptr: x.as_mut_ptr() as *mut u8, len: 4, dtype: DType::I32 }, bo, n],
+            vec![bx, bo, KernelArg::Scalar(ScalarValue::F32(1.0))],
+            [1, 1, 1],
+            "`N` must be a i32 scalar, got a f32 scalar",
+        ),
+        (vec![bx, n, n], [1, 1, 1], "`Out` must be a buffer of f32"),
+        (
+            vec![bx, bo, bo],
+            [1, 1, 1],
+            "`N` must be a i32 scalar, got a buffer",
+        ),
+        (
+            vec![
+                KernelArg::Buffer {
+                    ptr: x.as_mut_ptr() as *mut u8,
+                    len: 4,
+                    dtype: DType::I32,
+                },
+                bo,
+                n,
+            ],
             [1, 1, 1],
             "`X` is a buffer of i32, but the kernel was specialised for f32",
         ),
-        (vec![KernelArg::Buffer { ptr: std::ptr::null_mut(), len: 4, dtype: DType::F32 }, bo, n], [1, 1, 1], "null pointer"),
+        (
+            vec![
+                KernelArg::Buffer {
+                    ptr: std::ptr::null_mut(),
+                    len: 4,
+                    dtype: DType::F32,
+                },
+                bo,
+                n,
+            ],
+            [1, 1, 1],
+            "null pointer",
+        ),
         (vec![bx, bo, n], [0, 1, 1], "every extent must be between 1"),
     ];
     for (args, grid, want) in cases {
@@ -263,7 +394,11 @@ fn bad_arguments_are_reported() {
         assert!(err.to_string().contains(want), "{err} does not mention {want}");
     }
     // An empty buffer is fine as long as nothing touches it.
-    let empty = KernelArg::Buffer { ptr: std::ptr::null_mut(), len: 0, dtype: DType::F32 };
+    let empty = KernelArg::Buffer {
+        ptr: std::ptr::null_mut(),
+        len: 0,
+        dtype: DType::F32,
+    };
     unsafe { exe.launch(&[empty, bo, KernelArg::Scalar(ScalarValue::I32(0))], [1, 1, 1]) }.unwrap();
     assert_eq!(o, vec![0.0; 4]);
 }

@@ -28,11 +28,7 @@ fn wrap(v: i128, d: DType) -> i128 {
 }
 
 /// Loads `A[0..n]` (and `B[0..n]`), applies `f` and stores to `Out[0..n]`.
-fn map_kernel(
-    n: usize,
-    inputs: &[DType],
-    f: impl FnOnce(&mut Builder, &[ValueId]) -> ValueId,
-) -> Function {
+fn map_kernel(n: usize, inputs: &[DType], f: impl FnOnce(&mut Builder, &[ValueId]) -> ValueId) -> Function {
     let mut b = Builder::new("map");
     let ptrs: Vec<ValueId> = inputs
         .iter()
@@ -56,7 +52,9 @@ fn map_kernel(
 }
 
 fn int_values(d: DType) -> Vec<f64> {
-    let mut v = vec![0.0, 1.0, -1.0, 7.0, -7.0, 2.0, -2.0, 31.0, 33.0, 100.0, 65.0, -65.0];
+    let mut v = vec![
+        0.0, 1.0, -1.0, 7.0, -7.0, 2.0, -2.0, 31.0, 33.0, 100.0, 65.0, -65.0,
+    ];
     match d {
         DType::I32 => v.extend([f64::from(i32::MIN), f64::from(i32::MAX), -1.0, 123456.0]),
         DType::U32 => {
@@ -115,11 +113,7 @@ fn integer_binary_ops_follow_c_semantics_with_wrapping() {
                     BinaryOp::Shl => x << shift,
                     _ => x >> shift,
                 };
-                assert_eq!(
-                    i128::from(got[k]),
-                    wrap(want, d),
-                    "{d} {op:?}: {x} and {y}"
-                );
+                assert_eq!(i128::from(got[k]), wrap(want, d), "{d} {op:?}: {x} and {y}");
             }
         }
     }
@@ -153,8 +147,22 @@ fn integer_division_edge_cases() {
 
 fn float_values() -> Vec<f64> {
     vec![
-        0.0, -0.0, 1.0, -1.0, 2.5, -2.5, 7.0, -7.25, 3.0, 0.1, 1e-3, 100.0, -65.5, f64::INFINITY,
-        f64::NEG_INFINITY, f64::NAN,
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        2.5,
+        -2.5,
+        7.0,
+        -7.25,
+        3.0,
+        0.1,
+        1e-3,
+        100.0,
+        -65.5,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
     ]
 }
 
@@ -208,7 +216,11 @@ fn float_binary_ops_compute_in_f32_and_round_per_op() {
                         _ => x.min(y),
                     },
                 );
-                assert!(same_float(got[k], want), "{d} {op:?}({x}, {y}) = {} want {want}", got[k]);
+                assert!(
+                    same_float(got[k], want),
+                    "{d} {op:?}({x}, {y}) = {} want {want}",
+                    got[k]
+                );
             }
         }
     }
@@ -221,7 +233,11 @@ fn float_max_min_ignore_nan_operands() {
     });
     let out = run1(
         f,
-        &[f32s(&[f32::NAN, 1.0, f32::NAN]), f32s(&[2.0, f32::NAN, f32::NAN]), Data::zeros(DType::F32, 3)],
+        &[
+            f32s(&[f32::NAN, 1.0, f32::NAN]),
+            f32s(&[2.0, f32::NAN, f32::NAN]),
+            Data::zeros(DType::F32, 3),
+        ],
     );
     let got = out[2].f32s();
     assert_eq!(&got[..2], &[2.0, 1.0]);
@@ -234,7 +250,14 @@ fn unary_ops_for_every_dtype() {
     for d in FLOATS {
         let input = Data::from_f64(d, &values);
         let xs = input.f32s();
-        for op in [UnaryOp::Neg, UnaryOp::Exp, UnaryOp::Log, UnaryOp::Sqrt, UnaryOp::Abs, UnaryOp::Tanh] {
+        for op in [
+            UnaryOp::Neg,
+            UnaryOp::Exp,
+            UnaryOp::Log,
+            UnaryOp::Sqrt,
+            UnaryOp::Abs,
+            UnaryOp::Tanh,
+        ] {
             let f = map_kernel(values.len(), &[d], |b, v| b.unary(op, v[0].into()).unwrap());
             let out = run1(f, &[input.clone(), Data::zeros(d, values.len())]);
             let got = out[1].f32s();
@@ -274,10 +297,14 @@ fn unary_ops_for_every_dtype() {
         }
     }
     // Logical not on bool; exp of an int tile goes through f32.
-    let f = map_kernel(2, &[DType::Bool], |b, v| b.unary(UnaryOp::Not, v[0].into()).unwrap());
+    let f = map_kernel(2, &[DType::Bool], |b, v| {
+        b.unary(UnaryOp::Not, v[0].into()).unwrap()
+    });
     let out = run1(f, &[Data::Bool(vec![true, false]), Data::zeros(DType::Bool, 2)]);
     assert_eq!(out[1].bools(), vec![false, true]);
-    let f = map_kernel(2, &[DType::I32], |b, v| b.unary(UnaryOp::Exp, v[0].into()).unwrap());
+    let f = map_kernel(2, &[DType::I32], |b, v| {
+        b.unary(UnaryOp::Exp, v[0].into()).unwrap()
+    });
     let out = run1(f, &[i32s(&[0, 1]), Data::zeros(DType::F32, 2)]);
     assert_eq!(out[1].f32s(), vec![1.0, std::f32::consts::E]);
 }
@@ -293,7 +320,9 @@ fn bool_logic_ops() {
         (BinaryOp::Max, [false, true, true, true]),
         (BinaryOp::Min, [false, false, false, true]),
     ] {
-        let f = map_kernel(4, &[DType::Bool, DType::Bool], |b, v| b.binary(op, v[0].into(), v[1].into()).unwrap());
+        let f = map_kernel(4, &[DType::Bool, DType::Bool], |b, v| {
+            b.binary(op, v[0].into(), v[1].into()).unwrap()
+        });
         let out = run1(f, &[a.clone(), bb.clone(), Data::zeros(DType::Bool, 4)]);
         assert_eq!(out[2].bools(), want.to_vec(), "{op:?}");
     }
@@ -303,7 +332,13 @@ fn bool_logic_ops() {
 fn comparisons_for_every_dtype() {
     let ops = [CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge, CmpOp::Eq, CmpOp::Ne];
     for d in DType::ALL {
-        let values = if d.is_float() { float_values() } else if d == DType::Bool { vec![0.0, 1.0] } else { int_values(d) };
+        let values = if d.is_float() {
+            float_values()
+        } else if d == DType::Bool {
+            vec![0.0, 1.0]
+        } else {
+            int_values(d)
+        };
         let n = values.len() * values.len();
         let a: Vec<f64> = (0..n).map(|k| values[k / values.len()]).collect();
         let bv: Vec<f64> = (0..n).map(|k| values[k % values.len()]).collect();
@@ -317,7 +352,9 @@ fn comparisons_for_every_dtype() {
         };
         let (fa, fb) = (as_f64(&da), as_f64(&db));
         for op in ops {
-            let f = map_kernel(n, &[d, d], |b, v| b.compare(op, v[0].into(), v[1].into()).unwrap());
+            let f = map_kernel(n, &[d, d], |b, v| {
+                b.compare(op, v[0].into(), v[1].into()).unwrap()
+            });
             let got = run1(f, &[da.clone(), db.clone(), Data::zeros(DType::Bool, n)])[2].bools();
             for k in 0..n {
                 let (x, y) = (fa[k], fb[k]);
@@ -364,8 +401,22 @@ fn reference_cast(v: f64, from: DType, to: DType) -> f64 {
 #[test]
 fn casts_between_every_pair_of_dtypes() {
     let values = [
-        0.0, 1.0, -1.0, 2.5, -2.7, 100.75, 255.0, 65504.0, 70000.0, 3e9, -3e9, 16777217.0, 1e20, f64::NAN,
-        f64::INFINITY, f64::NEG_INFINITY,
+        0.0,
+        1.0,
+        -1.0,
+        2.5,
+        -2.7,
+        100.75,
+        255.0,
+        65504.0,
+        70000.0,
+        3e9,
+        -3e9,
+        16777217.0,
+        1e20,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
     ];
     for from in DType::ALL {
         // Only values the source dtype holds; integer sources get integer values.
@@ -409,7 +460,15 @@ fn casts_between_every_pair_of_dtypes() {
 fn reduce_kernel(d: DType, r: usize, c: usize, op: ReduceOp, axis: Option<i64>) -> Function {
     let mut b = Builder::new("reduce");
     let x = b.add_param("X", ParamKind::Pointer(d));
-    let tile = b.tile_load(x.into(), Operand::Int(0), Operand::Int(0), Operand::Int(c as i64), (r as i64, c as i64)).unwrap();
+    let tile = b
+        .tile_load(
+            x.into(),
+            Operand::Int(0),
+            Operand::Int(0),
+            Operand::Int(c as i64),
+            (r as i64, c as i64),
+        )
+        .unwrap();
     let red = b.reduce(op, tile.into(), axis).unwrap();
     let out_dtype = b.ty(red).dtype().unwrap();
     let out = b.add_param("Out", ParamKind::Pointer(out_dtype));
@@ -428,14 +487,27 @@ fn reduce_kernel(d: DType, r: usize, c: usize, op: ReduceOp, axis: Option<i64>) 
 fn reductions_over_all_elements_and_each_axis() {
     let (r, c) = (4usize, 8usize);
     let vals: Vec<f64> = (0..r * c).map(|i| ((i * 37) % 23) as f64 - 11.0).collect();
-    for d in [DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64, DType::U32] {
-        let vals: Vec<f64> = if d == DType::U32 { vals.iter().map(|v| v.abs()).collect() } else { vals.clone() };
+    for d in [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::I32,
+        DType::I64,
+        DType::U32,
+    ] {
+        let vals: Vec<f64> = if d == DType::U32 {
+            vals.iter().map(|v| v.abs()).collect()
+        } else {
+            vals.clone()
+        };
         let input = Data::from_f64(d, &vals);
         for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min] {
             for axis in [None, Some(0), Some(1), Some(-1)] {
                 let groups: Vec<Vec<f64>> = match axis {
                     None => vec![vals.clone()],
-                    Some(0) => (0..c).map(|j| (0..r).map(|i| vals[i * c + j]).collect()).collect(),
+                    Some(0) => (0..c)
+                        .map(|j| (0..r).map(|i| vals[i * c + j]).collect())
+                        .collect(),
                     _ => (0..r).map(|i| vals[i * c..(i + 1) * c].to_vec()).collect(),
                 };
                 let want: Vec<f64> = groups
@@ -465,14 +537,20 @@ fn f16_sums_accumulate_in_f32() {
     let mut vals = vec![1.0; 64];
     vals[0] = 2048.0;
     let f = reduce_kernel(DType::F16, 1, 64, ReduceOp::Sum, None);
-    let out = run1(f, &[Data::from_f64(DType::F16, &vals), Data::zeros(DType::F16, 1)]);
+    let out = run1(
+        f,
+        &[Data::from_f64(DType::F16, &vals), Data::zeros(DType::F16, 1)],
+    );
     assert_eq!(out[1].f32s(), vec![2112.0]);
 }
 
 #[test]
 fn float_max_reduction_ignores_nan() {
     let f = reduce_kernel(DType::F32, 1, 4, ReduceOp::Max, None);
-    let out = run1(f, &[f32s(&[f32::NAN, -3.0, 5.0, f32::NAN]), Data::zeros(DType::F32, 1)]);
+    let out = run1(
+        f,
+        &[f32s(&[f32::NAN, -3.0, 5.0, f32::NAN]), Data::zeros(DType::F32, 1)],
+    );
     assert_eq!(out[1].f32s(), vec![5.0]);
 }
 
@@ -480,7 +558,10 @@ fn float_max_reduction_ignores_nan() {
 fn bool_max_and_min_are_any_and_all() {
     for (op, want) in [(ReduceOp::Max, true), (ReduceOp::Min, false)] {
         let f = reduce_kernel(DType::Bool, 1, 3, op, None);
-        let out = run1(f, &[Data::Bool(vec![false, true, false]), Data::zeros(DType::Bool, 1)]);
+        let out = run1(
+            f,
+            &[Data::Bool(vec![false, true, false]), Data::zeros(DType::Bool, 1)],
+        );
         assert_eq!(out[1].bools(), vec![want]);
     }
 }
@@ -492,11 +573,43 @@ fn dot_kernel(m: usize, k: usize, n: usize, operand: DType, acc: DType) -> Funct
     let pb = b.add_param("B", ParamKind::Pointer(operand));
     let pc = b.add_param("C", ParamKind::Pointer(acc));
     let zero = Operand::Int(0);
-    let a = b.tile_load(pa.into(), zero, zero, Operand::Int(k as i64), (m as i64, k as i64)).unwrap();
-    let bt = b.tile_load(pb.into(), zero, zero, Operand::Int(n as i64), (k as i64, n as i64)).unwrap();
-    let c = b.tile_load(pc.into(), zero, zero, Operand::Int(n as i64), (m as i64, n as i64)).unwrap();
+    let a = b
+        .tile_load(
+            pa.into(),
+            zero,
+            zero,
+            Operand::Int(k as i64),
+            (m as i64, k as i64),
+        )
+        .unwrap();
+    let bt = b
+        .tile_load(
+            pb.into(),
+            zero,
+            zero,
+            Operand::Int(n as i64),
+            (k as i64, n as i64),
+        )
+        .unwrap();
+    let c = b
+        .tile_load(
+            pc.into(),
+            zero,
+            zero,
+            Operand::Int(n as i64),
+            (m as i64, n as i64),
+        )
+        .unwrap();
     let r = b.dot(a.into(), bt.into(), Some(c.into())).unwrap();
-    b.tile_store(pc.into(), zero, zero, Operand::Int(n as i64), r.into(), (m as i64, n as i64)).unwrap();
+    b.tile_store(
+        pc.into(),
+        zero,
+        zero,
+        Operand::Int(n as i64),
+        r.into(),
+        (m as i64, n as i64),
+    )
+    .unwrap();
     b.finish().unwrap()
 }
 
@@ -506,18 +619,32 @@ fn dot_in_f16_accumulates_in_f32() {
     let a: Vec<f64> = (0..m * k).map(|i| ((i * 13) % 17) as f64 * 0.125 - 1.0).collect();
     let bm: Vec<f64> = (0..k * n).map(|i| ((i * 7) % 11) as f64 * 0.25 - 1.25).collect();
     let c: Vec<f64> = (0..m * n).map(|i| (i % 5) as f64).collect();
-    for (operand, acc) in [(DType::F16, DType::F32), (DType::F16, DType::F16), (DType::F32, DType::F32), (DType::BF16, DType::F32)] {
-        let (da, db, dc) = (Data::from_f64(operand, &a), Data::from_f64(operand, &bm), Data::from_f64(acc, &c));
+    for (operand, acc) in [
+        (DType::F16, DType::F32),
+        (DType::F16, DType::F16),
+        (DType::F32, DType::F32),
+        (DType::BF16, DType::F32),
+    ] {
+        let (da, db, dc) = (
+            Data::from_f64(operand, &a),
+            Data::from_f64(operand, &bm),
+            Data::from_f64(acc, &c),
+        );
         let (fa, fb, fc) = (da.f32s(), db.f32s(), dc.f32s());
         let out = run1(dot_kernel(m, k, n, operand, acc), &[da, db, dc]);
         let got = out[2].f32s();
         for i in 0..m {
             for j in 0..n {
                 let exact: f64 = f64::from(fc[i * n + j])
-                    + (0..k).map(|p| f64::from(fa[i * k + p]) * f64::from(fb[p * n + j])).sum::<f64>();
+                    + (0..k)
+                        .map(|p| f64::from(fa[i * k + p]) * f64::from(fb[p * n + j]))
+                        .sum::<f64>();
                 let want = round_to(acc, exact as f32);
                 let tol = if acc == DType::F16 { 1e-2 } else { 1e-5 } * exact.abs().max(1.0);
-                assert!((f64::from(got[i * n + j]) - f64::from(want)).abs() <= tol, "{operand}/{acc} [{i},{j}]");
+                assert!(
+                    (f64::from(got[i * n + j]) - f64::from(want)).abs() <= tol,
+                    "{operand}/{acc} [{i},{j}]"
+                );
             }
         }
     }

@@ -135,7 +135,12 @@ pub fn loc(line: u32) -> Loc {
     }
 }
 
-fn run_mode(f: &Arc<Function>, args: &[Data], grid: [u32; 3], lazy: bool) -> (Result<(), ExecError>, Vec<Data>) {
+fn run_mode(
+    f: &Arc<Function>,
+    args: &[Data],
+    grid: [u32; 3],
+    lazy: bool,
+) -> (Result<(), ExecError>, Vec<Data>) {
     let exe = Executable::with_options(f.clone(), ExecOptions { lazy_values: lazy }).expect("prepare");
     let mut data = args.to_vec();
     let kargs: Vec<KernelArg> = data.iter_mut().map(Data::arg).collect();
@@ -150,7 +155,10 @@ pub fn try_run(f: Function, args: &[Data], grid: [u32; 3]) -> Result<Vec<Data>, 
     let f = Arc::new(f);
     let (lazy_result, lazy_data) = run_mode(&f, args, grid, true);
     let (dense_result, dense_data) = run_mode(&f, args, grid, false);
-    assert_eq!(lazy_result, dense_result, "lazy and dense modes disagree on the outcome");
+    assert_eq!(
+        lazy_result, dense_result,
+        "lazy and dense modes disagree on the outcome"
+    );
     for (i, (a, b)) in lazy_data.iter().zip(&dense_data).enumerate() {
         assert_eq!(a.bits(), b.bits(), "lazy and dense modes disagree on buffer {i}");
     }
