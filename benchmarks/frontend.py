@@ -23,7 +23,7 @@ def trace_times():
     rows = []
     for name, (kernel, params, constexprs) in SPECS.items():
         options = {"threads_per_group": 128}
-        fn = kernel.fn_
+        fn = kernel.fn
         _frontend.specialize(fn, params, constexprs, options)  # parse and rewrite once
         t = best_of(lambda: _frontend.specialize(fn, params, constexprs, options), repeat=5, number=50)
         f = _frontend.specialize(fn, params, constexprs, options)

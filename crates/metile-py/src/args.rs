@@ -68,7 +68,7 @@ pub fn array_arg(arr: &Bound<'_, PyUntypedArray>, what: &dyn Fn() -> String) -> 
         )));
     }
     // SAFETY: `arr` is a live numpy array; `data` and the element count describe its memory.
-    let ptr = unsafe { (*arr.as_array_ptr()).data } as *mut u8;
+    let ptr = unsafe { (*arr.as_array_ptr()).fields.data } as *mut u8;
     Ok((ArgKind::Pointer(dtype), KernelArg::Buffer { ptr, len: arr.len(), dtype }))
 }
 

@@ -274,8 +274,8 @@ impl Kernel {
         )))
     }
 
-    #[getter]
-    fn fn_(&self, py: Python<'_>) -> Py<PyAny> {
+    #[getter(r#fn)]
+    fn python_function(&self, py: Python<'_>) -> Py<PyAny> {
         self.func.clone_ref(py)
     }
 

@@ -8,6 +8,7 @@ pub mod buffer;
 pub mod device_state;
 pub mod errors;
 pub mod kernel;
+mod layout_py;
 pub mod tracing;
 
 #[pymodule]
@@ -22,5 +23,10 @@ fn _metile(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(device_state::synchronize, m)?)?;
     m.add_function(wrap_pyfunction!(device_state::device_available, m)?)?;
     tracing::register(m)?;
+    let layout = PyModule::new(py, "layout")?;
+    layout_py::register(&layout)?;
+    m.add_submodule(&layout)?;
+    // Makes `import metile._metile.layout` work, which add_submodule alone does not.
+    py.import("sys")?.getattr("modules")?.set_item("metile._metile.layout", &layout)?;
     Ok(())
 }

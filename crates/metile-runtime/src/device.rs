@@ -49,7 +49,7 @@ pub fn open_device(name: &str) -> Result<Arc<dyn Device>, RuntimeError> {
             "the {name} backend is not available in this build; available: cpu"
         ))),
         other => Err(RuntimeError::Unavailable(format!(
-            "unknown device {other:?}; choose one of {}",
+            "unknown device '{other}'; choose one of {}",
             DEVICE_NAMES.join(", ")
         ))),
     }
