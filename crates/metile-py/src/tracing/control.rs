@@ -457,6 +457,9 @@ pub fn trace_if<'py>(
         let c = t.operand(cond, "the `if` condition")?;
         t.ir(py, |bld| bld.condition(c))
     })?;
+    // Each branch's results, read while its region is open (its values are only
+    // usable there): None for an undefined variable, else a carriable or the
+    // error to raise if it has to be carried.
     let mut branches = vec![];
     for branch in [then_fn, else_fn] {
         with_trace(py, WHAT, |t| {
@@ -470,21 +473,29 @@ pub fn trace_if<'py>(
                 return Err(e);
             }
         };
-        let closed = with_trace(py, WHAT, |t| t.pop_region(py))?;
-        branches.push((closed, results));
+        let (closed, values) = with_trace(py, WHAT, |t| {
+            let values: Vec<Option<PyResult<Carriable>>> = results
+                .iter()
+                .zip(&names)
+                .map(|(r, name)| (!is_undefined(&r)).then(|| carriable(t, py, &r, name, "this `if`")))
+                .collect();
+            Ok((t.pop_region(py)?, values))
+        })?;
+        branches.push((closed, results, values));
     }
-    let (else_closed, else_results) = branches.pop().ok_or_else(internal_arity)?;
-    let (then_closed, then_results) = branches.pop().ok_or_else(internal_arity)?;
+    let (else_closed, else_results, else_values) = branches.pop().ok_or_else(internal_arity)?;
+    let (then_closed, then_results, then_values) = branches.pop().ok_or_else(internal_arity)?;
 
     with_trace(py, WHAT, |t| {
         // Per variable: the same Python value on both sides, or an IR result.
         let mut merged: Vec<Option<(Carriable, Carriable, Type)>> = vec![];
-        for ((a, b), name) in then_results.iter().zip(else_results.iter()).zip(&names) {
+        let sides = then_results.iter().zip(else_results.iter());
+        for (((a, b), (va, vb)), name) in sides.zip(then_values.into_iter().zip(else_values)).zip(&names) {
             if same_python_value(&a, &b) {
                 merged.push(None);
                 continue;
             }
-            if is_undefined(&a) || is_undefined(&b) {
+            let (Some(ca), Some(cb)) = (va, vb) else {
                 return Err(t.error(
                     py,
                     &format!(
@@ -493,11 +504,8 @@ pub fn trace_if<'py>(
                          in both branches"
                     ),
                 ));
-            }
-            let (ca, cb) = (
-                carriable(t, py, &a, name, "this `if`")?,
-                carriable(t, py, &b, name, "this `if`")?,
-            );
+            };
+            let (ca, cb) = (ca?, cb?);
             // Start from a side's own type (a proxy's, else the other side's, else
             // the number's), then widen it to hold both sides.
             let ty_a = match ca {
