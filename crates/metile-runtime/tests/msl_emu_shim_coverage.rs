@@ -147,3 +147,64 @@ fn shim_sweep() {
         assert_eq!(h4[i].to_vec(), expect_h);
     }
 }
+
+const SWIZZLES: &str = r#"#include <metal_stdlib>
+using namespace metal;
+
+kernel void swizzles(device float4* out [[buffer(0)]],
+                     device float4* io [[buffer(1)]],
+                     uint tid [[thread_index_in_threadgroup]])
+{
+    float4 v = float4(1.0f, 2.0f, 3.0f, 4.0f) + float(tid);
+    float2 a = v.xy;
+    float3 b = v.zyx;
+    float4 c = v.wzyx;
+    float4 d = float4(v.xy, v.zw);
+    v.xy = v.yx;
+    v.zw += float2(10.0f);
+    io[tid].xy = a;
+    io[tid].zw = io[tid].yx;
+    float2 s = simd_sum(c.xy);
+    float m = dot(v.xy, a) + max(b.xy, a).x + exp(a.yx).y * 0.0f;
+    bool2 eq = a.xy == a;
+    out[4 * tid + 0] = v;
+    out[4 * tid + 1] = float4(b, m);
+    out[4 * tid + 2] = c + d;
+    out[4 * tid + 3] = float4(s, float(all(eq)), float4(v.xxyy).w + (a + b.xy).x);
+}
+"#;
+
+#[test]
+fn multi_component_swizzles() {
+    let compiler = require_compiler!();
+    let spec = entry(
+        "swizzles",
+        vec![
+            buffer("device float4*"),
+            buffer("device float4*"),
+            builtin(Builtin::ThreadIndexInThreadgroup),
+        ],
+    );
+    let kernel = compile(&compiler, SWIZZLES, &spec);
+    let mut out = vec![[0f32; 4]; 128];
+    let mut io = vec![[-1f32; 4]; 32];
+    run(&kernel, &[buf(&mut out), buf(&mut io)], [1, 1, 1], 32);
+    let sum3: f32 = (0..32).map(|t| 4.0 + t as f32).sum();
+    let sum2: f32 = (0..32).map(|t| 3.0 + t as f32).sum();
+    for t in 0..32 {
+        let [v0, v1, v2, v3] = [1.0, 2.0, 3.0, 4.0].map(|c: f32| c + t as f32);
+        assert_eq!(
+            out[4 * t],
+            [v1, v0, v2 + 10.0, v3 + 10.0],
+            "swizzle writes, thread {t}"
+        );
+        assert_eq!(
+            out[4 * t + 1],
+            [v2, v1, v0, 2.0 * v0 * v1 + v2],
+            "swizzle reads and math, thread {t}"
+        );
+        assert_eq!(out[4 * t + 2], [v3 + v0, v2 + v1, v1 + v2, v0 + v3]);
+        assert_eq!(out[4 * t + 3], [sum3, sum2, 1.0, v0 + v0 + v2]);
+        assert_eq!(io[t], [v0, v1, v1, v0], "swizzles on device memory, thread {t}");
+    }
+}

@@ -14,7 +14,9 @@ using metile_emu::bit_cast;
 template <class To, class From> inline To as_type(const From& v) {
   metile_emu::bare<From> value = v;
   static_assert(sizeof(To) == sizeof(value), "as_type: source and destination sizes differ");
-  return __builtin_bit_cast(To, value);
+  To result;
+  __builtin_memcpy((void*)&result, (const void*)&value, sizeof(To));
+  return result;
 }
 
 namespace detail {
@@ -271,5 +273,80 @@ inline uint ctz(uint x) { return x == 0 ? 32u : uint(__builtin_ctz(x)); }
 inline int ctz(int x) { return int(ctz(uint(x))); }
 inline uint mulhi(uint a, uint b) { return uint((ulong(a) * ulong(b)) >> 32); }
 inline int mulhi(int a, int b) { return int((long(a) * long(b)) >> 32); }
+
+// Swizzles (`v.xy`) are proxies, not vectors, so template deduction skips
+// them; these overloads convert them to vectors and call the real function.
+namespace detail {
+template <class T> inline auto unswizzle(const T& v) {
+  if constexpr (metile_emu::is_swizzle<T>) return typename metile_emu::bare<T>::vec_type(v);
+  else return metile_emu::bare<T>(v);
+}
+template <class... A> inline constexpr bool any_swizzle = (metile_emu::is_swizzle<A> || ...);
+}  // namespace detail
+
+#define METILE_SWIZZLE_FORWARD(name)                                                         \
+  template <class... A>                                                                      \
+    requires detail::any_swizzle<A...>                                                       \
+  inline auto name(const A&... args)->decltype(name(detail::unswizzle(args)...)) {           \
+    return name(detail::unswizzle(args)...);                                                 \
+  }
+#define METILE_SWIZZLE_FORWARD_FLOAT_FNS                                                     \
+  METILE_SWIZZLE_FORWARD(exp)                                                                \
+  METILE_SWIZZLE_FORWARD(exp2)                                                               \
+  METILE_SWIZZLE_FORWARD(log)                                                                \
+  METILE_SWIZZLE_FORWARD(log2)                                                               \
+  METILE_SWIZZLE_FORWARD(sqrt)                                                               \
+  METILE_SWIZZLE_FORWARD(rsqrt)                                                              \
+  METILE_SWIZZLE_FORWARD(sin)                                                                \
+  METILE_SWIZZLE_FORWARD(cos)                                                                \
+  METILE_SWIZZLE_FORWARD(tanh)                                                               \
+  METILE_SWIZZLE_FORWARD(pow)                                                                \
+  METILE_SWIZZLE_FORWARD(powr)                                                               \
+  METILE_SWIZZLE_FORWARD(fmax)                                                               \
+  METILE_SWIZZLE_FORWARD(fmin)                                                               \
+  METILE_SWIZZLE_FORWARD(divide)
+METILE_SWIZZLE_FORWARD_FLOAT_FNS
+METILE_SWIZZLE_FORWARD(exp10)
+METILE_SWIZZLE_FORWARD(log10)
+METILE_SWIZZLE_FORWARD(tan)
+METILE_SWIZZLE_FORWARD(asin)
+METILE_SWIZZLE_FORWARD(acos)
+METILE_SWIZZLE_FORWARD(atan)
+METILE_SWIZZLE_FORWARD(sinh)
+METILE_SWIZZLE_FORWARD(cosh)
+METILE_SWIZZLE_FORWARD(floor)
+METILE_SWIZZLE_FORWARD(ceil)
+METILE_SWIZZLE_FORWARD(trunc)
+METILE_SWIZZLE_FORWARD(round)
+METILE_SWIZZLE_FORWARD(rint)
+METILE_SWIZZLE_FORWARD(fabs)
+METILE_SWIZZLE_FORWARD(fract)
+METILE_SWIZZLE_FORWARD(sign)
+METILE_SWIZZLE_FORWARD(saturate)
+METILE_SWIZZLE_FORWARD(fmod)
+METILE_SWIZZLE_FORWARD(atan2)
+METILE_SWIZZLE_FORWARD(copysign)
+METILE_SWIZZLE_FORWARD(step)
+METILE_SWIZZLE_FORWARD(fma)
+METILE_SWIZZLE_FORWARD(mix)
+METILE_SWIZZLE_FORWARD(min)
+METILE_SWIZZLE_FORWARD(max)
+METILE_SWIZZLE_FORWARD(clamp)
+METILE_SWIZZLE_FORWARD(abs)
+METILE_SWIZZLE_FORWARD(select)
+METILE_SWIZZLE_FORWARD(isnan)
+METILE_SWIZZLE_FORWARD(isinf)
+METILE_SWIZZLE_FORWARD(isfinite)
+METILE_SWIZZLE_FORWARD(all)
+METILE_SWIZZLE_FORWARD(any)
+METILE_SWIZZLE_FORWARD(dot)
+METILE_SWIZZLE_FORWARD(length)
+namespace fast {
+METILE_SWIZZLE_FORWARD_FLOAT_FNS
+}  // namespace fast
+namespace precise {
+METILE_SWIZZLE_FORWARD_FLOAT_FNS
+}  // namespace precise
+#undef METILE_SWIZZLE_FORWARD_FLOAT_FNS
 
 }  // namespace metal

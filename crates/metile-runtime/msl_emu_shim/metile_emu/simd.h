@@ -10,7 +10,8 @@ namespace metile_emu {
 
 constexpr u32 lowest_active_lane = 0xffffffffu;
 
-template <class T> inline constexpr bool is_simd_value = (is_scalar<T> || is_vector<T>) && sizeof(T) <= 16;
+template <class T>
+inline constexpr bool is_simd_value = (is_scalar<T> || (is_vector<T> && !is_swizzle<T>)) && sizeof(T) <= 16;
 
 // Each lane reads the input of the lane named by its param (its own when that
 // lane is out of range or inactive).
@@ -203,6 +204,41 @@ inline bool simd_is_first(METILE_SITE_PARAM) {
   metile_emu::Vote v = metile_emu::vote(true, site);
   return metile_emu::lane_index() == metile_emu::u32(__builtin_ctz(v.active));
 }
+
+// Swizzle arguments (`simd_sum(v.xy)`) are converted to vectors first.
+#define METILE_SIMD_SWIZZLE(name)                                                              \
+  template <class S>                                                                           \
+    requires metile_emu::is_swizzle<S>                                                         \
+  inline auto name(const S& data, METILE_SITE_PARAM) {                                         \
+    return name(typename metile_emu::bare<S>::vec_type(data), site);                           \
+  }
+#define METILE_SIMD_SWIZZLE_WITH_ARG(name)                                                     \
+  template <class S>                                                                           \
+    requires metile_emu::is_swizzle<S>                                                         \
+  inline auto name(const S& data, ushort arg, METILE_SITE_PARAM) {                             \
+    return name(typename metile_emu::bare<S>::vec_type(data), arg, site);                      \
+  }
+METILE_SIMD_SWIZZLE_WITH_ARG(simd_shuffle)
+METILE_SIMD_SWIZZLE_WITH_ARG(simd_shuffle_xor)
+METILE_SIMD_SWIZZLE_WITH_ARG(simd_shuffle_down)
+METILE_SIMD_SWIZZLE_WITH_ARG(simd_shuffle_up)
+METILE_SIMD_SWIZZLE_WITH_ARG(simd_shuffle_rotate_down)
+METILE_SIMD_SWIZZLE_WITH_ARG(simd_shuffle_rotate_up)
+METILE_SIMD_SWIZZLE_WITH_ARG(simd_broadcast)
+METILE_SIMD_SWIZZLE(simd_broadcast_first)
+METILE_SIMD_SWIZZLE(simd_sum)
+METILE_SIMD_SWIZZLE(simd_product)
+METILE_SIMD_SWIZZLE(simd_max)
+METILE_SIMD_SWIZZLE(simd_min)
+METILE_SIMD_SWIZZLE(simd_and)
+METILE_SIMD_SWIZZLE(simd_or)
+METILE_SIMD_SWIZZLE(simd_xor)
+METILE_SIMD_SWIZZLE(simd_prefix_exclusive_sum)
+METILE_SIMD_SWIZZLE(simd_prefix_inclusive_sum)
+METILE_SIMD_SWIZZLE(simd_prefix_exclusive_product)
+METILE_SIMD_SWIZZLE(simd_prefix_inclusive_product)
+#undef METILE_SIMD_SWIZZLE
+#undef METILE_SIMD_SWIZZLE_WITH_ARG
 
 #undef METILE_SIMD_T
 #undef METILE_SITE_PARAM

@@ -8,14 +8,121 @@
 // constructors exist. Sizes and alignments follow MSL: a 3-component vector
 // occupies the space of 4 components.
 //
-// Swizzles: single components (.x .y .z .w and .r .g .b .a) are plain members
-// and work for reads and writes in every address space. Multi-component
-// swizzles (.xy, .zyx, ...) are not provided: a proxy member would make the
-// vector non-trivially copyable.
+// Swizzles: single components (.x .y .z .w and .r .g .b .a) are plain members.
+// Multi-component swizzles (.xy, .zyx, .xxyy, ...; x y z w names only) are
+// proxy members over the same storage (metile_emu::swizzle): they convert to a
+// vector, can be assigned when no component repeats, and work in every
+// address space. The proxies give vectors a user-written copy assignment, so
+// vectors are not trivially copyable, but their copy constructor stays
+// trivial and they are still passed in registers.
 #pragma once
 
 template <class T, int N> struct vec;
 template <class T, int N> struct packed_vec;
+
+namespace metile_emu {
+
+// Empty base of every swizzle proxy: it makes vec<T, K> an associated class of
+// the proxy, so argument-dependent lookup finds vec's operators for
+// expressions such as `a.xy + b.zw`.
+template <class V> struct swizzle_tag {};
+
+template <class T, int P, int... I> struct swizzle;
+
+template <class T> struct vec_traits {
+  static constexpr int size = 0;
+  static constexpr bool is_vector = false;
+  static constexpr bool is_swizzle = false;
+  using element = T;
+  static constexpr int index(int i) { return i; }
+};
+template <class T, int N> struct vec_traits<vec<T, N>> : vec_traits<void> {
+  static constexpr int size = N;
+  static constexpr bool is_vector = true;
+  using element = T;
+};
+template <class T, int N> struct vec_traits<packed_vec<T, N>> : vec_traits<void> {
+  static constexpr int size = N;
+  static constexpr bool is_vector = true;
+  using element = T;
+};
+template <class T, int P, int... I> struct vec_traits<swizzle<T, P, I...>> : vec_traits<void> {
+  static constexpr int size = sizeof...(I);
+  static constexpr bool is_vector = true;
+  static constexpr bool is_swizzle = true;
+  using element = T;
+  static constexpr int index(int i) { return swizzle<T, P, I...>::indices[i]; }
+};
+
+template <class T> inline constexpr bool is_vector = vec_traits<bare<T>>::is_vector;
+template <class T> inline constexpr bool is_swizzle = vec_traits<bare<T>>::is_swizzle;
+template <class T> inline constexpr int component_count = is_vector<T> ? vec_traits<bare<T>>::size : 1;
+template <class T> using element_of = typename vec_traits<bare<T>>::element;
+
+// Component i of a vector, packed vector or swizzle (any address space).
+template <class V> inline element_of<V> component(const V& v, int i) {
+  return v.e[vec_traits<bare<V>>::index(i)];
+}
+
+
+template <int... I> constexpr bool indices_distinct() {
+  constexpr int idx[] = {I...};
+  for (unsigned i = 0; i < sizeof...(I); ++i)
+    for (unsigned j = i + 1; j < sizeof...(I); ++j)
+      if (idx[i] == idx[j]) return false;
+  return true;
+}
+
+// A multi-component swizzle of a vector whose storage holds P elements.
+template <class T, int P, int... I> struct swizzle : swizzle_tag<vec<T, sizeof...(I)>> {
+  using vec_type = vec<T, sizeof...(I)>;
+  static constexpr int size = sizeof...(I);
+  static constexpr int indices[] = {I...};
+  static constexpr bool writable = indices_distinct<I...>();
+
+  T e[P];
+
+  // Assigning one swizzle to another of the same pattern writes only the
+  // selected components (a plain member-wise copy would clobber the rest).
+  swizzle& operator=(const swizzle& other)
+    requires writable
+  {
+    T values[] = {other.e[I]...};
+    int k = 0;
+    ((e[I] = values[k++]), ...);
+    return *this;
+  }
+
+  // From a vector (or swizzle) of the same element type and size, or a scalar.
+  template <class Self, class R>
+    requires(!is_const_obj<Self> && writable &&
+             (is_scalar<R> || (component_count<R> == size && is_same<element_of<R>, T>)))
+  Self&& operator=(this Self&& self, const R& rhs) {
+    vec_type v(rhs);
+    int k = 0;
+    ((self.e[I] = v.e[k++]), ...);
+    return static_cast<Self&&>(self);
+  }
+
+#define METILE_SWIZZLE_COMPOUND(op)                                              \
+  template <class Self, class R>                                                \
+    requires(!is_const_obj<Self> && writable)                                   \
+  Self&& operator op##=(this Self&& self, const R& rhs) {                       \
+    vec_type result = vec_type(self) op rhs;                                    \
+    int k = 0;                                                                  \
+    ((self.e[I] = result.e[k++]), ...);                                         \
+    return static_cast<Self&&>(self);                                           \
+  }
+  METILE_SWIZZLE_COMPOUND(+)
+  METILE_SWIZZLE_COMPOUND(-)
+  METILE_SWIZZLE_COMPOUND(*)
+  METILE_SWIZZLE_COMPOUND(/)
+#undef METILE_SWIZZLE_COMPOUND
+};
+
+}  // namespace metile_emu
+
+#include "swizzles.h"
 
 namespace metile_emu {
 
@@ -25,6 +132,7 @@ template <class T> struct alignas(2 * sizeof(T)) vec_storage<T, 2> {
     T e[2];
     struct { T x, y; };
     struct { T r, g; };
+    METILE_SWIZZLE_MEMBERS_2
   };
 };
 template <class T> struct alignas(4 * sizeof(T)) vec_storage<T, 3> {
@@ -32,6 +140,7 @@ template <class T> struct alignas(4 * sizeof(T)) vec_storage<T, 3> {
     T e[4];
     struct { T x, y, z; };
     struct { T r, g, b; };
+    METILE_SWIZZLE_MEMBERS_3
   };
 };
 template <class T> struct alignas(4 * sizeof(T)) vec_storage<T, 4> {
@@ -39,22 +148,15 @@ template <class T> struct alignas(4 * sizeof(T)) vec_storage<T, 4> {
     T e[4];
     struct { T x, y, z, w; };
     struct { T r, g, b, a; };
+    METILE_SWIZZLE_MEMBERS_4
   };
 };
-
-template <class T> struct vec_traits { static constexpr int size = 0; static constexpr bool is_vector = false; using element = T; };
-template <class T, int N> struct vec_traits<vec<T, N>> { static constexpr int size = N; static constexpr bool is_vector = true; using element = T; };
-template <class T, int N> struct vec_traits<packed_vec<T, N>> { static constexpr int size = N; static constexpr bool is_vector = true; using element = T; };
-
-template <class T> inline constexpr bool is_vector = vec_traits<bare<T>>::is_vector;
-template <class T> inline constexpr int component_count = is_vector<T> ? vec_traits<bare<T>>::size : 1;
-template <class T> using element_of = typename vec_traits<bare<T>>::element;
 
 // Writes the components of one constructor argument (scalar or vector) into
 // `out`, converting each to T, and advances `out`.
 template <class T, class A> inline void put_components(T*& out, const A& a) {
   if constexpr (is_vector<A>) {
-    for (int i = 0; i < component_count<A>; ++i) *out++ = convert_scalar<T>(a.e[i]);
+    for (int i = 0; i < component_count<A>; ++i) *out++ = convert_scalar<T>(component(a, i));
   } else {
     *out++ = convert_scalar<T>(a);
   }
@@ -68,6 +170,7 @@ template <class T, int N> struct vec : metile_emu::vec_storage<T, N> {
   static constexpr int size = N;
 
   vec() = default;
+  vec(const vec&) = default;
 
   // Loads a vector of the same type from device/threadgroup/constant memory.
   template <class Src>
@@ -90,7 +193,13 @@ template <class T, int N> struct vec : metile_emu::vec_storage<T, N> {
     requires(metile_emu::is_vector<V> && metile_emu::component_count<V> == N &&
              !metile_emu::is_same<metile_emu::bare<V>, vec>)
   explicit(!metile_emu::is_same<metile_emu::element_of<V>, T>) vec(const V& other) {
-    for (int i = 0; i < N; ++i) this->e[i] = metile_emu::convert_scalar<T>(other.e[i]);
+    for (int i = 0; i < N; ++i) this->e[i] = metile_emu::convert_scalar<T>(metile_emu::component(other, i));
+  }
+
+  // The swizzle proxies in the storage union rule out a defaulted assignment.
+  vec& operator=(const vec& other) {
+    for (int i = 0; i < N; ++i) this->e[i] = other.e[i];
+    return *this;
   }
 
   // Component-wise construction: float4(a, b, c, d), float4(v2, z, w), ...
@@ -106,10 +215,14 @@ template <class T, int N> struct vec : metile_emu::vec_storage<T, N> {
 
   template <class Self> decltype(auto) operator[](this Self&& self, int i) { return (self.e[i]); }
 
-  // Stores into a vector living in another address space.
-  template <class Self>
-    requires(!metile_emu::is_const_obj<Self>)
-  Self&& operator=(this Self&& self, const vec& v) {
+  // Stores into a vector in another address space, or from a scalar (which
+  // widens) or a swizzle/packed vector of the same element type.
+  template <class Self, class R>
+    requires(!metile_emu::is_const_obj<Self> &&
+             (metile_emu::is_scalar<R> ||
+              (metile_emu::component_count<R> == N && metile_emu::is_same<metile_emu::element_of<R>, T>)))
+  Self&& operator=(this Self&& self, const R& rhs) {
+    vec v(rhs);
     for (int i = 0; i < N; ++i) self.e[i] = v.e[i];
     return static_cast<Self&&>(self);
   }

@@ -25,6 +25,7 @@ pub(crate) const SHIM_FILES: &[(&str, &str)] = &[
     shim_file!("metal_simdgroup"),
     shim_file!("metal_simdgroup_matrix"),
     shim_file!("metile_emu/base.h"),
+    shim_file!("metile_emu/swizzles.h"),
     shim_file!("metile_emu/vec.h"),
     shim_file!("metile_emu/math.h"),
     shim_file!("metile_emu/runtime.h"),
@@ -89,4 +90,41 @@ pub(crate) fn unique_suffix() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos() as u64);
     (COUNTER.fetch_add(1, Ordering::Relaxed) << 32) ^ nanos
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(dir: &Path, root: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).expect("shim folder readable").flatten() {
+            let path = entry.path();
+            let relative = path
+                .strip_prefix(root)
+                .expect("inside root")
+                .to_string_lossy()
+                .replace('\\', "/");
+            if path.is_dir() {
+                if relative != "tools" {
+                    collect(&path, root, out);
+                }
+            } else {
+                out.push(relative);
+            }
+        }
+    }
+
+    #[test]
+    fn every_shim_file_is_embedded() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("msl_emu_shim");
+        let mut on_disk = Vec::new();
+        collect(&root, &root, &mut on_disk);
+        on_disk.sort();
+        let mut embedded: Vec<String> = SHIM_FILES.iter().map(|(name, _)| name.to_string()).collect();
+        embedded.sort();
+        assert_eq!(
+            on_disk, embedded,
+            "SHIM_FILES must list every file under msl_emu_shim/ (tools/ excepted)"
+        );
+    }
 }
