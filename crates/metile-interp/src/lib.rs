@@ -144,6 +144,10 @@ impl Default for ExecOptions {
     }
 }
 
+/// The memory regions of a launch's pointer parameters (by parameter position) and
+/// the initial value of every parameter's register slot.
+type BoundArgs = (Vec<Region>, Vec<(usize, Val)>);
+
 /// A kernel prepared for execution; prepare once per specialisation, launch many times.
 pub struct Executable {
     func: Arc<Function>,
@@ -255,7 +259,7 @@ impl Executable {
 
     /// Checks `args` against the parameters: the memory regions of pointer
     /// parameters (by parameter position) and the initial register of every parameter.
-    fn bind(&self, args: &[KernelArg]) -> Result<(Vec<Region>, Vec<(usize, Val)>), ExecError> {
+    fn bind(&self, args: &[KernelArg]) -> Result<BoundArgs, ExecError> {
         let params = &self.func.params;
         if args.len() != params.len() {
             let names: Vec<&str> = params.iter().map(|p| p.name.as_str()).collect();

@@ -23,13 +23,7 @@ pub fn exp_f32(x: f32) -> f32 {
     const ROUND_MAGIC: f32 = 12_582_912.0;
 
     // Clamp so the reduction stays in range; NaN passes through every comparison.
-    let xc = if x > 89.0 {
-        89.0
-    } else if x < -105.0 {
-        -105.0
-    } else {
-        x
-    };
+    let xc = x.clamp(-105.0, 89.0);
     let shifted = xc * LOG2_E + ROUND_MAGIC;
     let n = shifted - ROUND_MAGIC;
     let r = xc - n * LN2_HI - n * LN2_LO;
@@ -39,7 +33,7 @@ pub fn exp_f32(x: f32) -> f32 {
     p = p * r + 8.333_452e-3;
     p = p * r + 4.166_579_6e-2;
     p = p * r + 1.666_666_5e-1;
-    p = p * r + 5.000_000_1e-1;
+    p = p * r + 0.5;
     let er = p * r2 + r + 1.0;
     // n is in [-152, 129]; split 2^n into two normal factors.
     // The integer n sits in the low mantissa bits of `shifted`; reading it from there

@@ -385,10 +385,10 @@ fn softmax_kernel(block: usize) -> Function {
     let zero = b.constant(Literal::Int(0), DType::I32);
     let step = b.constant(Literal::Int(block as i64), DType::I32);
     let tile = Type::tile(DType::F32, &[block]);
-    let mut pass = |b: &mut Builder,
-                    carried: Option<metile_ir::ValueId>,
-                    m: Option<metile_ir::ValueId>,
-                    s: Option<metile_ir::ValueId>| {
+    let pass = |b: &mut Builder,
+                carried: Option<metile_ir::ValueId>,
+                m: Option<metile_ir::ValueId>,
+                s: Option<metile_ir::ValueId>| {
         let mut types = vec![Type::scalar(DType::I32)];
         if carried.is_some() {
             types.push(tile.clone());
