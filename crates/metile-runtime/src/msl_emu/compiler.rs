@@ -16,7 +16,7 @@ pub const MIN_CLANG_MAJOR: u32 = 18;
 const MIN_APPLE_CLANG_MAJOR: u32 = 16;
 
 /// Bumped when the compile flags or the cache layout change.
-const CACHE_FORMAT: &str = "metile-msl-emu-1";
+const CACHE_FORMAT: &str = "metile-msl-emu-2";
 
 const COMPILE_FLAGS: &[&str] = &[
     "-x",
@@ -28,6 +28,8 @@ const COMPILE_FLAGS: &[&str] = &[
     "-fvisibility=hidden",
     "-fno-exceptions",
     "-fno-rtti",
+    // The shim uses no C++ standard library; do not make every kernel depend on it.
+    "-nostdlib++",
     // Metal has no type-based aliasing rules; kernels reinterpret threadgroup memory freely.
     "-fno-strict-aliasing",
     // GPU integer arithmetic wraps.

@@ -85,3 +85,16 @@ impl EmuError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernels_and_compilers_cross_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<EmuKernel>();
+        send_sync::<EmuCompiler>();
+        send_sync::<EmuError>();
+    }
+}
