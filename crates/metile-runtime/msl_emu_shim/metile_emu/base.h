@@ -17,6 +17,16 @@
 // ("deducing this") so their members work on objects in any address space.
 #pragma once
 
+// Hand-written context switches for x86-64 and AArch64; other hosts (or a
+// build with METILE_EMU_FORCE_UCONTEXT, used to test it) use ucontext, whose
+// system header must come before the address-space macros below.
+#if (defined(__x86_64__) || defined(__aarch64__)) && !defined(METILE_EMU_FORCE_UCONTEXT)
+#define METILE_EMU_ASM_SWITCH 1
+#else
+#define METILE_EMU_ASM_SWITCH 0
+#include <ucontext.h>
+#endif
+
 #define device __attribute__((address_space(1)))
 #define constant __attribute__((address_space(2)))
 #define threadgroup volatile

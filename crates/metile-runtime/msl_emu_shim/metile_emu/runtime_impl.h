@@ -33,21 +33,13 @@ namespace metile_emu {
 constexpr u32 abi_version = 1;
 constexpr u32 max_threads_per_group = 1024;
 
-// Hand-written context switches for x86-64 and AArch64; other hosts (or a
-// build with METILE_EMU_FORCE_UCONTEXT, used to test it) use ucontext.
-#if (defined(__x86_64__) || defined(__aarch64__)) && !defined(METILE_EMU_FORCE_UCONTEXT)
-#define METILE_EMU_ASM_SWITCH 1
-#endif
-
-// Saved execution state of a fiber or of the scheduler.
+// Saved execution state of a fiber or of the scheduler (METILE_EMU_ASM_SWITCH
+// is decided in base.h, which also includes <ucontext.h> when needed).
 #if METILE_EMU_ASM_SWITCH
 struct Context {
   void* sp;
 };
 #else
-}  // namespace metile_emu
-#include <ucontext.h>
-namespace metile_emu {
 struct Context {
   ucontext_t uc;
 };
@@ -70,6 +62,7 @@ struct Group {
   Fiber* fibers;
   SimdGroup* simdgroups;
   u32* ready_ring;  // FIFO of runnable fibers; each fiber is queued at most once
+  u32 ring_mask;    // ring capacity (a power of two >= thread_count) - 1
   u32 thread_count;
   u32 simdgroup_count;
   u32 ring_head;
@@ -211,13 +204,13 @@ inline MessageWriter begin_message(Group* g) {
 
 inline void push_ready(Group* g, u32 fiber) {
   g->fibers[fiber].state = FiberState::ready;
-  g->ready_ring[(g->ring_head + g->ring_count) % g->thread_count] = fiber;
+  g->ready_ring[(g->ring_head + g->ring_count) & g->ring_mask] = fiber;
   ++g->ring_count;
 }
 
 inline u32 pop_ready(Group* g) {
   u32 fiber = g->ready_ring[g->ring_head];
-  g->ring_head = (g->ring_head + 1) % g->thread_count;
+  g->ring_head = (g->ring_head + 1) & g->ring_mask;
   --g->ring_count;
   return fiber;
 }
@@ -269,6 +262,15 @@ inline void switch_away(Group* g, Fiber* self) {
   u32 next = pop_ready(g);
   g->current = next;
   g->fibers[next].state = FiberState::running;
+#if METILE_EMU_ASM_SWITCH
+  // Switching is dominated by the cache miss on the incoming fiber's saved
+  // registers; start loading the one after it now.
+  if (g->ring_count != 0) {
+    const char* upcoming = (const char*)g->fibers[g->ready_ring[g->ring_head]].context.sp;
+    __builtin_prefetch(upcoming);
+    __builtin_prefetch(upcoming + 64);
+  }
+#endif
   switch_context(&self->context, &g->fibers[next].context);
 }
 
@@ -399,13 +401,19 @@ struct ScratchLayout {
   size_t fibers, simdgroups, ring, total;
 };
 
+inline u32 ring_capacity(u32 threads) {
+  u32 capacity = 1;
+  while (capacity < threads) capacity *= 2;
+  return capacity;
+}
+
 inline ScratchLayout scratch_layout(u32 threads) {
   u32 sgs = (threads + simd_width - 1) / simd_width;
   ScratchLayout l;
   l.fibers = align_up(sizeof(Group), 64);
   l.simdgroups = align_up(l.fibers + threads * sizeof(Fiber), 64);
   l.ring = align_up(l.simdgroups + sgs * sizeof(SimdGroup), 64);
-  l.total = align_up(l.ring + threads * sizeof(u32), 64) + 64;  // + room to align the base
+  l.total = align_up(l.ring + ring_capacity(threads) * sizeof(u32), 64) + 64;  // + room to align the base
   return l;
 }
 
@@ -435,6 +443,7 @@ inline int run_group(const MetileEmuLaunch* launch, u32 gx, u32 gy, u32 gz, Entr
   g->simdgroups = (SimdGroup*)(base + layout.simdgroups);
   g->ready_ring = (u32*)(base + layout.ring);
   g->thread_count = threads;
+  g->ring_mask = ring_capacity(threads) - 1;
   g->simdgroup_count = (threads + simd_width - 1) / simd_width;
   g->live_count = threads;
   g->position[0] = gx;
