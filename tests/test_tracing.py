@@ -4,9 +4,8 @@ through `metile._frontend.specialize` (no device involved)."""
 import re
 
 import future_annotations_kernels as fak
-import pytest
-
 import metile
+import pytest
 from metile import _frontend
 
 
@@ -34,7 +33,10 @@ def line_of(fn, text):
 
 
 def ops_on_line(ir, line):
-    return [m.group(1) for m in re.finditer(rf"^\s*(?:%[\d, %]+ = )?(\w+).*// test_tracing\.py:{line}$", ir, re.M)]
+    return [
+        m.group(1)
+        for m in re.finditer(rf"^\s*(?:%[\d, %]+ = )?(\w+).*// test_tracing\.py:{line}$", ir, re.MULTILINE)
+    ]
 
 
 # ---------------------------------------------------------------- the seed samples
@@ -90,7 +92,9 @@ def gemm(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
 
 def test_add_traces_to_the_expected_ops_and_lines():
     ir = trace(add, ADD_PARAMS, BLOCK=256).text
-    assert ir.startswith("tile.func @add(%0: ptr<f32> /*X*/, %1: ptr<f32> /*Y*/, %2: ptr<f32> /*Out*/, %3: i32 /*N*/)")
+    assert ir.startswith(
+        "tile.func @add(%0: ptr<f32> /*X*/, %1: ptr<f32> /*Y*/, %2: ptr<f32> /*Out*/, %3: i32 /*N*/)"
+    )
     assert "constexprs {BLOCK=256}" in ir
     assert "threads" not in ir.splitlines()[0]  # no thread-level ops: no threadgroup size
     assert "program_id 0" in ops_on_line(ir, line_of(add, "pid = ")) or "program_id" in ops_on_line(
@@ -108,7 +112,7 @@ def test_softmax_carries_a_python_scalar_into_a_tile():
     ir = f.text
     assert f.name == "softmax"
     assert str(f) == ir
-    loops = re.findall(r"^  (\S.*= )?for .*$", ir, re.M)
+    loops = re.findall(r"^  (\S.*= )?for .*$", ir, re.MULTILINE)
     assert len(loops) == 3
     # m = -1e38 and s = 0.0 become f32[128] tiles carried around the first two loops.
     assert len(re.findall(r"= for %\d+, %\d+, %\d+, %\d+ : f32\[128\]", ir)) == 2
@@ -118,7 +122,7 @@ def test_softmax_carries_a_python_scalar_into_a_tile():
     assert "max" in ops_on_line(ir, line_of(softmax, "m = metile.maximum(m, x)"))
     # The loop op carries the line of its `for` statement.
     first_for = line_of(softmax, "for i in")
-    assert re.search(rf"^  }}  // test_tracing\.py:{first_for}$", ir, re.M)
+    assert re.search(rf"^  }}  // test_tracing\.py:{first_for}$", ir, re.MULTILINE)
 
 
 def test_gemm_carries_the_accumulator():
@@ -131,7 +135,10 @@ def test_gemm_carries_the_accumulator():
 
 
 def test_future_annotations_module():
-    assert _frontend.analyze_signature(fak.scale) == (["X", "N", "BLOCK", "FACTOR"], [False, False, True, True])
+    assert _frontend.analyze_signature(fak.scale) == (
+        ["X", "N", "BLOCK", "FACTOR"],
+        [False, False, True, True],
+    )
     assert _frontend.analyze_signature(fak.aliased) == (["X", "BLOCK"], [False, True])
     ir = trace(fak.scale, [ptr("X"), scalar("N")], BLOCK=64, FACTOR=3).text
     assert "future_annotations_kernels.py" in ir
@@ -218,7 +225,7 @@ def test_traced_if_yields_the_variables_assigned_in_its_branches():
     assert m, ir
     assert sorted(m.group(1).split(", ")) == ["f32", "f32[8]"]
     assert ir.count("yield") == 2
-    assert re.search(rf"^  }} else {{$", ir, re.M)
+    assert re.search(r"^  } else {$", ir, re.MULTILINE)
     assert "cmp_gt" in ops_on_line(ir, line_of(traced_if, "if total > 0"))
 
 
@@ -249,8 +256,8 @@ def nested(A, N, BLOCK: metile.constexpr):
 
 def test_nested_loops_carry_their_own_variables():
     ir = trace(nested, [ptr("A"), scalar("N")], BLOCK=16).text
-    assert re.search(r"^  %\d+ = for .* : f32 \{", ir, re.M)
-    assert re.search(r"^    %\d+ = for .* : f32\[16\] \{", ir, re.M)
+    assert re.search(r"^  %\d+ = for .* : f32 \{", ir, re.MULTILINE)
+    assert re.search(r"^    %\d+ = for .* : f32\[16\] \{", ir, re.MULTILINE)
 
 
 def invariant_python_value(X, N, BLOCK: metile.constexpr):
@@ -355,6 +362,30 @@ def test_thread_level_ops_and_simdgroup_roles():
     assert "simd_shuffle_xor" in ir and "simd_broadcast" in ir and "barrier" in ir
 
 
+def role_body(X, BLOCK: metile.constexpr):
+    def producer():
+        metile.store(X + metile.thread_id(), 1.0)
+
+    metile.simdgroup_role(0, 2, producer)
+
+
+def test_simdgroup_role_with_a_body_function():
+    ir = trace(role_body, [ptr("X")], threads=32, BLOCK=32).text
+    assert re.search(r"simdgroup_role role=0/2 \{\n.*store", ir, re.DOTALL)
+
+
+def python_iterables(X, BLOCK: metile.constexpr):
+    acc = metile.zeros((BLOCK,))
+    for i, w in enumerate((0.5, 0.25)):
+        acc = acc + w * metile.load(X + i * BLOCK + metile.arange(0, BLOCK))
+    metile.store(X + metile.arange(0, BLOCK), acc)
+
+
+def test_loops_over_python_iterables_unroll():
+    ir = trace(python_iterables, [ptr("X")], BLOCK=8).text
+    assert " for " not in ir and len(re.findall(r"= load ", ir)) == 2
+
+
 # ---------------------------------------------------------------- proxies
 
 
@@ -382,9 +413,36 @@ def proxies(X, Y, BLOCK: metile.constexpr):
     metile.store(Y + grid, z + s[None, :] + 1 - 2 * x)
 
 
+def more_axes(X, BLOCK: metile.constexpr):
+    r = metile.arange(0, BLOCK)
+    assert r[None].shape == (1, BLOCK)
+    assert r[:, None][:, :, None].shape == (BLOCK, 1, 1)
+    assert r[None, :, None].shape == (1, BLOCK, 1)
+    s = metile.sum(r)
+    assert s[None].shape == (1,)
+    metile.store(X + r, r)
+
+
+def test_axis_insertion_spellings():
+    trace(more_axes, [ptr("X", "i32")], BLOCK=4)
+
+
 def test_proxy_operators_indexing_and_attributes():
     ir = trace(proxies, [ptr("X"), ptr("Y")], BLOCK=4, optimize=False).text
-    for op in ("expand_dims", "neg", "floordiv", "rem", "abs", "div", "shl", "shr", "xor", "and", "or", "not"):
+    for op in (
+        "expand_dims",
+        "neg",
+        "floordiv",
+        "rem",
+        "abs",
+        "div",
+        "shl",
+        "shr",
+        "xor",
+        "and",
+        "or",
+        "not",
+    ):
         assert f"= {op} " in ir, op
     for op in ("cmp_le", "cmp_ge", "cmp_eq", "cmp_ne", "select", "sqrt", "log", "exp", "min", "reduce_sum"):
         assert f"= {op} " in ir, op
@@ -604,6 +662,38 @@ def leaked_from_role(X):
     metile.store(X + metile.thread_id(), v)
 
 
+def _helper_with_a_loop(X, n):
+    for k in metile.tile_range(0, n, 1):
+        metile.store(X + k, 0.0)
+
+
+def tile_range_in_helper(X, N):
+    _helper_with_a_loop(X, N)
+
+
+def test_tile_range_in_a_helper_function_is_refused():
+    msg = compile_error(tile_range_in_helper, [ptr("X"), scalar("N")])
+    assert "must be written in the @metile.kernel function itself" in msg
+    assert "for k in metile.tile_range(0, n, 1):" in msg
+
+
+def fixed_role_size(X):
+    with metile.simdgroup_role(role=0, num_roles=2, num_sgs=1):
+        metile.store(X, 1.0)
+
+
+def skipped_assignment(X, FLAG: metile.constexpr):
+    if FLAG:
+        v = 1.0
+    metile.store(X, v)
+
+
+def test_role_size_and_variables_left_unassigned():
+    assert "num_sgs" in compile_error(fixed_role_size, [ptr("X")])
+    msg = compile_error(skipped_assignment, [ptr("X")], FLAG=False)
+    assert "variable without a value" in msg
+
+
 def test_values_from_an_ended_region_are_refused():
     msg = compile_error(leaked_from_role, [ptr("X")])
     assert "inside a region that has ended" in msg
@@ -652,7 +742,7 @@ def bad_dtype(X):
         (python_range_of_tile, [ptr("X"), scalar("N")], {}, "int() of a tile"),
         (stale_tile, [ptr("X")], {}, "comes from another trace"),
         (kernel_returns, [ptr("X")], {}, "kernels return nothing"),
-        (bad_dtype, [ptr("X")], {}, 'unknown dtype \'f64\''),
+        (bad_dtype, [ptr("X")], {}, "unknown dtype 'f64'"),
     ],
 )
 def test_misuse_errors(fn, params, constexprs, expected):

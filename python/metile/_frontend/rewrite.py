@@ -22,14 +22,24 @@ import textwrap
 from collections.abc import Callable
 from types import CodeType
 
+from metile import _metile
 from metile._frontend.liveness import Carried, carried_names, has_escape
 
 FOR = "__mt_for"
 IF = "__mt_if"
 STATIC_CONDITION = "__mt_static_condition"
 LOOP_RANGE = "__mt_range"
+PYTHON_LOOP = "__mt_python_loop"
 UNDEFINED = "__mt_UNDEFINED"
-HELPERS = (FOR, IF, STATIC_CONDITION, LOOP_RANGE, UNDEFINED)
+# What the generated code calls each helper; they reach it as closure variables.
+HELPERS = {
+    FOR: _metile.trace_for,
+    IF: _metile.trace_if,
+    STATIC_CONDITION: _metile.static_condition,
+    LOOP_RANGE: _metile.loop_range,
+    PYTHON_LOOP: _metile.python_loop,
+    UNDEFINED: _metile.UNDEFINED,
+}
 _FACTORY = "__mt_factory"
 
 
@@ -127,7 +137,11 @@ class _Rewriter(ast.NodeTransformer):
             ast.copy_location(node.iter, it)
         carried = self._carried.get(id(node))
         if carried is None or node.orelse or has_escape(node.body, loop_level=True):
-            return node  # iterating a tile_range here raises a clear error
+            # Stays a Python loop; a run-time range is refused with the reason.
+            node.iter = ast.copy_location(
+                ast.Call(func=_name(PYTHON_LOOP), args=[node.iter], keywords=[]), node.iter
+            )
+            return node
         body = list(node.body)
         if isinstance(node.target, ast.Name):
             target = node.target.id
@@ -196,7 +210,7 @@ def _strip_annotations(fn: ast.FunctionDef) -> None:
 
 
 def rewrite(fn: Callable) -> Callable[..., Callable]:
-    """A factory `(*helpers, *free_variable_values) -> rewritten kernel function`.
+    """A factory `(*free_variable_values) -> rewritten kernel function`.
 
     The rewritten def is compiled with the kernel's own file name and line
     numbers and runs with the kernel's globals. It sits inside the factory so
@@ -240,4 +254,6 @@ def rewrite(fn: Callable) -> Callable[..., Callable]:
     compiled = compile(tree, code.co_filename, "exec", dont_inherit=True)
     namespace: dict[str, object] = {}
     exec(compiled, fn.__globals__, namespace)  # noqa: S102 - the kernel's own rewritten source
-    return namespace[_FACTORY]  # type: ignore[return-value]
+    factory = namespace[_FACTORY]
+    helpers = tuple(HELPERS.values())
+    return lambda *cells: factory(*helpers, *cells)  # type: ignore[operator]

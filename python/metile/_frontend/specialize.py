@@ -15,13 +15,6 @@ from metile._frontend.signature import analyze_signature
 # Per Python function (its code object): the rewrite factory and the signature.
 _REWRITTEN: dict[CodeType, Callable[..., Callable]] = {}
 _SIGNATURES: dict[CodeType, tuple[list[str], list[bool]]] = {}
-_HELPERS = (
-    _metile.trace_for,
-    _metile.trace_if,
-    _metile.static_condition,
-    _metile.loop_range,
-    _metile.UNDEFINED,
-)
 
 
 def _factory(fn: Callable) -> Callable[..., Callable]:
@@ -86,7 +79,7 @@ def specialize(
     "threads_per_group" (default 128) and "optimize" (default True).
     """
     names, is_constexpr = _signature(fn)
-    kernel = _factory(fn)(*_HELPERS, *_cell_values(fn))
+    kernel = _factory(fn)(*_cell_values(fn))
     runtime = iter(runtime_params)
     params: list[tuple[str, str, object]] = []
     for name, constant in zip(names, is_constexpr):

@@ -35,13 +35,15 @@ pub struct TileRange {
 
 #[pymethods]
 impl TileRange {
+    /// Reached only by loops the frontend did not rewrite: those in helper
+    /// functions (the kernel's own loops are rewritten or checked by `python_loop`).
     fn __iter__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         with_trace(py, "metile.tile_range()", |t| {
             Err(t.error(
                 py,
-                "this loop runs over metile.tile_range(...) (or range() with bounds only known at run \
-                 time) but contains `break`, `continue` or `return`, or has an `else:` clause; compiled \
-                 loops cannot: use a mask or metile.where instead",
+                "a loop over metile.tile_range(...) (or over range() with bounds only known at run \
+                 time) must be written in the @metile.kernel function itself; loops in the helper \
+                 functions it calls run as plain Python while tracing",
             ))
         })
     }
@@ -124,6 +126,25 @@ pub fn loop_range<'py>(
         }
     };
     Ok(Bound::new(py, range)?.into_any())
+}
+
+/// The iterable of a kernel loop that stays a Python loop because it contains
+/// `break`, `continue` or `return` or has an `else:` clause: refuses run-time ranges.
+#[pyfunction]
+pub fn python_loop<'py>(iterable: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = iterable.py();
+    if iterable.cast::<TileRange>().is_err() {
+        return Ok(iterable.clone());
+    }
+    with_trace(py, "metile.tile_range()", |t| {
+        Err(t.error(
+            py,
+            "this loop runs over metile.tile_range(...) (or over range() with bounds only known at run \
+             time) but contains `break`, `continue` or `return`, or has an `else:` clause, which \
+             compiled loops cannot; compute a mask and use metile.where, or bound the loop with \
+             compile-time values",
+        ))
+    })
 }
 
 /// A `while` condition, an `if` that contains `return`/`break`/`continue`, or
@@ -658,6 +679,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simdgroup_role, m)?)?;
     m.add_function(wrap_pyfunction!(loop_range, m)?)?;
     m.add_function(wrap_pyfunction!(static_condition, m)?)?;
+    m.add_function(wrap_pyfunction!(python_loop, m)?)?;
     m.add_function(wrap_pyfunction!(trace_for, m)?)?;
     m.add_function(wrap_pyfunction!(trace_if, m)?)?;
     Ok(())

@@ -248,6 +248,13 @@ impl Trace {
         match python_number(obj) {
             Some(Ok(n)) => Ok(n),
             Some(Err(msg)) => Err(self.error(py, &format!("{what}: {msg}"))),
+            None if obj.cast::<super::control::Undefined>().is_ok() => Err(self.error(
+                py,
+                &format!(
+                    "{what} is a variable without a value: it is only assigned in a branch or loop \
+                     that did not run while tracing"
+                ),
+            )),
             None => Err(self.error(
                 py,
                 &format!("{what} must be a tile or a number, got {}", describe_object(obj)),
