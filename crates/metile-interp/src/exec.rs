@@ -296,6 +296,7 @@ impl Machine<'_> {
                 dtype,
                 has_mask,
                 has_other,
+                view,
             } => {
                 let p = arg(0);
                 let mem = w.regs[p].mem;
@@ -303,10 +304,11 @@ impl Machine<'_> {
                 let oob = self.oob(ins, mem, region.len);
                 let mask = has_mask.then(|| arg(1));
                 let other = has_other.then(|| arg(2));
+                let is_global = (mem as usize) < self.globals.len();
                 Self::with_out(w, ins, |regs, out, scratch| {
                     let mask = mask.map(|m| &regs[m].repr);
                     let other = other.map(|o| &regs[o].repr);
-                    with_elem!(*dtype, T => memory::load::<T>(&regs[p].repr, mask, other, out, n, region, scratch, &oob))
+                    with_elem!(*dtype, T => memory::load::<T>(&regs[p].repr, mask, other, out, n, region, scratch, &oob, *view && is_global))
                 })?;
             }
             Exec::Store { dtype, has_mask } => {

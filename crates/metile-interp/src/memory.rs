@@ -80,8 +80,20 @@ pub(crate) fn load<T: Element>(
     region: Region,
     scratch: &mut Scratch,
     oob: &dyn Fn(i64) -> ExecError,
+    allow_view: bool,
 ) -> Result<(), ExecError> {
     let size = std::mem::size_of::<T>();
+    if allow_view && T::DTYPE != DType::Bool {
+        if let Some(run) = contiguous_run(offsets, mask, n, region, oob) {
+            let (lo, hi, first) = run?;
+            // SAFETY: lanes lo..hi lie inside the region (checked by contiguous_run).
+            let addr = unsafe { region.ptr.add(first * size) }.expose_provenance();
+            if lo == 0 && hi == n && n > 0 && addr % std::mem::align_of::<T>() == 0 {
+                *out = Repr::View { addr, len: n };
+                return Ok(());
+            }
+        }
+    }
     let [other_buf, _, _] = T::scratch(&mut scratch.typed);
     let other = match other {
         Some(o) => o.operand::<T>(n, other_buf)?,

@@ -67,10 +67,12 @@ pub(crate) enum Exec {
         widen: Option<UnaryFn>,
         add: BinaryFn,
     },
+    /// `view`: the result may be read in place from the buffer (see `value::Repr::View`).
     Load {
         dtype: DType,
         has_mask: bool,
         has_other: bool,
+        view: bool,
     },
     Store {
         dtype: DType,
@@ -199,6 +201,67 @@ pub(crate) fn prepare(f: &Function) -> Result<Program, ExecError> {
     })
 }
 
+/// Every value an op reads, its nested regions included.
+fn reads_within(op: &Op, out: &mut HashSet<u32>) {
+    out.extend(op.operands.iter().map(|v| v.0));
+    for r in &op.regions {
+        for inner in &r.ops {
+            reads_within(inner, out);
+        }
+    }
+}
+
+fn writes_memory(op: &Op) -> bool {
+    matches!(
+        op.kind,
+        OpKind::Store { .. } | OpKind::TileStore { .. } | OpKind::Shared { .. }
+    ) || op.regions.iter().any(|r| r.ops.iter().any(writes_memory))
+}
+
+/// Lets a load hand out a view of the buffer when every use of its result is an
+/// element-wise op or a reduction of the same block (ops that read the elements and
+/// never pass the value itself on), all before the block's next memory write.
+fn mark_views(ops: &[Op], instrs: &mut [Instr], yields: &[u32]) {
+    let ops: Vec<&Op> = ops
+        .iter()
+        .filter(|op| !matches!(op.kind, OpKind::Yield))
+        .collect();
+    for (i, op) in ops.iter().enumerate() {
+        if !matches!(op.kind, OpKind::Load { .. }) {
+            continue;
+        }
+        let result = op.results[0].0;
+        let mut ok = !yields.contains(&result);
+        let mut write_seen = false;
+        for later in &ops[i + 1..] {
+            let mut reads = HashSet::new();
+            reads_within(later, &mut reads);
+            if reads.contains(&result) {
+                let consumes = matches!(
+                    later.kind,
+                    OpKind::Unary(_)
+                        | OpKind::Binary(_)
+                        | OpKind::Compare(_)
+                        | OpKind::Cast
+                        | OpKind::Reduce { .. }
+                );
+                if write_seen || !consumes {
+                    ok = false;
+                    break;
+                }
+            }
+            write_seen |= writes_memory(later);
+        }
+        if let Some(Instr {
+            exec: Exec::Load { view, .. },
+            ..
+        }) = instrs.get_mut(i)
+        {
+            *view = ok;
+        }
+    }
+}
+
 fn slots(ids: &[ValueId]) -> Vec<u32> {
     ids.iter().map(|v| v.0).collect()
 }
@@ -235,6 +298,7 @@ impl<'f> Preparer<'f> {
             }
             instrs.push(self.instr(op)?);
         }
+        mark_views(ops, &mut instrs, &yields);
         let mut inside = HashSet::new();
         defined_within(ops, &mut inside);
         let transfers = yields
@@ -332,6 +396,8 @@ impl<'f> Preparer<'f> {
                 dtype: self.pointee(op)?,
                 has_mask: *has_mask,
                 has_other: *has_other,
+                // Decided per block once every op of it is known (`mark_views`).
+                view: false,
             },
             OpKind::Store { has_mask } => Exec::Store {
                 dtype: self.pointee(op)?,

@@ -7,7 +7,11 @@
 //!   multiply by scalars, which is how `arange`-derived offsets are built;
 //! * `Range`: bool tiles that are true exactly on flat indices `lo..hi` (the mask
 //!   `offs < n` of an affine `offs`);
-//! * `Dense`: one element per entry, the general form every op accepts.
+//! * `Dense`: one element per entry, the general form every op accepts;
+//! * `View`: the elements of a contiguous, fully active load, read in place from the
+//!   kernel's buffer. `prepare` allows it only for loads whose every use is an
+//!   element-wise op or reduction that runs before any store of the instance, so the
+//!   memory cannot change (except through other instances' races) while it is used.
 //!
 //! Lazy forms are defined on the row-major flat index, so they survive reshapes
 //! (`expand_dims`) for free. Every lazy form can be materialised, and every op has a
@@ -33,6 +37,11 @@ pub(crate) enum Repr {
         hi: usize,
     },
     Dense(Dense),
+    /// `len` elements of the op's dtype at address `addr` (provenance exposed), aligned.
+    View {
+        addr: usize,
+        len: usize,
+    },
 }
 
 impl Repr {
@@ -63,6 +72,7 @@ impl Repr {
                     d.len()
                 ))),
             },
+            Repr::View { .. } => Ok(Operand::Slice(self.view_slice::<T>(n)?)),
             Repr::Affine { .. } | Repr::Range { .. } => {
                 self.materialize_into(n, buf)?;
                 Ok(Operand::Slice(buf))
@@ -81,6 +91,9 @@ impl Repr {
             if let Some(v) = T::vec(d).filter(|v| v.len() == n) {
                 return Ok(v);
             }
+        }
+        if let Repr::View { .. } = self {
+            return self.view_slice(n);
         }
         self.materialize_into(n, buf)?;
         Ok(buf)
@@ -101,9 +114,25 @@ impl Repr {
                 Some(v) if v.len() == n => out.extend_from_slice(v),
                 _ => return Err(internal("dense tile of the wrong dtype or length")),
             },
+            Repr::View { .. } => out.extend_from_slice(self.view_slice::<T>(n)?),
             Repr::Uninit => return Err(internal("a value was read before it was computed")),
         }
         Ok(())
+    }
+
+    /// The elements of a `View`, borrowed from the kernel's buffer.
+    fn view_slice<T: Element>(&self, n: usize) -> Result<&[T], ExecError> {
+        match *self {
+            Repr::View { addr, len } if len == n && addr % std::mem::align_of::<T>() == 0 && addr != 0 => {
+                // SAFETY: `memory::load` made the view from `n` in-bounds, aligned,
+                // initialised elements of T (never bool) of a launch buffer, which the
+                // launch contract keeps alive; `prepare` only allows views whose uses all
+                // happen before any store of this instance, so nothing in this instance
+                // writes the memory while the slice lives.
+                Ok(unsafe { std::slice::from_raw_parts(std::ptr::with_exposed_provenance::<T>(addr), n) })
+            }
+            _ => Err(internal("a buffer view of the wrong length or alignment")),
+        }
     }
 
     /// Replaces a lazy tile by its dense form (used by the dense-only mode).

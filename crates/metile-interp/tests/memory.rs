@@ -402,3 +402,26 @@ fn bad_arguments_are_reported() {
     unsafe { exe.launch(&[empty, bo, KernelArg::Scalar(ScalarValue::I32(0))], [1, 1, 1]) }.unwrap();
     assert_eq!(o, vec![0.0; 4]);
 }
+
+#[test]
+fn a_load_keeps_the_values_it_read_when_the_buffer_is_stored_to_later() {
+    // x = X[0..4]; X[0..4] = 0; Out = x + 1: the sum must see the loaded values.
+    let mut b = Builder::new("snapshot");
+    let x = b.add_param("X", ParamKind::Pointer(DType::F32));
+    let out = b.add_param("Out", ParamKind::Pointer(DType::F32));
+    let ar = b.arange(0, 4).unwrap();
+    let px = b.binary(BinaryOp::Add, x.into(), ar.into()).unwrap();
+    let v = b.load(px.into(), None, None).unwrap();
+    let early = b.binary(BinaryOp::Mul, v.into(), Operand::Float(2.0)).unwrap();
+    b.store(px.into(), Operand::Float(0.0), None).unwrap();
+    let late = b.binary(BinaryOp::Add, v.into(), Operand::Float(1.0)).unwrap();
+    let sum = b.binary(BinaryOp::Add, late.into(), early.into()).unwrap();
+    let po = b.binary(BinaryOp::Add, out.into(), ar.into()).unwrap();
+    b.store(po.into(), sum.into(), None).unwrap();
+    let out = run1(
+        b.finish().unwrap(),
+        &[f32s(&[1.0, 2.0, 3.0, 4.0]), Data::zeros(DType::F32, 4)],
+    );
+    assert_eq!(out[0].f32s(), vec![0.0; 4]);
+    assert_eq!(out[1].f32s(), vec![4.0, 7.0, 10.0, 13.0]);
+}
