@@ -386,6 +386,31 @@ def test_loops_over_python_iterables_unroll():
     assert " for " not in ir and len(re.findall(r"= load ", ir)) == 2
 
 
+def assorted_statements(X, N, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    acc = metile.zeros((BLOCK,))
+    for k in metile.tile_range(0, N, BLOCK):
+        acc += metile.load(X + k + offs)
+    for _i, (shift, weight) in enumerate([(0, 1.0), (1, 2.0)]):
+        acc = acc * weight + shift
+    for r in range(3):
+        last = r
+    total = 0.0
+    for _k in metile.tile_range(0, N, BLOCK):
+        if (y := metile.sum(acc)) > 0:
+            total = total + y
+        else:
+            total -= 1
+    metile.store(X + offs, acc + last + total)
+
+
+def test_augmented_assignment_tuple_targets_and_walrus():
+    ir = trace(assorted_statements, [ptr("X"), scalar("N")], BLOCK=16).text
+    assert re.search(r"= for .* : f32\[16\] \{", ir)
+    assert re.search(r"= for .* : f32 \{", ir)
+    assert re.search(r"    %\d+ = if %\d+ : f32 \{", ir)
+
+
 # ---------------------------------------------------------------- proxies
 
 

@@ -110,8 +110,10 @@ class Liveness:
             self._loops.pop()
 
     def _stmt(self, s: ast.stmt, out: set[str]) -> set[str]:
+        # A walrus (`if (y := f(x)) > 0:`) binds before the code that follows it.
         if isinstance(s, ast.If):
-            return loaded_names(s.test) | self.block(s.body, out) | self.block(s.orelse, out)
+            branches = self.block(s.body, out) | self.block(s.orelse, out)
+            return loaded_names(s.test) | (branches - stored_names(s.test))
         if isinstance(s, (ast.For, ast.AsyncFor)):
             exits = self.block(s.orelse, out)
             targets = stored_names(s.target)
@@ -120,14 +122,14 @@ class Liveness:
                 body_in = self._loop_body(s.body, out, head)
                 new_head = exits | (body_in - targets) | loaded_names(s.target)
                 if new_head == head:
-                    return loaded_names(s.iter) | head
+                    return loaded_names(s.iter) | (head - stored_names(s.iter))
                 head = new_head
         if isinstance(s, ast.While):
             exits = self.block(s.orelse, out)
-            test = loaded_names(s.test)
-            head = test | exits
+            test, bound = loaded_names(s.test), stored_names(s.test)
+            head = test | (exits - bound)
             while True:
-                new_head = test | exits | self._loop_body(s.body, out, head)
+                new_head = test | ((exits | self._loop_body(s.body, out, head)) - bound)
                 if new_head == head:
                     return head
                 head = new_head
@@ -153,8 +155,11 @@ class Liveness:
                 return out | loaded_names(s.target)
             targets = s.targets if isinstance(s, (ast.Assign, ast.Delete)) else [getattr(s, "target", None)]
             targets = [t for t in targets if t is not None]
-            kills = stored_names(s) if isinstance(s, (ast.Import, ast.ImportFrom)) else stored_names(targets)
             value = getattr(s, "value", None)
+            if isinstance(s, (ast.Import, ast.ImportFrom)):
+                kills = stored_names(s)
+            else:
+                kills = stored_names(targets) | (stored_names(value) if value is not None else set())
             return (out - kills) | loaded_names(value) | set().union(*(loaded_names(t) for t in targets))
         if isinstance(s, ast.AugAssign):
             return out | loaded_names(s.value) | loaded_names(s.target) | stored_names(s.target)
@@ -163,7 +168,7 @@ class Liveness:
         if type(s).__name__ == "Match":
             cases = [self.block(c.body, out) for c in s.cases]  # type: ignore[attr-defined]
             return out | loaded_names(s) | set().union(*cases)
-        return out | loaded_names(s)
+        return (out - stored_names(s)) | loaded_names(s)
 
 
 @dataclass(frozen=True)
