@@ -685,3 +685,40 @@ fn broadcast_and_expand_dims_follow_numpy() {
     let out = run1(b.finish().unwrap(), &[Data::zeros(DType::I32, 12)]);
     assert_eq!(out[0].i32s(), vec![0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23]);
 }
+
+#[test]
+fn meaningless_op_and_dtype_pairs_are_refused_at_prepare() {
+    // The builder refuses bitwise ops on floats; hand-built IR is refused by the
+    // interpreter with the op, the reason and the line.
+    let mut f = map_kernel(4, &[DType::I32, DType::I32], |b, v| {
+        b.set_loc(loc(21));
+        b.binary(BinaryOp::And, v[0].into(), v[1].into()).unwrap()
+    });
+    // Retype every i32 value to f32 and the pointers to f32 pointers.
+    for ty in &mut f.values {
+        ty.elem = match ty.elem {
+            metile_ir::Elem::Scalar(DType::I32) if !ty.shape.is_empty() => {
+                metile_ir::Elem::Scalar(DType::F32)
+            }
+            metile_ir::Elem::Ptr(DType::I32, s) => metile_ir::Elem::Ptr(DType::F32, s),
+            e => e,
+        };
+    }
+    for p in &mut f.params {
+        p.kind = ParamKind::Pointer(DType::F32);
+    }
+    // Offsets (arange) stay integers; only loaded values became floats.
+    let offs = f.body.ops[0].results[0];
+    f.values[offs.index()] = metile_ir::Type::tile(DType::I32, &[4]);
+    match metile_interp::Executable::new(std::sync::Arc::new(f)) {
+        Err(err @ metile_interp::ExecError::Unsupported { .. }) => {
+            let msg = err.to_string();
+            assert!(
+                msg.contains("`and`") && msg.contains("f32") && msg.contains("test_kernel.py:21"),
+                "{msg}"
+            );
+        }
+        Err(other) => panic!("unexpected error {other}"),
+        Ok(_) => panic!("bitwise and on f32 must be refused"),
+    }
+}
