@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 import sys
+import weakref
 from collections.abc import Callable
 from types import CodeType
 
@@ -12,29 +13,33 @@ from metile import _metile
 from metile._frontend.rewrite import rewrite
 from metile._frontend.signature import analyze_signature
 
-# Per Python function (its code object): the rewrite factory and the signature.
-_REWRITTEN: dict[CodeType, Callable[..., Callable]] = {}
-_SIGNATURES: dict[CodeType, tuple[list[str], list[bool]]] = {}
+# The rewrite of each kernel's code, by identity: (code, globals, factory),
+# keeping both alive so their ids are not reused (equal code objects from a
+# reloaded module must not share a factory bound to the old globals).
+_REWRITTEN: dict[int, tuple[CodeType, dict, Callable[..., Callable]]] = {}
+_SIGNATURES: weakref.WeakKeyDictionary[Callable, tuple[list[str], list[bool]]] = weakref.WeakKeyDictionary()
 
 
 def _factory(fn: Callable) -> Callable[..., Callable]:
-    factory = _REWRITTEN.get(fn.__code__)
-    if factory is None:
-        try:
-            factory = rewrite(fn)
-        except OSError as e:
-            raise _metile.CompilationError(
-                f"cannot read the source of kernel {fn.__name__} ({e}); kernels must be defined in a "
-                "file (not typed at an interactive prompt or built with exec) so meTile can compile them"
-            ) from None
-        _REWRITTEN[fn.__code__] = factory
+    code = fn.__code__
+    entry = _REWRITTEN.get(id(code))
+    if entry is not None and entry[0] is code and entry[1] is fn.__globals__:
+        return entry[2]
+    try:
+        factory = rewrite(fn)
+    except OSError as e:
+        raise _metile.CompilationError(
+            f"cannot read the source of kernel {fn.__name__} ({e}); kernels must be defined in a "
+            "file (not typed at an interactive prompt or built with exec) so meTile can compile them"
+        ) from None
+    _REWRITTEN[id(code)] = (code, fn.__globals__, factory)
     return factory
 
 
 def _signature(fn: Callable) -> tuple[list[str], list[bool]]:
-    sig = _SIGNATURES.get(fn.__code__)
+    sig = _SIGNATURES.get(fn)
     if sig is None:
-        sig = _SIGNATURES[fn.__code__] = analyze_signature(fn)
+        sig = _SIGNATURES[fn] = analyze_signature(fn)
     return sig
 
 
