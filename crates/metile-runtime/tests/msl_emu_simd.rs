@@ -196,3 +196,44 @@ fn divergent_simd_calls_are_reported() {
         "{message}"
     );
 }
+
+#[test]
+fn back_to_back_shuffles_and_narrow_types() {
+    let compiler = require_compiler!();
+    // 64 shuffles in a row: a lane that resumes first and races ahead must
+    // not overwrite a slot that slower lanes still have to read.
+    let body = "    float v = x[tid];\n\
+                for (int i = 0; i < 64; ++i) {\n\
+                    v = simd_shuffle_rotate_down(v, 1) + float(i % 3);\n\
+                }\n\
+                half h = simd_sum(half(x[tid]));\n\
+                bfloat b = simd_max(bfloat(x[tid]));\n\
+                out[3 * tid + 0] = v;\n\
+                out[3 * tid + 1] = float(h);\n\
+                out[3 * tid + 2] = float(b);";
+    let kernel = compile(
+        &compiler,
+        &simd_kernel("rotations", body),
+        &entry("rotations", lane_params()),
+    );
+    let mut x: Vec<f32> = (0..64).map(|i| i as f32).collect();
+    let mut out = vec![0f32; 192];
+    run(&kernel, &[buf(&mut x), buf(&mut out)], [1, 1, 1], 64);
+    for sg in 0..2 {
+        let mut lanes: Vec<f32> = x[sg * 32..sg * 32 + 32].to_vec();
+        for i in 0..64 {
+            lanes = (0..32).map(|l| lanes[(l + 1) % 32] + (i % 3) as f32).collect();
+        }
+        // half sums in lane order, rounding after every addition.
+        let mut h = half::f16::from_f32(0.0);
+        for l in 0..32 {
+            h = half::f16::from_f32(h.to_f32() + half::f16::from_f32(x[sg * 32 + l]).to_f32());
+        }
+        for l in 0..32 {
+            let t = sg * 32 + l;
+            assert_eq!(out[3 * t], lanes[l], "lane {l} of simdgroup {sg}");
+            assert_eq!(out[3 * t + 1], h.to_f32());
+            assert_eq!(out[3 * t + 2], x[sg * 32 + 31]);
+        }
+    }
+}

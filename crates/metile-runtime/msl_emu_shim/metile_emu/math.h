@@ -205,6 +205,9 @@ inline float clamp(float x, float lo, float hi) { return __builtin_fminf(__built
 inline half min(half a, half b) { return half(__builtin_fminf(float(a), float(b))); }
 inline half max(half a, half b) { return half(__builtin_fmaxf(float(a), float(b))); }
 inline half clamp(half x, half lo, half hi) { return min(max(x, lo), hi); }
+inline bfloat min(bfloat a, bfloat b) { return bfloat(__builtin_fminf(float(a), float(b))); }
+inline bfloat max(bfloat a, bfloat b) { return bfloat(__builtin_fmaxf(float(a), float(b))); }
+inline bfloat clamp(bfloat x, bfloat lo, bfloat hi) { return min(max(x, lo), hi); }
 
 inline char abs(char x) { return x < 0 ? char(-x) : x; }
 inline short abs(short x) { return x < 0 ? short(-x) : x; }
@@ -216,6 +219,7 @@ inline uint abs(uint x) { return x; }
 inline ulong abs(ulong x) { return x; }
 inline float abs(float x) { return __builtin_fabsf(x); }
 inline half abs(half x) { return half(__builtin_fabsf(float(x))); }
+inline bfloat abs(bfloat x) { return bfloat::from_bits((unsigned short)(x.bits & 0x7fffu)); }
 
 template <class T, int N> inline vec<T, N> min(vec<T, N> a, vec<T, N> b) {
   return detail::map2(a, b, [](T x, T y) { return min(x, y); });
