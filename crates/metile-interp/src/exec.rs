@@ -137,6 +137,14 @@ impl Machine<'_> {
     fn block(&self, block: &Block, w: &mut Worker, pid: [u32; 3]) -> Result<(), ExecError> {
         for ins in &block.instrs {
             self.step(ins, w, pid)?;
+            if ins.scalar_result {
+                for &o in &ins.outs {
+                    let o = o as usize;
+                    if !self.program.slot_is_tile[o] {
+                        w.regs[o].repr.normalize_scalar(self.program.slot_storage[o])?;
+                    }
+                }
+            }
             if !self.lazy {
                 for &o in &ins.outs {
                     let o = o as usize;

@@ -35,6 +35,8 @@ pub(crate) struct Instr {
     pub outs: Vec<u32>,
     /// Elements of the first result (or of the stored tile for stores).
     pub numel: usize,
+    /// Some result is a rank-0 number, which must end up held as a splat.
+    pub scalar_result: bool,
     pub loc: Loc,
 }
 
@@ -328,8 +330,13 @@ impl<'f> Preparer<'f> {
             OpKind::Store { .. } => self.ty(op.operands[0]).numel(),
             _ => numel,
         };
+        let scalar_result = op
+            .results
+            .iter()
+            .any(|&r| self.ty(r).is_scalar() && !self.ty(r).is_ptr());
         Ok(Instr {
             exec,
+            scalar_result,
             ins: slots(&op.operands),
             outs: slots(&op.results),
             numel,
@@ -341,8 +348,20 @@ impl<'f> Preparer<'f> {
         let out_ty = op.results.first().map(|&r| self.ty(r));
         let in_ty = |i: usize| self.ty(op.operands[i]);
         Ok(match &op.kind {
-            OpKind::ProgramId { axis } => Exec::ProgramId(usize::from(*axis).min(2)),
-            OpKind::NumPrograms { axis } => Exec::NumPrograms(usize::from(*axis).min(2)),
+            OpKind::ProgramId { axis } | OpKind::NumPrograms { axis } => {
+                let axis = usize::from(*axis);
+                if axis > 2 {
+                    return Err(unsupported(
+                        op,
+                        format!("grid axis {axis} (the grid has axes 0, 1 and 2)"),
+                    ));
+                }
+                if matches!(op.kind, OpKind::ProgramId { .. }) {
+                    Exec::ProgramId(axis)
+                } else {
+                    Exec::NumPrograms(axis)
+                }
+            }
             OpKind::Constant(lit) => {
                 let d = self.dtype(op, op.results[0])?;
                 Exec::Constant(crate::elem::with_elem!(d, T => literal_bits::<T>(*lit)))

@@ -148,6 +148,20 @@ impl Repr {
         Ok(())
     }
 
+    /// Turns a one-element dense or view value (a scalar computed by a tile kernel,
+    /// such as a load through a scalar pointer) into a splat.
+    pub(crate) fn normalize_scalar(&mut self, storage: DType) -> Result<(), ExecError> {
+        if matches!(self, Repr::Dense(_) | Repr::View { .. }) {
+            let bits = crate::elem::with_elem!(storage, T => {
+                let mut buf: Vec<T> = Vec::new();
+                let first = self.dense_slice::<T>(1, &mut buf)?.first().copied();
+                first.map(Element::to_bits).ok_or_else(|| internal("an empty scalar"))?
+            });
+            *self = Repr::Splat(bits);
+        }
+        Ok(())
+    }
+
     /// The single value of a scalar (rank-0) value.
     pub(crate) fn scalar_bits(&self) -> Result<u64, ExecError> {
         match self {

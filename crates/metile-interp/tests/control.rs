@@ -563,3 +563,39 @@ proptest! {
         prop_assert_eq!(out[2].f32s(), want);
     }
 }
+
+#[test]
+fn scalars_loaded_from_memory_drive_loops_and_branches() {
+    // n = N[0]; total = sum(range(n)); if total > 5: Out[0] = total else Out[0] = -1.
+    let mut b = Builder::new("scalar_load");
+    let np = b.add_param("N", ParamKind::Pointer(DType::I32));
+    let out = b.add_param("Out", ParamKind::Pointer(DType::I32));
+    let n = b.load(np.into(), None, None).unwrap();
+    let zero = b.constant(Literal::Int(0), DType::I32);
+    let one = b.constant(Literal::Int(1), DType::I32);
+    let s = Type::scalar(DType::I32);
+    let args = b.push_block(&[s.clone(), s.clone()]);
+    let acc = b.binary(BinaryOp::Add, args[1].into(), args[0].into()).unwrap();
+    b.yield_values(&[acc]);
+    let body = b.pop_block().unwrap();
+    let total = b.finish_for(zero, n, one, &[zero], body).unwrap()[0];
+    let cond = b.compare(CmpOp::Gt, total.into(), Operand::Int(5)).unwrap();
+    b.push_block(&[]);
+    b.yield_values(&[total]);
+    let then_b = b.pop_block().unwrap();
+    b.push_block(&[]);
+    let minus = b.constant(Literal::Int(-1), DType::I32);
+    b.yield_values(&[minus]);
+    let else_b = b.pop_block().unwrap();
+    let r = b.finish_if(cond, then_b, else_b, vec![s]);
+    b.store(out.into(), r[0].into(), None).unwrap();
+    let f = b.finish().unwrap();
+    assert_eq!(
+        run1(f.clone(), &[i32s(&[5]), Data::zeros(DType::I32, 1)])[1].i32s(),
+        vec![10]
+    );
+    assert_eq!(
+        run1(f, &[i32s(&[3]), Data::zeros(DType::I32, 1)])[1].i32s(),
+        vec![-1]
+    );
+}
