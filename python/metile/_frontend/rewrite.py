@@ -120,7 +120,7 @@ class _Rewriter(ast.NodeTransformer):
         )
         ret = ast.Return(value=_names_tuple(results, ast.Load()))
         fn = ast.FunctionDef(name=name, args=args, body=[*body, ret], decorator_list=[], returns=None)
-        if hasattr(fn, "type_params"):
+        if "type_params" in ast.FunctionDef._fields:
             fn.type_params = []
         return fn
 
@@ -244,7 +244,7 @@ def rewrite(fn: Callable) -> Callable[..., Callable]:
         decorator_list=[],
         returns=None,
     )
-    if hasattr(factory, "type_params"):
+    if "type_params" in ast.FunctionDef._fields:
         factory.type_params = []
     ast.copy_location(factory, kernel_def)
     tree = ast.Module(body=[factory], type_ignores=[])
