@@ -12,6 +12,7 @@ use crate::errors::CompilationError;
 
 mod control;
 mod ops;
+mod roles;
 mod state;
 mod tile;
 
@@ -142,5 +143,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_kernel, m)?)?;
     ops::register(m)?;
     control::register(m)?;
+    roles::register(m)?;
     Ok(())
 }

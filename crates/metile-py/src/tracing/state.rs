@@ -129,6 +129,12 @@ pub fn with_root<R>(f: impl FnOnce(&mut Trace) -> PyResult<R>) -> PyResult<R> {
     })
 }
 
+/// Drops the innermost region after an error inside it, so a caller that
+/// catches the error finds the builder as it was.
+pub fn discard_region(py: Python<'_>) {
+    let _ = with_trace(py, "a region", |t| t.pop_region(py).map(|_| ()));
+}
+
 /// Whether a kernel is being traced on this thread.
 pub fn tracing_active() -> bool {
     CURRENT.with(|cell| cell.try_borrow().map(|s| s.is_some()).unwrap_or(true))
