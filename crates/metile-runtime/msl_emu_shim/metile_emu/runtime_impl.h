@@ -30,7 +30,7 @@ struct MetileEmuLaunch {
 
 namespace metile_emu {
 
-constexpr u32 abi_version = 1;
+constexpr u32 abi_version = 2;
 constexpr u32 max_threads_per_group = 1024;
 
 // Saved execution state of a fiber or of the scheduler (METILE_EMU_ASM_SWITCH
@@ -73,7 +73,7 @@ struct Group {
   u32 barrier_site;
   u32 position[3];
   Context scheduler;
-  int status;  // 0: all threads returned; 1: error reported in the launch's message buffer
+  int status;  // 0: all threads returned; 1: error in the launch's message buffer; 2: fault
 };
 
 }  // namespace metile_emu
@@ -276,6 +276,16 @@ inline void switch_away(Group* g, Fiber* self) {
 
 [[noreturn]] inline void abort_group(Group* g) {
   g->status = 1;
+  switch_context(&g->fibers[g->current].context, &g->scheduler);
+  __builtin_unreachable();
+}
+
+// Entered on a spare stack when the host's fault handler has caught a memory
+// fault or arithmetic trap in kernel code (the host then reports it): ends
+// the group like any other error. Status 2 tells the host to use its record.
+[[noreturn]] inline void abort_after_fault() {
+  Group* g = current_group;
+  g->status = 2;
   switch_context(&g->fibers[g->current].context, &g->scheduler);
   __builtin_unreachable();
 }

@@ -16,7 +16,7 @@ pub const MIN_CLANG_MAJOR: u32 = 18;
 const MIN_APPLE_CLANG_MAJOR: u32 = 16;
 
 /// Bumped when the compile flags or the cache layout change.
-const CACHE_FORMAT: &str = "metile-msl-emu-2";
+const CACHE_FORMAT: &str = "metile-msl-emu-3";
 
 const COMPILE_FLAGS: &[&str] = &[
     "-x",
@@ -39,6 +39,9 @@ const COMPILE_FLAGS: &[&str] = &[
     "-Xclang",
     "-ffloat16-excess-precision=none",
     "-fno-math-errno",
+    // Touch every page of a large stack frame in order, so a fiber that
+    // overflows its stack hits its guard page instead of a neighbour's stack.
+    "-fstack-clash-protection",
     // MSL attributes such as [[buffer(0)]] mean nothing to clang.
     "-Wno-unknown-attributes",
     "-Wno-user-defined-literals",

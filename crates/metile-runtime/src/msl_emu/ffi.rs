@@ -4,7 +4,7 @@
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
 
 /// Bumped together with `metile_emu::abi_version` in the shim.
-pub(crate) const ABI_VERSION: u32 = 1;
+pub(crate) const ABI_VERSION: u32 = 2;
 
 #[repr(C)]
 pub(crate) struct LaunchDesc {
@@ -27,8 +27,15 @@ pub(crate) type RunGroupFn = unsafe extern "C" fn(*const LaunchDesc, c_uint, c_u
 pub(crate) type ScratchBytesFn = unsafe extern "C" fn(c_uint) -> usize;
 pub(crate) type AbiVersionFn = unsafe extern "C" fn() -> c_uint;
 pub(crate) type ScalarBytesFn = unsafe extern "C" fn(c_uint) -> c_ulong;
+/// Never returns; entered by redirecting a faulting thread (see `trap.rs`).
+pub(crate) type AbortAfterFaultFn = unsafe extern "C" fn();
+
+/// `run_group` statuses.
+pub(crate) const STATUS_OK: i32 = 0;
+pub(crate) const STATUS_FAULT: i32 = 2;
 
 pub(crate) const RUN_GROUP_SYMBOL: &[u8] = b"metile_emu_run_group\0";
 pub(crate) const SCRATCH_BYTES_SYMBOL: &[u8] = b"metile_emu_scratch_bytes\0";
 pub(crate) const ABI_VERSION_SYMBOL: &[u8] = b"metile_emu_abi_version\0";
 pub(crate) const SCALAR_BYTES_SYMBOL: &[u8] = b"metile_emu_scalar_param_bytes\0";
+pub(crate) const ABORT_AFTER_FAULT_SYMBOL: &[u8] = b"metile_emu_abort_after_fault\0";

@@ -3,6 +3,8 @@
 
 use super::ffi::{self, LaunchDesc};
 use super::stacks::with_worker_memory;
+use super::staging::{HostBuffer, StagedBuffers};
+use super::trap::{self, ActiveGroup, Fault};
 use super::wrapper::EntryLayout;
 use super::EmuError;
 use rayon::prelude::*;
@@ -34,6 +36,7 @@ pub struct EmuKernel {
     from_disk_cache: bool,
     run_group: ffi::RunGroupFn,
     scratch_bytes: ffi::ScratchBytesFn,
+    abort_after_fault: ffi::AbortAfterFaultFn,
     // Declared last: dropped after the function pointers above stop being used.
     _library: libloading::Library,
 }
@@ -71,22 +74,26 @@ impl EmuKernel {
         };
         // SAFETY: the library was built by this module from the shim; its
         // initialisers only set up constants.
-        let library = unsafe { libloading::Library::new(path) }.map_err(|e| load_error(e.to_string()))?;
+        let library = unsafe { libloading::Library::new(path) }
+            .map_err(|e| load_error(format!("{e} (entry symbols missing)")))?;
         // SAFETY: the symbol types match the definitions the wrapper generates.
-        let (run_group, scratch_bytes, abi, scalar_fn) = unsafe {
+        let (run_group, scratch_bytes, abi, scalar_fn, abort_after_fault) = unsafe {
             let run: libloading::Symbol<ffi::RunGroupFn> = library
                 .get(ffi::RUN_GROUP_SYMBOL)
-                .map_err(|e| load_error(e.to_string()))?;
+                .map_err(|e| load_error(format!("{e} (entry symbols missing)")))?;
             let scratch: libloading::Symbol<ffi::ScratchBytesFn> = library
                 .get(ffi::SCRATCH_BYTES_SYMBOL)
-                .map_err(|e| load_error(e.to_string()))?;
+                .map_err(|e| load_error(format!("{e} (entry symbols missing)")))?;
             let abi: libloading::Symbol<ffi::AbiVersionFn> = library
                 .get(ffi::ABI_VERSION_SYMBOL)
-                .map_err(|e| load_error(e.to_string()))?;
+                .map_err(|e| load_error(format!("{e} (entry symbols missing)")))?;
             let scalar: libloading::Symbol<ffi::ScalarBytesFn> = library
                 .get(ffi::SCALAR_BYTES_SYMBOL)
-                .map_err(|e| load_error(e.to_string()))?;
-            (*run, *scratch, abi(), *scalar)
+                .map_err(|e| load_error(format!("{e} (entry symbols missing)")))?;
+            let abort: libloading::Symbol<ffi::AbortAfterFaultFn> = library
+                .get(ffi::ABORT_AFTER_FAULT_SYMBOL)
+                .map_err(|e| load_error(format!("{e} (entry symbols missing)")))?;
+            (*run, *scratch, abi(), *scalar, *abort)
         };
         if abi != ffi::ABI_VERSION {
             return Err(load_error(format!(
@@ -106,6 +113,7 @@ impl EmuKernel {
             from_disk_cache,
             run_group,
             scratch_bytes,
+            abort_after_fault,
             _library: library,
         })
     }
@@ -132,20 +140,90 @@ impl EmuKernel {
     /// Runs every threadgroup of `grid` with `threads_per_group` threads each
     /// (1-D threadgroups); threadgroups run in parallel across cores, each
     /// thread a fiber. Returns once all threadgroups have finished, or with the
-    /// first error (a deadlock, a divergent barrier or SIMD-group call).
+    /// first error: a deadlock, a divergent barrier or SIMD-group call, or a
+    /// fault in kernel code.
+    ///
+    /// Buffers are bounds-checked: each is copied between inaccessible guard
+    /// zones for the launch (and copied back if writable), so an access past
+    /// either end is reported as an error naming the argument and the byte
+    /// offset, as are fiber stack overflows, wild addresses and integer
+    /// division by zero. Accesses within the last 15 bytes of padding after a
+    /// buffer go unnoticed. Where faults cannot be caught (hosts other than
+    /// Linux on x86-64/AArch64) this is `launch_unchecked`.
     ///
     /// # Safety
     /// Every `Buffer` must point to `len_bytes` bytes valid for reads and
-    /// writes for the whole launch, not accessed by anyone else meanwhile, and
-    /// the kernel must stay within them (the emulator does not check its
-    /// memory accesses).
+    /// writes for the whole launch and not accessed by anyone else meanwhile.
     pub unsafe fn launch(
         &self,
         args: &[LaunchArg],
         grid: [u32; 3],
         threads_per_group: u32,
     ) -> Result<(), EmuError> {
+        if !trap::SUPPORTED {
+            return self.launch_unchecked(args, grid, threads_per_group);
+        }
+        let mut prepared = self.prepare(args, grid, threads_per_group)?;
+        let buffers: Vec<HostBuffer> = args
+            .iter()
+            .enumerate()
+            .filter_map(|(arg, a)| match a {
+                LaunchArg::Buffer { ptr, len_bytes } => Some(HostBuffer {
+                    arg,
+                    ptr: *ptr,
+                    len: *len_bytes,
+                    writable: self.layout.arg_writable[arg],
+                }),
+                LaunchArg::Scalar(_) => None,
+            })
+            .collect();
+        // SAFETY: the caller promises the buffers are valid (see above).
+        let staged = unsafe { StagedBuffers::stage(&buffers)? };
+        for (buffer, &pointer) in buffers.iter().zip(&staged.pointers) {
+            prepared.launch.args[buffer.arg] = pointer.cast_const().cast();
+        }
+        prepared.staged = Some(staged);
+        let mut result = self.run_all(&prepared, grid, threads_per_group);
+        if let Some(staged) = &prepared.staged {
+            if result.is_ok() {
+                if let Some((region, offset)) = staged.damaged_canary() {
+                    result = Err(self.out_of_bounds_error(
+                        prepared.staged.as_ref(),
+                        None,
+                        region,
+                        offset,
+                        "write",
+                    ));
+                }
+            }
+            // SAFETY: as above; the launch has finished with the staged copies.
+            unsafe { staged.copy_back() };
+        }
+        result
+    }
+
+    /// `launch` without staging or fault handling: the kernel works on the
+    /// caller's memory directly, and an out-of-bounds access or a trap in
+    /// kernel code has its usual effect on the process.
+    ///
+    /// # Safety
+    /// As `launch`, and the kernel must stay within its buffers.
+    pub unsafe fn launch_unchecked(
+        &self,
+        args: &[LaunchArg],
+        grid: [u32; 3],
+        threads_per_group: u32,
+    ) -> Result<(), EmuError> {
         let prepared = self.prepare(args, grid, threads_per_group)?;
+        self.run_all(&prepared, grid, threads_per_group)
+    }
+
+    fn run_all(
+        &self,
+        prepared: &PreparedLaunch,
+        grid: [u32; 3],
+        threads_per_group: u32,
+    ) -> Result<(), EmuError> {
         let group_count = grid.iter().map(|&g| u64::from(g)).product::<u64>();
         if group_count == 0 {
             return Ok(());
@@ -154,11 +232,11 @@ impl EmuKernel {
         let scratch_bytes = unsafe { (self.scratch_bytes)(threads_per_group) };
         if group_count == 1 {
             // No hand-off to the pool: the caller's thread stays warm across launches.
-            return self.run_one(&prepared, 0, scratch_bytes);
+            return self.run_one(prepared, 0, scratch_bytes);
         }
         (0..group_count)
             .into_par_iter()
-            .try_for_each(|linear| self.run_one(&prepared, linear, scratch_bytes))
+            .try_for_each(|linear| self.run_one(prepared, linear, scratch_bytes))
     }
 
     /// Checks the arguments against the entry description and copies scalars
@@ -231,6 +309,7 @@ impl EmuKernel {
                 threads,
             },
             _scalars: scalars,
+            staged: None,
         })
     }
 
@@ -264,11 +343,28 @@ impl EmuKernel {
                     error_message: message.as_mut_ptr().cast(),
                     error_capacity: ERROR_CAPACITY,
                 };
+                let no_guards = [];
+                let active = ActiveGroup {
+                    resume_at: self.abort_after_fault as usize,
+                    spare_stack_top: memory.stacks.spare_top(),
+                    regions: prepared.staged.as_ref().map_or(&no_guards[..], |s| &s.guards[..]),
+                    fiber_base: memory.stacks.base() as usize,
+                    fiber_stride: memory.stacks.stride,
+                    fiber_guard: memory.stacks.guard,
+                    fiber_count: memory.stacks.count,
+                    fault: std::cell::Cell::new(None),
+                };
                 // SAFETY: desc describes live memory sized as the library asked;
                 // buffer validity is the caller's promise (see `launch`).
-                let status = unsafe { (self.run_group)(&desc, position[0], position[1], position[2]) };
-                if status == 0 {
+                let status = trap::with_active(&active, || unsafe {
+                    (self.run_group)(&desc, position[0], position[1], position[2])
+                });
+                if status == ffi::STATUS_OK {
                     return Ok(());
+                }
+                if status == ffi::STATUS_FAULT {
+                    let fault = active.fault.get();
+                    return Err(self.fault_error(prepared, position, fault));
                 }
                 let end = message.iter().position(|&b| b == 0).unwrap_or(ERROR_CAPACITY);
                 Err(EmuError::Kernel {
@@ -280,8 +376,81 @@ impl EmuKernel {
     }
 }
 
-/// The shared launch values plus the scalar copies its pointers refer to.
+impl EmuKernel {
+    fn out_of_bounds_error(
+        &self,
+        staged: Option<&StagedBuffers>,
+        position: Option<[u32; 3]>,
+        region: usize,
+        offset: isize,
+        access: &str,
+    ) -> EmuError {
+        let place = match position {
+            Some([x, y, z]) => format!("threadgroup ({x}, {y}, {z}): "),
+            None => String::new(),
+        };
+        let what = match staged.and_then(|s| s.region_info(region)) {
+            Some((args, len)) => {
+                let names: Vec<String> = args
+                    .iter()
+                    .map(|&a| format!("argument {a} ({})", self.layout.arg_types[a]))
+                    .collect();
+                format!(
+                    "out-of-bounds {access} to buffer {} at byte offset {offset}; the buffer has {len} bytes",
+                    names.join(" / ")
+                )
+            }
+            None => format!("out-of-bounds {access} at byte offset {offset} of a buffer"),
+        };
+        let when = if position.is_none() {
+            " (found after the launch)"
+        } else {
+            ""
+        };
+        EmuError::Kernel {
+            kernel: self.kernel_name.clone(),
+            message: format!("{place}{what}{when}"),
+        }
+    }
+
+    fn fault_error(&self, prepared: &PreparedLaunch, position: [u32; 3], fault: Option<Fault>) -> EmuError {
+        let [x, y, z] = position;
+        let what = match fault {
+            Some(Fault::OutOfBounds { region, offset }) => {
+                return self.out_of_bounds_error(
+                    prepared.staged.as_ref(),
+                    Some(position),
+                    region,
+                    offset,
+                    "access",
+                );
+            }
+            Some(Fault::StackOverflow { thread }) => format!(
+                "thread {thread} overflowed its {} KiB fiber stack (large local arrays or deep recursion)",
+                super::stacks::FIBER_STACK_BYTES / 1024
+            ),
+            Some(Fault::BadAddress { address }) => {
+                format!(
+                    "invalid memory access at address {address:#x} (a wild pointer, or far out of bounds)"
+                )
+            }
+            Some(Fault::Arithmetic) => "integer division by zero (or overflow) trapped".to_string(),
+            None => "fault in kernel code".to_string(),
+        };
+        EmuError::Kernel {
+            kernel: self.kernel_name.clone(),
+            message: format!("threadgroup ({x}, {y}, {z}): {what}"),
+        }
+    }
+}
+
+/// The shared launch values plus the scalar and buffer copies its pointers refer to.
 struct PreparedLaunch {
     launch: SharedLaunch,
     _scalars: Vec<Vec<u128>>,
+    staged: Option<StagedBuffers>,
 }
+
+// The staged mappings are only read by the workers (the kernel writes through
+// the raw pointers, which the caller of `launch` vouches for).
+unsafe impl Sync for PreparedLaunch {}

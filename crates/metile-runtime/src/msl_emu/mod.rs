@@ -34,6 +34,8 @@ mod kernel;
 mod lint;
 mod shim;
 mod stacks;
+mod staging;
+mod trap;
 mod wrapper;
 
 pub use compiler::{ClangVersion, EmuCompiler, MIN_CLANG_MAJOR};

@@ -14,6 +14,7 @@ pub(crate) struct WorkerMemory {
     pub stacks: FiberStacks,
     pub scratch: AlignedBuffer,
     pub threadgroup: AlignedBuffer,
+    _signal_stack: SignalStack,
 }
 
 thread_local! {
@@ -38,6 +39,7 @@ pub(crate) fn with_worker_memory<R>(
                 stacks: FiberStacks::new(count)?,
                 scratch: AlignedBuffer::default(),
                 threadgroup: AlignedBuffer::default(),
+                _signal_stack: SignalStack::ensure(),
             });
         }
         let memory = slot
@@ -76,12 +78,14 @@ impl AlignedBuffer {
     }
 }
 
-/// `count` fiber stacks, each `stride` bytes: a guard page then the usable stack.
+/// `count` fiber stacks, each `stride` bytes: a guard page then the usable
+/// stack, plus one spare stack after them that the fault handler resumes on.
 pub(crate) struct FiberStacks {
     base: *mut u8,
     total: usize,
     pub stride: usize,
     pub count: usize,
+    pub guard: usize,
 }
 
 // The stacks are plain memory owned by one worker at a time.
@@ -92,6 +96,11 @@ impl FiberStacks {
         self.base
     }
 
+    /// Top of the spare stack (16-byte aligned).
+    pub fn spare_top(&self) -> usize {
+        self.base as usize + (self.count + 1) * self.stride
+    }
+
     #[cfg(unix)]
     fn new(count: usize) -> Result<Self, EmuError> {
         // SAFETY: sysconf has no preconditions.
@@ -100,7 +109,7 @@ impl FiberStacks {
             .max(4096);
         let stride = FIBER_STACK_BYTES.div_ceil(page) * page + page;
         let total = stride
-            .checked_mul(count)
+            .checked_mul(count + 1)
             .ok_or_else(|| EmuError::BadLaunch("fiber stack size overflows".into()))?;
         // SAFETY: anonymous private mapping; the result is checked below.
         let base = unsafe {
@@ -120,7 +129,7 @@ impl FiberStacks {
             ));
         }
         let base = base.cast::<u8>();
-        for i in 0..count {
+        for i in 0..=count {
             // SAFETY: the guard page lies inside the mapping made above.
             let rc = unsafe { libc::mprotect(base.add(i * stride).cast(), page, libc::PROT_NONE) };
             if rc != 0 {
@@ -135,6 +144,7 @@ impl FiberStacks {
             total,
             stride,
             count,
+            guard: page,
         })
     }
 
@@ -156,6 +166,64 @@ impl Drop for FiberStacks {
         // SAFETY: base/total describe the mapping made in `new`, unmapped once.
         unsafe {
             libc::munmap(self.base.cast(), self.total);
+        }
+    }
+}
+
+/// An alternate signal stack for this thread, so the fault handler can run
+/// when a fiber has exhausted its own stack. Installed only if the thread has
+/// none (Rust's runtime gives its threads one, but not threads of a host
+/// process such as Python's); removed when the worker memory is dropped.
+pub(crate) struct SignalStack {
+    memory: Vec<u8>,
+}
+
+impl SignalStack {
+    const BYTES: usize = 64 * 1024;
+
+    #[cfg(target_os = "linux")]
+    fn ensure() -> SignalStack {
+        // SAFETY: querying and setting this thread's alternate signal stack
+        // with memory owned by the returned value.
+        unsafe {
+            let mut current: libc::stack_t = std::mem::zeroed();
+            if libc::sigaltstack(std::ptr::null(), &mut current) != 0
+                || current.ss_flags & libc::SS_DISABLE == 0
+            {
+                return SignalStack { memory: Vec::new() };
+            }
+            let mut memory = vec![0u8; Self::BYTES];
+            let stack = libc::stack_t {
+                ss_sp: memory.as_mut_ptr().cast(),
+                ss_flags: 0,
+                ss_size: Self::BYTES,
+            };
+            if libc::sigaltstack(&stack, std::ptr::null_mut()) != 0 {
+                return SignalStack { memory: Vec::new() };
+            }
+            SignalStack { memory }
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn ensure() -> SignalStack {
+        SignalStack { memory: Vec::new() }
+    }
+}
+
+impl Drop for SignalStack {
+    fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        if !self.memory.is_empty() {
+            // SAFETY: removes the alternate stack installed in `ensure` before its memory is freed.
+            unsafe {
+                let disable = libc::stack_t {
+                    ss_sp: std::ptr::null_mut(),
+                    ss_flags: libc::SS_DISABLE,
+                    ss_size: 0,
+                };
+                libc::sigaltstack(&disable, std::ptr::null_mut());
+            }
         }
     }
 }

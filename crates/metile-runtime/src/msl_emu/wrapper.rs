@@ -72,6 +72,10 @@ impl Builtin {
 pub(crate) struct EntryLayout {
     /// Kind of each launch argument (Buffer/Scalar params in order): true for a scalar.
     pub arg_is_scalar: Vec<bool>,
+    /// Per launch argument: a buffer the kernel may write (not `const`, not `constant`).
+    pub arg_writable: Vec<bool>,
+    /// Per launch argument: its MSL type, for error messages.
+    pub arg_types: Vec<String>,
     /// Total threadgroup memory per group, each allocation rounded up to 16 bytes.
     pub threadgroup_bytes: usize,
 }
@@ -118,6 +122,8 @@ pub(crate) fn generate(entry: &EntrySpec) -> Result<(String, EntryLayout), EmuEr
     let mut call_args = Vec::new();
     let mut scalar_cases = String::new();
     let mut arg_is_scalar = Vec::new();
+    let mut arg_writable = Vec::new();
+    let mut arg_types = Vec::new();
     let mut threadgroup_bytes = 0usize;
     for param in &entry.params {
         match param {
@@ -125,6 +131,11 @@ pub(crate) fn generate(entry: &EntrySpec) -> Result<(String, EntryLayout), EmuEr
                 let t = check_type(msl_type, "buffer", '*', &["device", "constant"])?;
                 call_args.push(format!("({t})args[{}]", arg_is_scalar.len()));
                 arg_is_scalar.push(false);
+                let read_only = t
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .any(|w| w == "const" || w == "constant");
+                arg_writable.push(!read_only);
+                arg_types.push(t);
             }
             EntryParam::Scalar { msl_type } => {
                 let t = check_type(msl_type, "scalar", '&', &["constant"])?;
@@ -133,6 +144,8 @@ pub(crate) fn generate(entry: &EntrySpec) -> Result<(String, EntryLayout), EmuEr
                 call_args.push(format!("*({pointee}*)args[{index}]"));
                 let _ = writeln!(scalar_cases, "    case {index}: return sizeof({pointee});");
                 arg_is_scalar.push(true);
+                arg_writable.push(false);
+                arg_types.push(t);
             }
             EntryParam::Threadgroup { msl_type, bytes } => {
                 let t = check_type(msl_type, "threadgroup", '*', &["threadgroup"])?;
@@ -183,6 +196,9 @@ pub(crate) fn generate(entry: &EntrySpec) -> Result<(String, EntryLayout), EmuEr
     text.push_str(
         "METILE_EXPORT unsigned metile_emu_abi_version(void) { return metile_emu::abi_version; }\n",
     );
+    text.push_str(
+        "METILE_EXPORT void metile_emu_abort_after_fault(void) { metile_emu::abort_after_fault(); }\n",
+    );
     text.push_str("METILE_EXPORT unsigned long metile_emu_scalar_param_bytes(unsigned index) {\n");
     text.push_str("  switch (index) {\n");
     text.push_str(&scalar_cases);
@@ -191,6 +207,8 @@ pub(crate) fn generate(entry: &EntrySpec) -> Result<(String, EntryLayout), EmuEr
         text,
         EntryLayout {
             arg_is_scalar,
+            arg_writable,
+            arg_types,
             threadgroup_bytes,
         },
     ))
@@ -229,7 +247,9 @@ mod tests {
         assert!(text.contains("(threadgroup half*)(tg + 112)"));
         assert!(text.contains("BuiltinKind::thread_index_in_simdgroup"));
         assert!(text.contains("case 1: return sizeof(constant int);"));
+        assert!(text.contains("metile_emu_abort_after_fault"));
         assert_eq!(layout.arg_is_scalar, vec![false, true]);
+        assert_eq!(layout.arg_writable, vec![false, false]);
         assert_eq!(layout.threadgroup_bytes, 128);
     }
 
