@@ -285,3 +285,15 @@ def test_f16_elementwise(device, rng):
     out = np.zeros_like(x)
     relu_f16[(metile.cdiv(n, 128),)](x, out, n, BLOCK=128)
     np.testing.assert_array_equal(out, np.maximum(x * np.float16(2), np.float16(0)))
+
+
+@metile.kernel
+def arange_from(Out, start, SIZE: metile.constexpr):
+    metile.store(Out + metile.arange(0, SIZE), metile.arange(start, SIZE))
+    metile.store(Out + SIZE + metile.arange(0, SIZE), metile.arange(3, SIZE))
+
+
+def test_arange_is_start_and_size(device):
+    out = np.zeros(16, np.int32)
+    arange_from[(1,)](out, 100, SIZE=8)
+    np.testing.assert_array_equal(out, np.r_[np.arange(100, 108), np.arange(3, 11)])

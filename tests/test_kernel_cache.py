@@ -40,3 +40,15 @@ def test_buffers_and_arrays_share_a_specialisation():
     copy[(1,)](metile.Buffer(data=x), out.numpy(), BLOCK=16)
     assert copy.cache_info()["traces"] == 1
     np.testing.assert_array_equal(out.numpy(), x)
+
+
+def test_constexpr_defaults_apply_when_not_passed():
+    @metile.kernel
+    def fill(Out, VALUE: metile.constexpr = 7, BLOCK: metile.constexpr = 8):
+        metile.store(Out + metile.arange(0, BLOCK), VALUE)
+
+    out = np.zeros(8, np.int32)
+    fill[(1,)](out)
+    np.testing.assert_array_equal(out, 7)
+    fill[(1,)](out, VALUE=3)
+    np.testing.assert_array_equal(out, 3)

@@ -3,6 +3,7 @@ function to the Rust kernel object, which owns binding, caching and launch."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Callable
 
 from metile import _frontend
@@ -18,4 +19,9 @@ def kernel(fn: Callable | None = None, /) -> Kernel | Callable[[Callable], Kerne
     if not callable(fn):
         raise TypeError(f"@metile.kernel decorates a function, got {type(fn).__name__}")
     names, is_constexpr = _frontend.analyze_signature(fn)
-    return Kernel(fn, fn.__name__, names, is_constexpr, _frontend.specialize)
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(fn).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    return Kernel(fn, fn.__name__, names, is_constexpr, _frontend.specialize, defaults)

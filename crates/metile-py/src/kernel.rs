@@ -79,6 +79,8 @@ pub struct Kernel {
     is_constexpr: Vec<bool>,
     /// Positions of the runtime parameters (the kernel's signature order).
     runtime_params: Vec<usize>,
+    /// Default values of constexpr parameters, by position.
+    defaults: Vec<Option<Py<PyAny>>>,
     specialize: Py<PyAny>,
     cache: Mutex<HashMap<SpecKey, Arc<Specialization>>>,
     traces: AtomicUsize,
@@ -110,6 +112,7 @@ impl Kernel {
         }
         let mut values: Vec<Option<Bound<'py, PyAny>>> = args.iter().map(Some).collect();
         values.resize(n, None);
+        let py = args.py();
         let mut num_sgs = None;
         if let Some(kwargs) = kwargs {
             for (key, value) in kwargs.iter() {
@@ -132,6 +135,11 @@ impl Kernel {
                         )))
                     }
                 }
+            }
+        }
+        for (value, default) in values.iter_mut().zip(&self.defaults) {
+            if let (None, Some(d)) = (&value, default) {
+                *value = Some(d.bind(py).clone());
             }
         }
         if let Some(missing) = values.iter().position(Option::is_none) {
@@ -173,7 +181,9 @@ impl Kernel {
         }
         let options = PyDict::new(py);
         options.set_item("threads_per_group", key.num_sgs.unwrap_or(4) * 32)?;
-        let traced = self.specialize.call1(py, (&self.func, runtime, constexprs, options))?;
+        let traced = self
+            .specialize
+            .call1(py, (&self.func, runtime, constexprs, options))?;
         let func = traced.bind(py).cast::<PyTileFunction>()?.get().func.clone();
         self.traces.fetch_add(1, Ordering::Relaxed);
         let compiled = device
@@ -239,16 +249,27 @@ unsafe impl Send for SendArgs {}
 #[pymethods]
 impl Kernel {
     #[new]
+    #[pyo3(signature = (func, name, params, is_constexpr, specialize, defaults=None))]
     fn new(
         func: Py<PyAny>,
         name: String,
         params: Vec<String>,
         is_constexpr: Vec<bool>,
         specialize: Py<PyAny>,
+        defaults: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Kernel> {
         if params.len() != is_constexpr.len() {
             return Err(PyValueError::new_err("params and is_constexpr differ in length"));
         }
+        let defaults = params
+            .iter()
+            .map(|p| -> PyResult<Option<Py<PyAny>>> {
+                Ok(match defaults {
+                    Some(d) => d.get_item(p)?.map(Bound::unbind),
+                    None => None,
+                })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
         let runtime_params = (0..params.len()).filter(|&i| !is_constexpr[i]).collect();
         Ok(Kernel {
             func,
@@ -256,6 +277,7 @@ impl Kernel {
             params,
             is_constexpr,
             runtime_params,
+            defaults,
             specialize,
             cache: Mutex::new(HashMap::new()),
             traces: AtomicUsize::new(0),
@@ -263,7 +285,10 @@ impl Kernel {
     }
 
     fn __getitem__(slf: &Bound<'_, Self>, grid: &Bound<'_, PyAny>) -> PyResult<Launcher> {
-        Ok(Launcher { kernel: slf.clone().unbind(), grid: parse_grid(grid)? })
+        Ok(Launcher {
+            kernel: slf.clone().unbind(),
+            grid: parse_grid(grid)?,
+        })
     }
 
     #[pyo3(signature = (*_args, **_kwargs))]
@@ -334,7 +359,12 @@ impl Launcher {
                 kernel_args.push(arg);
             }
         }
-        let key = SpecKey { device: device.name(), args: kinds, constexprs, num_sgs: bound.num_sgs };
+        let key = SpecKey {
+            device: device.name(),
+            args: kinds,
+            constexprs,
+            num_sgs: bound.num_sgs,
+        };
         let cached = kernel.cache.lock().ok().and_then(|c| c.get(&key).cloned());
         let spec = match cached {
             Some(s) => s,

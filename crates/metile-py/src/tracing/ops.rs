@@ -36,20 +36,26 @@ pub fn num_programs(py: Python<'_>, axis: Obj<'_, '_>) -> PyResult<Py<PyAny>> {
     })
 }
 
-/// `arange(start, end)`: the integers `start, ..., end - 1`, both known at compile time.
+/// `arange(start, size)`: the `size` consecutive integers from `start` (the seed's
+/// definition). `size` is part of the tile's type, so it must be known at compile
+/// time; `start` may be a run-time scalar.
 #[pyfunction]
-pub fn arange(py: Python<'_>, start: Obj<'_, '_>, end: Obj<'_, '_>) -> PyResult<Py<PyAny>> {
+pub fn arange(py: Python<'_>, start: Obj<'_, '_>, size: Obj<'_, '_>) -> PyResult<Py<PyAny>> {
     with_trace(py, "metile.arange()", |t| {
-        if start.cast::<Tile>().is_ok() {
-            return Err(t.error(
-                py,
-                "arange's bounds must be compile-time ints (the tile's size is part of its type); \
-                 add a run-time offset instead: `offset + metile.arange(0, BLOCK)`",
-            ));
+        let n = t.static_int(size, "arange's size (the tile's length)")?;
+        if n <= 0 {
+            return Err(t.error(py, &format!("arange's size must be a positive int, got {n}")));
         }
-        let s = t.static_int(start, "arange's start")?;
-        let e = t.static_int(end, "arange's end")?;
-        let v = t.ir(py, |bld| bld.arange(s, e))?;
+        let v = if start.cast::<Tile>().is_ok() {
+            let s = t.operand(start, "arange's start")?;
+            t.ir(py, |bld| {
+                let r = bld.arange(0, n)?;
+                bld.binary(metile_ir::BinaryOp::Add, s, r.into())
+            })?
+        } else {
+            let s = t.static_int(start, "arange's start")?;
+            t.ir(py, |bld| bld.arange(s, s + n))?
+        };
         t.wrap_any(py, v)
     })
 }
