@@ -7,9 +7,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-import metile  # noqa: E402
 from kernels import add, softmax  # noqa: E402
 from timing import best_of, table  # noqa: E402
+
+import metile  # noqa: E402
 
 
 def bench_add(n=1 << 24, block=1024):

@@ -8,10 +8,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-import metile  # noqa: E402
-from metile import _frontend  # noqa: E402
 from kernels import SPECS, add  # noqa: E402
 from timing import best_of, table  # noqa: E402
+
+import metile  # noqa: E402
+from metile import _frontend  # noqa: E402
 
 
 @metile.kernel
@@ -21,11 +22,11 @@ def empty(X, N):
 
 def trace_times():
     rows = []
+    options = {"threads_per_group": 128}
     for name, (kernel, params, constexprs) in SPECS.items():
-        options = {"threads_per_group": 128}
         fn = kernel.fn
         _frontend.specialize(fn, params, constexprs, options)  # parse and rewrite once
-        t = best_of(lambda: _frontend.specialize(fn, params, constexprs, options), repeat=5, number=50)
+        t = best_of(lambda f=fn, p=params, c=constexprs: _frontend.specialize(f, p, c, options), repeat=5, number=50)
         f = _frontend.specialize(fn, params, constexprs, options)
         rows.append((name, f"{t * 1e3:.3f}", len(f.text.splitlines())))
     return rows

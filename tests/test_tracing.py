@@ -4,8 +4,9 @@ through `metile._frontend.specialize` (no device involved)."""
 import re
 
 import future_annotations_kernels as fak
-import metile
 import pytest
+
+import metile
 from metile import _frontend
 
 
@@ -761,7 +762,12 @@ def bad_dtype(X):
 @pytest.mark.parametrize(
     ("fn", "params", "constexprs", "expected"),
     [
-        (traced_arange, [ptr("X"), scalar("N")], {}, "arange's size (the tile's length) must be known when the kernel is compiled"),
+        (
+            traced_arange,
+            [ptr("X"), scalar("N")],
+            {},
+            "arange's size (the tile's length) must be known when the kernel is compiled",
+        ),
         (bad_power, [ptr("X")], {"BLOCK": 8}, "constant integer exponent"),
         (bad_index, [ptr("X")], {"BLOCK": 8}, "only be indexed with `:` and `None`"),
         (python_range_of_tile, [ptr("X"), scalar("N")], {}, "int() of a tile"),

@@ -4,7 +4,7 @@ function to the Rust kernel object, which owns binding, caching and launch."""
 from __future__ import annotations
 
 import inspect
-from typing import Callable
+from collections.abc import Callable
 
 from metile import _frontend
 from metile._metile import Kernel

@@ -31,7 +31,8 @@ pub const SUPPORTED_DTYPES: &str = "bool, int32, uint32, int64, float16, bfloat1
 
 /// The meTile dtype of a numpy dtype, or a TypeError naming what is supported.
 pub fn dtype_of_descr(descr: &Bound<'_, numpy::PyArrayDescr>, what: &dyn Fn() -> String) -> PyResult<DType> {
-    let native = matches!(descr.byteorder(), b'=' | b'|') || cfg!(target_endian = "little") == (descr.byteorder() == b'<');
+    let native = matches!(descr.byteorder(), b'=' | b'|')
+        || cfg!(target_endian = "little") == (descr.byteorder() == b'<');
     let found = match (descr.kind(), descr.itemsize()) {
         (b'b', 1) => Some(DType::Bool),
         (b'i', 4) => Some(DType::I32),
@@ -56,7 +57,10 @@ pub fn dtype_of_descr(descr: &Bound<'_, numpy::PyArrayDescr>, what: &dyn Fn() ->
 }
 
 /// A C-contiguous numpy array of a supported dtype, as a kernel buffer.
-pub fn array_arg(arr: &Bound<'_, PyUntypedArray>, what: &dyn Fn() -> String) -> PyResult<(ArgKind, KernelArg)> {
+pub fn array_arg(
+    arr: &Bound<'_, PyUntypedArray>,
+    what: &dyn Fn() -> String,
+) -> PyResult<(ArgKind, KernelArg)> {
     let dtype = dtype_of_descr(&arr.dtype(), what)?;
     if !arr.is_c_contiguous() {
         return Err(PyValueError::new_err(format!(
@@ -69,7 +73,14 @@ pub fn array_arg(arr: &Bound<'_, PyUntypedArray>, what: &dyn Fn() -> String) -> 
     }
     // SAFETY: `arr` is a live numpy array; `data` and the element count describe its memory.
     let ptr = unsafe { (*arr.as_array_ptr()).fields.data } as *mut u8;
-    Ok((ArgKind::Pointer(dtype), KernelArg::Buffer { ptr, len: arr.len(), dtype }))
+    Ok((
+        ArgKind::Pointer(dtype),
+        KernelArg::Buffer {
+            ptr,
+            len: arr.len(),
+            dtype,
+        },
+    ))
 }
 
 fn scalar_from_int(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResult<(ArgKind, KernelArg)> {
@@ -80,7 +91,10 @@ fn scalar_from_int(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResul
             what()
         ))
     })?;
-    Ok((ArgKind::Scalar(DType::I32), KernelArg::Scalar(ScalarValue::I32(v))))
+    Ok((
+        ArgKind::Scalar(DType::I32),
+        KernelArg::Scalar(ScalarValue::I32(v)),
+    ))
 }
 
 /// Converts the runtime argument for parameter `name`.
@@ -99,14 +113,20 @@ pub fn convert_arg(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<(ArgKind, Ker
     }
     if obj.is_instance_of::<PyBool>() {
         let b: bool = obj.extract()?;
-        return Ok((ArgKind::Scalar(DType::Bool), KernelArg::Scalar(ScalarValue::Bool(b))));
+        return Ok((
+            ArgKind::Scalar(DType::Bool),
+            KernelArg::Scalar(ScalarValue::Bool(b)),
+        ));
     }
     if obj.is_instance_of::<PyInt>() {
         return scalar_from_int(obj, what);
     }
     if obj.is_instance_of::<PyFloat>() {
         let x: f64 = obj.extract()?;
-        return Ok((ArgKind::Scalar(DType::F32), KernelArg::Scalar(ScalarValue::F32(x as f32))));
+        return Ok((
+            ArgKind::Scalar(DType::F32),
+            KernelArg::Scalar(ScalarValue::F32(x as f32)),
+        ));
     }
     slow_arg(obj, what)
 }
@@ -150,7 +170,8 @@ fn slow_arg(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResult<(ArgK
         return array_arg(array.cast::<PyUntypedArray>()?, what);
     }
     let type_name = obj.get_type().name()?;
-    let hint = if obj.is_instance_of::<pyo3::types::PyList>() || obj.is_instance_of::<pyo3::types::PyTuple>() {
+    let hint = if obj.is_instance_of::<pyo3::types::PyList>() || obj.is_instance_of::<pyo3::types::PyTuple>()
+    {
         " (a kernel writes through its buffers, so a copy of a list would lose the results)"
     } else {
         ""

@@ -29,9 +29,14 @@ fn numpy_dtype<'py>(py: Python<'py>, dtype: Option<&Bound<'py, PyAny>>) -> PyRes
                 metile_ir::DType::F16 => "float16",
                 metile_ir::DType::F32 => "float32",
                 metile_ir::DType::BF16 => {
-                    return py.import("ml_dtypes").and_then(|m| m.getattr("bfloat16")).map_err(|_| {
-                        PyTypeError::new_err("bfloat16 buffers need the ml_dtypes package (numpy has no bfloat16)")
-                    })
+                    return py
+                        .import("ml_dtypes")
+                        .and_then(|m| m.getattr("bfloat16"))
+                        .map_err(|_| {
+                            PyTypeError::new_err(
+                                "bfloat16 buffers need the ml_dtypes package (numpy has no bfloat16)",
+                            )
+                        })
                 }
             };
             return np.getattr(numpy_name);
@@ -44,7 +49,9 @@ impl Buffer {
     fn wrap(array: Bound<'_, PyAny>) -> PyResult<Buffer> {
         let arr = array.cast::<PyUntypedArray>()?;
         dtype_of_descr(&arr.dtype(), &|| "the buffer's data".to_string())?;
-        Ok(Buffer { array: array.unbind() })
+        Ok(Buffer {
+            array: array.unbind(),
+        })
     }
 }
 
@@ -77,7 +84,9 @@ impl Buffer {
             }
             (None, Some(shape)) => Buffer::zeros(py, shape, dtype),
             (Some(_), Some(_)) => Err(PyTypeError::new_err("Buffer takes data= or shape=, not both")),
-            (None, None) => Err(PyTypeError::new_err("Buffer needs data=array (or use Buffer.zeros(shape))")),
+            (None, None) => Err(PyTypeError::new_err(
+                "Buffer needs data=array (or use Buffer.zeros(shape))",
+            )),
         }
     }
 

@@ -12,11 +12,14 @@ static CURRENT: RwLock<Option<Arc<dyn Device>>> = RwLock::new(None);
 
 pub fn runtime_error_to_py(py: Python<'_>, e: RuntimeError) -> PyErr {
     match e {
-        RuntimeError::OutOfBounds { message, loc } => PyIndexError::new_err(with_location(py, &message, &loc)),
-        RuntimeError::Compile { message, loc: Some(loc) } => compilation_error(py, &message, &loc),
-        RuntimeError::Compile { message, loc: None } => {
-            crate::errors::CompilationError::new_err(message)
+        RuntimeError::OutOfBounds { message, loc } => {
+            PyIndexError::new_err(with_location(py, &message, &loc))
         }
+        RuntimeError::Compile {
+            message,
+            loc: Some(loc),
+        } => compilation_error(py, &message, &loc),
+        RuntimeError::Compile { message, loc: None } => crate::errors::CompilationError::new_err(message),
         RuntimeError::BadArguments(m) => PyTypeError::new_err(m),
         RuntimeError::Unavailable(m) => PyValueError::new_err(m),
         RuntimeError::Device(m) => PyRuntimeError::new_err(m),
@@ -41,7 +44,9 @@ pub fn current_device(py: Python<'_>) -> PyResult<Arc<dyn Device>> {
 #[pyfunction]
 pub fn set_device(py: Python<'_>, name: &str) -> PyResult<()> {
     let device = open_device(name).map_err(|e| runtime_error_to_py(py, e))?;
-    let mut guard = CURRENT.write().map_err(|_| PyRuntimeError::new_err("device state poisoned"))?;
+    let mut guard = CURRENT
+        .write()
+        .map_err(|_| PyRuntimeError::new_err("device state poisoned"))?;
     *guard = Some(device);
     Ok(())
 }
@@ -56,7 +61,8 @@ pub fn get_device(py: Python<'_>) -> PyResult<&'static str> {
 #[pyfunction]
 pub fn synchronize(py: Python<'_>) -> PyResult<()> {
     let device = current_device(py)?;
-    py.detach(|| device.synchronize()).map_err(|e| runtime_error_to_py(py, e))
+    py.detach(|| device.synchronize())
+        .map_err(|e| runtime_error_to_py(py, e))
 }
 
 /// Whether a backend can be opened here, without switching to it.

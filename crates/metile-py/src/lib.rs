@@ -27,6 +27,8 @@ fn _metile(m: &Bound<'_, PyModule>) -> PyResult<()> {
     layout_py::register(&layout)?;
     m.add_submodule(&layout)?;
     // Makes `import metile._metile.layout` work, which add_submodule alone does not.
-    py.import("sys")?.getattr("modules")?.set_item("metile._metile.layout", &layout)?;
+    py.import("sys")?
+        .getattr("modules")?
+        .set_item("metile._metile.layout", &layout)?;
     Ok(())
 }
