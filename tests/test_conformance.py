@@ -297,3 +297,64 @@ def test_arange_is_start_and_size(device):
     out = np.zeros(16, np.int32)
     arange_from[(1,)](out, 100, SIZE=8)
     np.testing.assert_array_equal(out, np.r_[np.arange(100, 108), np.arange(3, 11)])
+
+
+@metile.kernel
+def narrow_float_math(X, Out, N, DT: metile.constexpr, BLOCK: metile.constexpr):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    mask = offs < N
+    x = metile.load(X + offs, mask=mask).to(DT)
+    metile.store(Out + offs, (x * 3 + 1).to("f32"), mask=mask)
+
+
+def _round_bf16(x):
+    bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return rounded.astype(np.uint32).view(np.float32)
+
+
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+def test_f16_and_bf16_round_after_each_op(device, rng, dt):
+    n = 200
+    x = rng.standard_normal(n).astype(np.float32)
+    out = np.zeros_like(x)
+    narrow_float_math[(metile.cdiv(n, 64),)](x, out, n, DT=dt, BLOCK=64)
+    if dt == "f16":
+        ref = ((x.astype(np.float16) * np.float16(3)) + np.float16(1)).astype(np.float32)
+    else:
+        ref = _round_bf16(_round_bf16(_round_bf16(x) * 3) + 1)
+    np.testing.assert_array_equal(out, ref)
+
+
+@metile.kernel
+def u32_hash(A, Out, N, BLOCK: metile.constexpr):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    mask = offs < N
+    a = metile.load(A + offs, mask=mask)
+    metile.store(Out + offs, (a * 2654435761) ^ (a >> 3), mask=mask)
+
+
+def test_u32_arithmetic_wraps(device, rng):
+    n = 100
+    a = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    out = np.zeros_like(a)
+    u32_hash[(metile.cdiv(n, 64),)](a, out, n, BLOCK=64)
+    np.testing.assert_array_equal(out, (a * np.uint32(2654435761)) ^ (a >> np.uint32(3)))
+
+
+@metile.kernel
+def bool_logic(A, B, Out, N, BLOCK: metile.constexpr):
+    offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
+    mask = offs < N
+    a = metile.load(A + offs, mask=mask)
+    b = metile.load(B + offs, mask=mask)
+    metile.store(Out + offs, (a & ~b) | (b ^ (offs % 3 == 0)), mask=mask)
+
+
+def test_bool_tiles(device, rng):
+    n = 90
+    a = rng.random(n) < 0.5
+    b = rng.random(n) < 0.5
+    out = np.zeros(n, bool)
+    bool_logic[(metile.cdiv(n, 32),)](a, b, out, n, BLOCK=32)
+    np.testing.assert_array_equal(out, (a & ~b) | (b ^ (np.arange(n) % 3 == 0)))
