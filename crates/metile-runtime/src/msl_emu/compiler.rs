@@ -42,6 +42,8 @@ const COMPILE_FLAGS: &[&str] = &[
     // Touch every page of a large stack frame in order, so a fiber that
     // overflows its stack hits its guard page instead of a neighbour's stack.
     "-fstack-clash-protection",
+    // Line tables only: lets a fault be traced back to the kernel's source line.
+    "-gline-tables-only",
     // MSL attributes such as [[buffer(0)]] mean nothing to clang.
     "-Wno-unknown-attributes",
     "-Wno-user-defined-literals",
@@ -234,12 +236,7 @@ impl EmuCompiler {
         library: &Path,
         kernel_name: &str,
     ) -> Result<(), EmuError> {
-        // Diagnostics name the file, so give it the kernel's name.
-        let file_stem: String = kernel_name
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-            .collect();
-        let source_path = work.join(format!("{file_stem}.metal"));
+        let source_path = work.join(source_file_name(kernel_name));
         let output_path = work.join("kernel.so");
         std::fs::write(&source_path, source)
             .map_err(|e| EmuError::io(format!("writing {}", source_path.display()), e))?;
@@ -272,6 +269,16 @@ impl EmuCompiler {
             )),
         }
     }
+}
+
+/// The name the MSL source gets when compiled: diagnostics and debug line
+/// tables name it, so it carries the kernel's name.
+pub(crate) fn source_file_name(kernel_name: &str) -> String {
+    let stem: String = kernel_name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    format!("{stem}.metal")
 }
 
 fn default_cache_dir() -> PathBuf {

@@ -33,6 +33,8 @@ pub struct EmuKernel {
     layout: EntryLayout,
     scalar_bytes: Vec<usize>,
     library_path: PathBuf,
+    /// Name of the MSL source at compile time, as the line tables record it.
+    source_file: String,
     from_disk_cache: bool,
     run_group: ffi::RunGroupFn,
     scratch_bytes: ffi::ScratchBytesFn,
@@ -106,6 +108,7 @@ impl EmuKernel {
             .map(|i| unsafe { scalar_fn(i as c_uint) } as usize)
             .collect();
         Ok(EmuKernel {
+            source_file: super::compiler::source_file_name(&kernel_name),
             kernel_name,
             layout,
             scalar_bytes,
@@ -187,13 +190,7 @@ impl EmuKernel {
         if let Some(staged) = &prepared.staged {
             if result.is_ok() {
                 if let Some((region, offset)) = staged.damaged_canary() {
-                    result = Err(self.out_of_bounds_error(
-                        prepared.staged.as_ref(),
-                        None,
-                        region,
-                        offset,
-                        "write",
-                    ));
+                    result = Err(self.canary_error(staged, region, offset));
                 }
             }
             // SAFETY: as above; the launch has finished with the staged copies.
@@ -353,6 +350,7 @@ impl EmuKernel {
                     fiber_guard: memory.stacks.guard,
                     fiber_count: memory.stacks.count,
                     fault: std::cell::Cell::new(None),
+                    fault_pc: std::cell::Cell::new(0),
                 };
                 // SAFETY: desc describes live memory sized as the library asked;
                 // buffer validity is the caller's promise (see `launch`).
@@ -364,7 +362,12 @@ impl EmuKernel {
                 }
                 if status == ffi::STATUS_FAULT {
                     let fault = active.fault.get();
-                    return Err(self.fault_error(prepared, position, fault));
+                    let line = super::symbolize::kernel_line(
+                        &self.library_path,
+                        active.fault_pc.get(),
+                        &self.source_file,
+                    );
+                    return Err(self.fault_error(prepared, position, fault, line));
                 }
                 let end = message.iter().position(|&b| b == 0).unwrap_or(ERROR_CAPACITY);
                 Err(EmuError::Kernel {
@@ -377,19 +380,15 @@ impl EmuKernel {
 }
 
 impl EmuKernel {
-    fn out_of_bounds_error(
+    /// "out-of-bounds write to buffer argument 1 (device float*) at byte offset 128; ..."
+    fn describe_out_of_bounds(
         &self,
         staged: Option<&StagedBuffers>,
-        position: Option<[u32; 3]>,
         region: usize,
         offset: isize,
         access: &str,
-    ) -> EmuError {
-        let place = match position {
-            Some([x, y, z]) => format!("threadgroup ({x}, {y}, {z}): "),
-            None => String::new(),
-        };
-        let what = match staged.and_then(|s| s.region_info(region)) {
+    ) -> String {
+        match staged.and_then(|s| s.region_info(region)) {
             Some((args, len)) => {
                 let names: Vec<String> = args
                     .iter()
@@ -401,29 +400,29 @@ impl EmuKernel {
                 )
             }
             None => format!("out-of-bounds {access} at byte offset {offset} of a buffer"),
-        };
-        let when = if position.is_none() {
-            " (found after the launch)"
-        } else {
-            ""
-        };
-        EmuError::Kernel {
-            kernel: self.kernel_name.clone(),
-            message: format!("{place}{what}{when}"),
         }
     }
 
-    fn fault_error(&self, prepared: &PreparedLaunch, position: [u32; 3], fault: Option<Fault>) -> EmuError {
+    /// A write into the canary bytes around a buffer, found after the launch.
+    fn canary_error(&self, staged: &StagedBuffers, region: usize, offset: isize) -> EmuError {
+        let what = self.describe_out_of_bounds(Some(staged), region, offset, "write");
+        EmuError::Kernel {
+            kernel: self.kernel_name.clone(),
+            message: format!("{what} (found after the launch)"),
+        }
+    }
+
+    fn fault_error(
+        &self,
+        prepared: &PreparedLaunch,
+        position: [u32; 3],
+        fault: Option<Fault>,
+        line: Option<u32>,
+    ) -> EmuError {
         let [x, y, z] = position;
         let what = match fault {
             Some(Fault::OutOfBounds { region, offset }) => {
-                return self.out_of_bounds_error(
-                    prepared.staged.as_ref(),
-                    Some(position),
-                    region,
-                    offset,
-                    "access",
-                );
+                self.describe_out_of_bounds(prepared.staged.as_ref(), region, offset, "access")
             }
             Some(Fault::StackOverflow { thread }) => format!(
                 "thread {thread} overflowed its {} KiB fiber stack (large local arrays or deep recursion)",
@@ -437,9 +436,12 @@ impl EmuKernel {
             Some(Fault::Arithmetic) => "integer division by zero (or overflow) trapped".to_string(),
             None => "fault in kernel code".to_string(),
         };
+        let at = line
+            .map(|l| format!(" at line {l} of {}", self.source_file))
+            .unwrap_or_default();
         EmuError::Kernel {
             kernel: self.kernel_name.clone(),
-            message: format!("threadgroup ({x}, {y}, {z}): {what}"),
+            message: format!("threadgroup ({x}, {y}, {z}): {what}{at}"),
         }
     }
 }

@@ -35,6 +35,7 @@ mod lint;
 mod shim;
 mod stacks;
 mod staging;
+mod symbolize;
 mod trap;
 mod wrapper;
 

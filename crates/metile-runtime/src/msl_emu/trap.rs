@@ -48,6 +48,8 @@ pub(crate) struct ActiveGroup<'a> {
     pub fiber_guard: usize,
     pub fiber_count: usize,
     pub fault: Cell<Option<Fault>>,
+    /// Program counter of the faulting instruction.
+    pub fault_pc: Cell<usize>,
 }
 
 impl ActiveGroup<'_> {
@@ -152,11 +154,19 @@ mod handler {
                 let active = &*active;
                 let address = (*info).si_addr() as usize;
                 active.fault.set(Some(active.classify(signal, address)));
+                active.fault_pc.set(program_counter(context.cast()));
                 redirect(context.cast(), active.resume_at, active.spare_stack_top);
             }
             return;
         }
         chain(signal, info, context);
+    }
+
+    unsafe fn program_counter(context: *mut libc::ucontext_t) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        return (*context).uc_mcontext.gregs[libc::REG_RIP as usize] as usize;
+        #[cfg(target_arch = "aarch64")]
+        return (*context).uc_mcontext.pc as usize;
     }
 
     /// Resumes the interrupted thread in `target` on the spare stack, as if
