@@ -45,8 +45,9 @@ pub const DEVICE_NAMES: [&str; 4] = ["cpu", "msl-emu", "metal", "cuda"];
 pub fn open_device(name: &str) -> Result<Arc<dyn Device>, RuntimeError> {
     match name {
         "cpu" => Ok(Arc::new(crate::cpu::CpuDevice)),
-        "msl-emu" | "metal" | "cuda" => Err(RuntimeError::Unavailable(format!(
-            "the {name} backend is not available in this build; available: cpu"
+        "msl-emu" => Ok(Arc::new(crate::msl_emu_device::MslEmuDevice::open()?)),
+        "metal" | "cuda" => Err(RuntimeError::Unavailable(format!(
+            "the {name} backend is not available in this build; available: cpu, msl-emu"
         ))),
         other => Err(RuntimeError::Unavailable(format!(
             "unknown device '{other}'; choose one of {}",

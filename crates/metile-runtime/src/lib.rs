@@ -1,9 +1,11 @@
 //! meTile runtime: the device interface and its backends, compiled-kernel launch.
 
 pub mod cpu;
+pub mod debug;
 pub mod device;
 pub mod error;
 pub mod msl_emu;
+pub mod msl_emu_device;
 
 pub use device::{default_device_name, open_device, CompileOptions, CompiledKernel, Device, DEVICE_NAMES};
 pub use error::RuntimeError;
