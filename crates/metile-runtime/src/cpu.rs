@@ -16,9 +16,10 @@ struct CpuKernel {
 impl From<ExecError> for RuntimeError {
     fn from(e: ExecError) -> RuntimeError {
         match e {
-            ExecError::OutOfBounds { ref loc, .. } => {
-                RuntimeError::OutOfBounds { message: e.to_string(), loc: loc.clone() }
-            }
+            ExecError::OutOfBounds { ref loc, .. } => RuntimeError::OutOfBounds {
+                message: e.to_string(),
+                loc: loc.clone(),
+            },
             ExecError::BadArguments(m) => RuntimeError::BadArguments(m),
             other => RuntimeError::Device(other.to_string()),
         }
@@ -42,7 +43,10 @@ impl Device for CpuDevice {
         func: Arc<Function>,
         _options: &CompileOptions,
     ) -> Result<Arc<dyn CompiledKernel>, RuntimeError> {
-        let exe = Executable::new(func).map_err(|e| RuntimeError::Compile { message: e.to_string(), loc: None })?;
+        let exe = Executable::new(func).map_err(|e| RuntimeError::Compile {
+            message: e.to_string(),
+            loc: None,
+        })?;
         Ok(Arc::new(CpuKernel { exe }))
     }
 
