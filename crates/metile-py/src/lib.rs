@@ -9,6 +9,7 @@ pub mod device_state;
 pub mod errors;
 pub mod kernel;
 mod layout_py;
+pub mod stages;
 pub mod tracing;
 
 #[pymodule]
@@ -22,6 +23,7 @@ fn _metile(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(device_state::get_device, m)?)?;
     m.add_function(wrap_pyfunction!(device_state::synchronize, m)?)?;
     m.add_function(wrap_pyfunction!(device_state::device_available, m)?)?;
+    m.add_function(wrap_pyfunction!(stages::compile_msl_py, m)?)?;
     tracing::register(m)?;
     let layout = PyModule::new(py, "layout")?;
     layout_py::register(&layout)?;
