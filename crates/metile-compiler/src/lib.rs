@@ -1,6 +1,66 @@
 //! meTile's compiler: Tile IR passes, and (per target) layout assignment, lowering
-//! to GPU IR and the source emitters.
+//! to GPU IR, GPU IR passes and the source emitters.
+//!
+//! The Apple GPU path is [`compile_msl`]: layout assignment
+//! ([`layout_assign`], on [`dist_layout`] and [`axis_info`]), lowering to GPU IR
+//! ([`lower`]), GPU IR clean-up ([`gpu_passes`]) with the GPU IR verifier after
+//! each step, and the MSL emitter ([`msl`]). `docs/lowering.md` describes the
+//! design: layouts, the threadgroup-size rule, conversions, reductions, `dot`,
+//! and what is refused.
 
+pub mod axis_info;
+pub mod dist_layout;
+pub mod error;
+pub mod gpu_passes;
+pub mod layout_assign;
+pub mod lower;
+pub mod msl;
+pub mod target;
 pub mod tile_passes;
 
+pub use error::{CompileError, CompileResult};
+pub use msl::{MslBuiltin, MslKernel, MslParam};
 pub use tile_passes::optimize_tile_ir;
+
+use metile_ir::{gpu_ir::GpuFunction, print_gpu_function, verify, verify_gpu, Function};
+
+/// Per-compilation choices that are not part of the Tile IR.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct MslOptions {
+    /// Simdgroups per threadgroup; `None` applies the default rule (see
+    /// `layout_assign`). Kernels with thread-level ops must use the count they
+    /// were traced for.
+    pub num_sgs: Option<u32>,
+    /// Also return the GPU IR text (for `METILE_DEBUG=gpu_ir`).
+    pub keep_gpu_ir: bool,
+}
+
+/// The result of [`compile_msl`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct MslCompilation {
+    pub kernel: MslKernel,
+    /// The GPU IR, printed, when [`MslOptions::keep_gpu_ir`] was set.
+    pub gpu_ir: Option<String>,
+}
+
+/// Lowers a Tile IR function to GPU IR for the threadgroup size the options and
+/// the default rule choose, verified.
+pub fn compile_gpu_ir(func: &Function, options: &MslOptions) -> CompileResult<GpuFunction> {
+    verify(func).map_err(|e| CompileError::internal("tracing", e))?;
+    let threads = layout_assign::choose_threads(func, options.num_sgs)?;
+    let mut gpu = lower::lower(func, threads)?;
+    verify_gpu(&gpu).map_err(|e| CompileError::internal("lowering", e))?;
+    gpu_passes::eliminate_common_subexpressions(&mut gpu);
+    verify_gpu(&gpu).map_err(|e| CompileError::internal("common-subexpression elimination", e))?;
+    gpu_passes::eliminate_dead_code(&mut gpu);
+    verify_gpu(&gpu).map_err(|e| CompileError::internal("dead-code elimination", e))?;
+    Ok(gpu)
+}
+
+/// Compiles a Tile IR function to one MSL kernel.
+pub fn compile_msl(func: &Function, options: &MslOptions) -> CompileResult<MslCompilation> {
+    let gpu = compile_gpu_ir(func, options)?;
+    let kernel = msl::emit_msl(&gpu)?;
+    let gpu_ir = options.keep_gpu_ir.then(|| print_gpu_function(&gpu));
+    Ok(MslCompilation { kernel, gpu_ir })
+}

@@ -1,0 +1,475 @@
+//! Layout assignment: the threadgroup size, and for every Tile IR value how its
+//! elements are spread over the threads.
+//!
+//! Each value gets a [`Class`]:
+//! * `Uniform`: one value that every thread holds (scalars, and tiles that are a
+//!   broadcast scalar). Scalars are computed redundantly by every thread.
+//! * `Flexible`: a tile computed from indices only (`arange`, arithmetic on it,
+//!   broadcasts of it). It has no home: the lowering computes it in whatever
+//!   layout each use needs, which is cheaper than moving it.
+//! * `Fixed(layout)`: a tile that lives in registers in one [`DistLayout`].
+//!
+//! Rules: memory reads (`load`, `tile_load`), `dot`, reductions, loop-carried
+//! values and thread-level ops are `Fixed`. An element-wise op takes the layout
+//! of one of its `Fixed` operands (preferring ones that are not themselves
+//! broadcasts, then the least replicated), so at most the others are converted;
+//! with only `Flexible` operands it stays `Flexible` (a load picks the default
+//! blocked layout). A reduction along an axis gives the *slice* of its operand's
+//! layout, so `x - max(x, axis=1)[:, None]` moves no data. A loop-carried value
+//! starts from its initial value's class and is re-analysed until its class is
+//! stable; once `Fixed` its layout never changes, and yields are converted to it.
+//!
+//! Pointer tiles are a *root* (a buffer parameter or a `shared` allocation) plus
+//! integer element offsets; classes describe the offsets. A pointer's root must
+//! be known at compile time, so a loop-carried or selected pointer must keep one
+//! root. Offsets are `i32` unless the kernel adds an `i64` offset somewhere, then
+//! `i64`: an `i32` offset computed with wrapping arithmetic equals the `i64` one
+//! modulo 2^32, which is exact for every in-bounds access of a buffer with fewer
+//! than 2^31 elements.
+//!
+//! Threadgroup size (documented in docs/lowering.md): a kernel traced with
+//! thread-level ops uses exactly its `threads_per_group`; otherwise
+//! `options.num_sgs` when given; otherwise `num_sgs = clamp(E / (32 * 4), 1, 8)`
+//! rounded down to a power of two, where `E` is the largest tile's element count,
+//! so that the biggest tile has about 4 elements per thread.
+
+use crate::dist_layout::DistLayout;
+use crate::error::{CompileError, CompileResult};
+use crate::target::*;
+use metile_ir::{Block, DType, Elem, Function, Loc, Op, OpKind, ValueId};
+use std::collections::HashMap;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LayoutId(pub u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    Uniform,
+    Flexible,
+    Fixed(LayoutId),
+}
+
+/// Where a pointer value points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Root {
+    /// The kernel parameter at this index.
+    Param(usize),
+    /// The result of a `shared` op.
+    Shared(ValueId),
+}
+
+/// Interned layouts; a `LayoutId` names one.
+#[derive(Default)]
+pub struct LayoutTable {
+    layouts: Vec<DistLayout>,
+    index: HashMap<DistLayout, LayoutId>,
+}
+
+impl LayoutTable {
+    pub fn intern(&mut self, layout: DistLayout) -> LayoutId {
+        if let Some(&id) = self.index.get(&layout) {
+            return id;
+        }
+        let id = LayoutId(self.layouts.len() as u32);
+        self.layouts.push(layout.clone());
+        self.index.insert(layout, id);
+        id
+    }
+
+    pub fn get(&self, id: LayoutId) -> &DistLayout {
+        &self.layouts[id.0 as usize]
+    }
+}
+
+pub struct Assignment {
+    pub threads: u32,
+    pub layouts: LayoutTable,
+    classes: Vec<Class>,
+    /// Values produced by a broadcast of a `Fixed` tile (cheap to re-derive).
+    broadcast_derived: Vec<bool>,
+    roots: Vec<Option<Root>>,
+    /// Pointer offsets are i64 (else i32).
+    pub offsets_i64: bool,
+}
+
+/// Chooses the threadgroup size; see the module docs for the rule.
+pub fn choose_threads(f: &Function, num_sgs: Option<u32>) -> CompileResult<u32> {
+    let kernel_err = |reason: String| CompileError::new("kernel", reason, Loc::unknown());
+    if let Some(t) = f.threads_per_group {
+        let t = u32::try_from(t).unwrap_or(u32::MAX);
+        if t == 0 || t % SIMD_WIDTH != 0 {
+            return Err(kernel_err(format!(
+                "the kernel was traced for {t} threads per threadgroup; it must be a positive multiple of {SIMD_WIDTH}"
+            )));
+        }
+        if t > MAX_THREADS_PER_GROUP {
+            return Err(kernel_err(format!(
+                "the kernel needs {t} threads per threadgroup; at most {MAX_THREADS_PER_GROUP} are allowed"
+            )));
+        }
+        if let Some(n) = num_sgs {
+            if n.saturating_mul(SIMD_WIDTH) != t {
+                return Err(kernel_err(format!(
+                    "num_sgs={n} asks for {} threads, but the kernel uses thread-level ops traced for {t} threads",
+                    n.saturating_mul(SIMD_WIDTH)
+                )));
+            }
+        }
+        return Ok(t);
+    }
+    if let Some(n) = num_sgs {
+        let threads = n.saturating_mul(SIMD_WIDTH);
+        if n == 0 || threads > MAX_THREADS_PER_GROUP {
+            return Err(kernel_err(format!(
+                "num_sgs={n} asks for {threads} threads per threadgroup; between {SIMD_WIDTH} and {MAX_THREADS_PER_GROUP} are allowed"
+            )));
+        }
+        return Ok(threads);
+    }
+    let largest = f.values.iter().map(|t| t.numel()).max().unwrap_or(1);
+    let wanted = largest / (SIMD_WIDTH as usize * DEFAULT_ELEMENTS_PER_THREAD);
+    let sgs = wanted.clamp(1, MAX_DEFAULT_SIMDGROUPS as usize);
+    let sgs = 1usize << (usize::BITS - 1 - sgs.leading_zeros());
+    Ok(sgs as u32 * SIMD_WIDTH)
+}
+
+impl Assignment {
+    pub fn class(&self, v: ValueId) -> Class {
+        self.classes.get(v.index()).copied().unwrap_or(Class::Uniform)
+    }
+
+    pub fn root(&self, v: ValueId) -> Option<Root> {
+        self.roots.get(v.index()).copied().flatten()
+    }
+
+    pub fn layout(&self, id: LayoutId) -> &DistLayout {
+        self.layouts.get(id)
+    }
+
+    pub fn offset_dtype(&self) -> DType {
+        if self.offsets_i64 {
+            DType::I64
+        } else {
+            DType::I32
+        }
+    }
+
+    /// The default layout of a tile shape.
+    pub fn blocked(&mut self, shape: &[usize]) -> CompileResult<LayoutId> {
+        let layout = DistLayout::blocked(shape, self.threads as usize, MAX_VECTOR_LANES).map_err(|e| {
+            CompileError::new("kernel", format!("internal layout error: {e}"), Loc::unknown())
+        })?;
+        Ok(self.layouts.intern(layout))
+    }
+
+    /// The layout an element-wise op over `operands` computes in: `None` when
+    /// every operand is uniform, `Some(None)` when it can be computed anywhere
+    /// (flexible), `Some(Some(l))` otherwise.
+    pub fn elementwise_layout(&self, operands: &[ValueId]) -> Option<Option<LayoutId>> {
+        let mut best: Option<((bool, usize), LayoutId)> = None;
+        let mut flexible = false;
+        for &v in operands {
+            match self.class(v) {
+                Class::Uniform => {}
+                Class::Flexible => flexible = true,
+                Class::Fixed(l) => {
+                    let replication: i64 = self
+                        .layout(l)
+                        .replication_terms()
+                        .iter()
+                        .map(|t| t.extent)
+                        .product();
+                    let score = (self.broadcast_derived[v.index()], replication as usize);
+                    if best.is_none_or(|(s, _)| score < s) {
+                        best = Some((score, l));
+                    }
+                }
+            }
+        }
+        match best {
+            Some((_, l)) => Some(Some(l)),
+            None if flexible => Some(None),
+            None => None,
+        }
+    }
+}
+
+/// Assigns classes, layouts and pointer roots to every value of `f`.
+pub fn assign(f: &Function, threads: u32) -> CompileResult<Assignment> {
+    let mut a = Assignment {
+        threads,
+        layouts: LayoutTable::default(),
+        classes: vec![Class::Uniform; f.values.len()],
+        broadcast_derived: vec![false; f.values.len()],
+        roots: vec![None; f.values.len()],
+        offsets_i64: false,
+    };
+    for (i, p) in f.params.iter().enumerate() {
+        if f.ty(p.value).is_ptr() {
+            a.roots[p.value.index()] = Some(Root::Param(i));
+        }
+    }
+    f.walk(&mut |op| {
+        if matches!(op.kind, OpKind::AddPtr) && f.ty(op.operands[1]).dtype() == Some(DType::I64) {
+            a.offsets_i64 = true;
+        }
+    });
+    block(f, &f.body, &mut a)?;
+    Ok(a)
+}
+
+fn layout_err(op: &Op, e: impl std::fmt::Display) -> CompileError {
+    CompileError::new(
+        op.kind.name(),
+        format!("internal layout error: {e}"),
+        op.loc.clone(),
+    )
+}
+
+fn block(f: &Function, b: &Block, a: &mut Assignment) -> CompileResult<()> {
+    for op in &b.ops {
+        self::op(f, op, a)?;
+    }
+    Ok(())
+}
+
+fn set(f: &Function, a: &mut Assignment, v: ValueId, class: Class) {
+    // Scalars are uniform whatever the rule says.
+    a.classes[v.index()] = if f.ty(v).is_scalar() {
+        Class::Uniform
+    } else {
+        class
+    };
+}
+
+fn same_root(f: &Function, a: &Assignment, op: &Op, x: ValueId, y: ValueId) -> CompileResult<()> {
+    if f.ty(x).is_ptr() && a.root(x) != a.root(y) {
+        return Err(CompileError::new(
+            op.kind.name(),
+            "pointers that may point into different buffers cannot be merged; the GPU lowering needs each \
+             pointer's buffer at compile time (select or carry offsets instead)",
+            op.loc.clone(),
+        ));
+    }
+    Ok(())
+}
+
+/// Join of the classes a carried or if-merged value takes on its paths.
+fn join(a: &mut Assignment, shape: &[usize], x: Class, y: Class) -> CompileResult<Class> {
+    Ok(match (x, y) {
+        (Class::Uniform, Class::Uniform) => Class::Uniform,
+        (Class::Fixed(l), _) | (_, Class::Fixed(l)) => Class::Fixed(l),
+        _ => Class::Fixed(a.blocked(shape)?),
+    })
+}
+
+fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
+    let shape_of = |v: ValueId| f.ty(v).shape.clone();
+    let result = op.results.first().copied();
+    // Pointer roots flow from the first operand.
+    if let Some(r) = result {
+        if f.ty(r).is_ptr() {
+            a.roots[r.index()] = match op.kind {
+                OpKind::Shared { .. } => Some(Root::Shared(r)),
+                _ => op.operands.first().and_then(|&x| a.root(x)),
+            };
+        }
+    }
+    match &op.kind {
+        OpKind::Arange { .. } => set(f, a, op.results[0], Class::Flexible),
+        OpKind::Broadcast => {
+            let x = op.operands[0];
+            let r = op.results[0];
+            let class = match a.class(x) {
+                Class::Fixed(l) => {
+                    let src = a.layout(l).clone();
+                    let dst_shape = shape_of(r);
+                    let src_shape = if src.shape().len() == dst_shape.len() {
+                        src.shape().to_vec()
+                    } else {
+                        // Leading axes added by numpy broadcasting.
+                        let mut s = vec![1; dst_shape.len() - src.shape().len()];
+                        s.extend_from_slice(src.shape());
+                        s
+                    };
+                    let src = src.with_shape(&src_shape);
+                    let blocked = a.blocked(&dst_shape)?;
+                    let grown: Vec<usize> = (0..dst_shape.len())
+                        .filter(|&i| src_shape[i] == 1 && dst_shape[i] > 1)
+                        .collect();
+                    let free = a
+                        .layout(blocked)
+                        .collapse(&grown)
+                        .is_ok_and(|c| c.with_shape(&src_shape) == src);
+                    a.broadcast_derived[r.index()] = true;
+                    if free {
+                        Class::Fixed(blocked)
+                    } else {
+                        let ext = src.extend_to(&dst_shape).map_err(|e| layout_err(op, e))?;
+                        Class::Fixed(a.layouts.intern(ext))
+                    }
+                }
+                other => other,
+            };
+            set(f, a, r, class);
+        }
+        OpKind::ExpandDims { .. } => {
+            let (x, r) = (op.operands[0], op.results[0]);
+            let class = match a.class(x) {
+                Class::Fixed(l) => {
+                    let reshaped = a.layout(l).with_shape(&shape_of(r));
+                    a.broadcast_derived[r.index()] = a.broadcast_derived[x.index()];
+                    Class::Fixed(a.layouts.intern(reshaped))
+                }
+                other => other,
+            };
+            set(f, a, r, class);
+        }
+        OpKind::Cast
+        | OpKind::Unary(_)
+        | OpKind::Binary(_)
+        | OpKind::Compare(_)
+        | OpKind::Select
+        | OpKind::AddPtr => {
+            if matches!(op.kind, OpKind::Select) {
+                same_root(f, a, op, op.operands[1], op.operands[2])?;
+            }
+            let class = match a.elementwise_layout(&op.operands) {
+                None => Class::Uniform,
+                Some(None) => Class::Flexible,
+                Some(Some(l)) => Class::Fixed(l),
+            };
+            set(f, a, op.results[0], class);
+        }
+        OpKind::Load { .. } => {
+            let r = op.results[0];
+            let class = match a.elementwise_layout(&op.operands) {
+                None => Class::Uniform,
+                Some(None) => Class::Fixed(a.blocked(&shape_of(r))?),
+                Some(Some(l)) => Class::Fixed(l),
+            };
+            set(f, a, r, class);
+        }
+        OpKind::TileLoad { rows, cols } => {
+            let l = a.blocked(&[*rows, *cols])?;
+            set(f, a, op.results[0], Class::Fixed(l));
+        }
+        OpKind::Dot => {
+            let (acc, r) = (op.operands[2], op.results[0]);
+            let class = match a.class(acc) {
+                Class::Fixed(l) => Class::Fixed(l),
+                _ => Class::Fixed(a.blocked(&shape_of(r))?),
+            };
+            set(f, a, r, class);
+        }
+        OpKind::Reduce { axis, .. } => {
+            let (x, r) = (op.operands[0], op.results[0]);
+            let class = match axis {
+                None => Class::Uniform,
+                Some(axis) => {
+                    let src = match a.class(x) {
+                        Class::Fixed(l) => l,
+                        _ => a.blocked(&shape_of(x))?,
+                    };
+                    let sliced = a.layout(src).slice(*axis).map_err(|e| layout_err(op, e))?;
+                    Class::Fixed(a.layouts.intern(sliced))
+                }
+            };
+            set(f, a, r, class);
+        }
+        OpKind::ThreadId | OpKind::SimdLaneId | OpKind::SimdShuffleXor | OpKind::SimdBroadcast => {
+            let r = op.results[0];
+            let l = a.blocked(&shape_of(r))?;
+            set(f, a, r, Class::Fixed(l));
+        }
+        OpKind::For => for_op(f, op, a)?,
+        OpKind::If => if_op(f, op, a)?,
+        OpKind::SimdgroupRole { .. } => {
+            for r in &op.regions {
+                block(f, r, a)?;
+            }
+        }
+        // Scalars, and ops without results.
+        _ => {
+            for &r in &op.results {
+                set(f, a, r, Class::Uniform);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn for_op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
+    let Some(body) = op.regions.first() else {
+        return Ok(());
+    };
+    let inits = &op.operands[3..];
+    let args = &body.args[1..];
+    let mut classes = Vec::with_capacity(inits.len());
+    for &init in inits {
+        let c = match a.class(init) {
+            Class::Flexible => Class::Fixed(a.blocked(&f.ty(init).shape)?),
+            c => c,
+        };
+        classes.push(c);
+    }
+    for (&init, &arg) in inits.iter().zip(args) {
+        a.roots[arg.index()] = a.root(init);
+    }
+    // Classes only move up (Uniform -> Fixed) and a Fixed class never changes,
+    // so this settles within one pass per carried value.
+    for _ in 0..=inits.len() + 1 {
+        for (&arg, &c) in args.iter().zip(&classes) {
+            set(f, a, arg, c);
+        }
+        block(f, body, a)?;
+        let Some(yield_op) = body.ops.last() else {
+            break;
+        };
+        let mut changed = false;
+        for (i, &y) in yield_op.operands.iter().enumerate() {
+            let joined = join(a, &f.ty(y).shape, classes[i], a.class(y))?;
+            changed |= joined != classes[i];
+            classes[i] = joined;
+        }
+        if !changed {
+            for (i, &y) in yield_op.operands.iter().enumerate() {
+                same_root(f, a, op, args[i], y)?;
+            }
+            break;
+        }
+    }
+    for ((&r, &arg), &c) in op.results.iter().zip(args).zip(&classes) {
+        set(f, a, r, c);
+        a.roots[r.index()] = a.root(arg);
+    }
+    Ok(())
+}
+
+fn if_op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
+    for r in &op.regions {
+        block(f, r, a)?;
+    }
+    let (Some(then_y), Some(else_y)) = (
+        op.regions.first().and_then(|r| r.ops.last()),
+        op.regions.get(1).and_then(|r| r.ops.last()),
+    ) else {
+        return Ok(());
+    };
+    for (i, &r) in op.results.iter().enumerate() {
+        let (x, y) = (then_y.operands[i], else_y.operands[i]);
+        same_root(f, a, op, x, y)?;
+        let c = join(a, &f.ty(r).shape, a.class(x), a.class(y))?;
+        set(f, a, r, c);
+        a.roots[r.index()] = a.root(x);
+    }
+    Ok(())
+}
+
+/// Pointer element types, for the lowering.
+pub fn pointee(f: &Function, v: ValueId) -> Option<DType> {
+    match f.ty(v).elem {
+        Elem::Ptr(d, _) => Some(d),
+        Elem::Scalar(_) => None,
+    }
+}

@@ -1,0 +1,180 @@
+//! Layout conversions and compiler scratch memory.
+//!
+//! Converting a tile between two layouts is a register copy when every thread
+//! already holds the elements it needs (at registers that do not depend on the
+//! thread). Otherwise the tile goes through threadgroup memory: a barrier (the
+//! scratch may still be read by an earlier user), every element written once by
+//! its canonical owner at its row-major index, a barrier, every thread reads what
+//! it needs. A tile larger than the free threadgroup memory is moved in chunks of
+//! consecutive elements, each write and read predicated on its chunk.
+//!
+//! Scratch is one threadgroup allocation per dtype, sized to the largest use and
+//! shared by every conversion, reduction and `dot` staging: each user starts with
+//! a barrier, so it never overwrites data an earlier user still reads.
+
+use super::Lowering;
+use crate::dist_layout::DistLayout;
+use crate::error::CompileResult;
+use crate::layout_assign::LayoutId;
+use crate::target::MAX_THREADGROUP_BYTES;
+use metile_ir::gpu_ir::*;
+use metile_ir::{BinaryOp, CmpOp, DType};
+
+fn rounded(bytes: usize) -> usize {
+    bytes.div_ceil(16) * 16
+}
+
+impl<'f> Lowering<'f> {
+    /// Threadgroup bytes taken by everything except the scratch of `dtype`.
+    fn bytes_besides_scratch(&self, dtype: DType) -> usize {
+        let own = self.scratch.iter().find(|(d, _)| *d == dtype).map(|&(_, v)| v);
+        self.b
+            .func()
+            .threadgroup
+            .iter()
+            .filter(|a| Some(a.value) != own)
+            .map(|a| rounded(a.bytes()))
+            .sum()
+    }
+
+    /// Elements of `dtype` the scratch may grow to without passing the limit.
+    pub(super) fn scratch_capacity(&self, dtype: DType) -> usize {
+        MAX_THREADGROUP_BYTES.saturating_sub(self.bytes_besides_scratch(dtype)) / dtype.size_bytes()
+    }
+
+    /// The scratch allocation of `dtype`, grown to at least `len` elements.
+    pub(super) fn scratch(&mut self, dtype: DType, len: usize) -> CompileResult<GpuValue> {
+        let others = self.bytes_besides_scratch(dtype);
+        let need = rounded(len * dtype.size_bytes());
+        if others + need > MAX_THREADGROUP_BYTES {
+            return Err(self.err(format!(
+                "needs {} bytes of threadgroup memory ({need} for this op); at most {MAX_THREADGROUP_BYTES} are allowed",
+                others + need
+            )));
+        }
+        if let Some(&(_, root)) = self.scratch.iter().find(|(d, _)| *d == dtype) {
+            self.b.grow_threadgroup(root, len);
+            return Ok(root);
+        }
+        let root = self.b.add_threadgroup(dtype, len, TgPurpose::Scratch);
+        self.scratch.push((dtype, root));
+        Ok(root)
+    }
+
+    pub(super) fn mem_load(
+        &mut self,
+        root: GpuValue,
+        index: GpuValue,
+        width: u8,
+        mask: Option<GpuValue>,
+        other: Option<GpuValue>,
+    ) -> GpuValue {
+        let dtype = self.dtype_of(root);
+        let mut operands = vec![root, index];
+        operands.extend(mask);
+        let has_other = mask.is_some() && other.is_some();
+        if has_other {
+            operands.extend(other);
+        }
+        self.emit1(
+            GpuOpKind::Load {
+                width,
+                has_mask: mask.is_some(),
+                has_other,
+            },
+            operands,
+            GpuType::loaded(dtype, width),
+        )
+    }
+
+    pub(super) fn mem_store(
+        &mut self,
+        root: GpuValue,
+        index: GpuValue,
+        value: GpuValue,
+        width: u8,
+        mask: Option<GpuValue>,
+    ) {
+        let mut operands = vec![root, index, value];
+        operands.extend(mask);
+        self.emit(
+            GpuOpKind::Store {
+                width,
+                has_mask: mask.is_some(),
+            },
+            operands,
+            vec![],
+        );
+    }
+
+    /// `lo <= x < lo + len` as a bool, for chunked exchanges; returns `x - lo` too.
+    fn chunk_membership(&mut self, x: GpuValue, lo: i64, len: i64) -> (GpuValue, GpuValue) {
+        let lo_v = self.const_i32(lo as i32);
+        let rel = if lo == 0 {
+            x
+        } else {
+            self.binary(BinaryOp::Sub, x, lo_v)
+        };
+        let zero = self.const_i32(0);
+        let len_v = self.const_i32(len as i32);
+        let above = self.compare(CmpOp::Ge, rel, zero);
+        let below = self.compare(CmpOp::Lt, rel, len_v);
+        (self.binary(BinaryOp::And, above, below), rel)
+    }
+
+    /// Moves a tile's registers from layout `from` to layout `to`.
+    pub(super) fn convert(
+        &mut self,
+        elems: Vec<GpuValue>,
+        from: LayoutId,
+        to: LayoutId,
+        dtype: DType,
+    ) -> CompileResult<Vec<GpuValue>> {
+        if from == to {
+            return Ok(elems);
+        }
+        let (src, dst) = (self.layout(from).clone(), self.layout(to).clone());
+        if let Some(map) = DistLayout::register_map(&src, &dst, |e| e) {
+            return Ok(map.into_iter().map(|u| elems[u]).collect());
+        }
+        let numel = src.numel();
+        let capacity = self.scratch_capacity(dtype);
+        if capacity == 0 {
+            return Err(self.err("no threadgroup memory is left for a layout conversion"));
+        }
+        let chunk = numel.min(capacity);
+        let root = self.scratch(dtype, chunk)?;
+        let owner = self.owner(from);
+        let mut out: Vec<Option<GpuValue>> = vec![None; dst.values()];
+        for lo in (0..numel).step_by(chunk) {
+            self.barrier()?;
+            for (v, &x) in elems.iter().enumerate() {
+                let idx = self.element_index(from, v);
+                if chunk == numel {
+                    self.mem_store(root, idx, x, 1, owner);
+                } else {
+                    let (inside, rel) = self.chunk_membership(idx, lo as i64, chunk as i64);
+                    let mask = self.and_opt(Some(inside), owner);
+                    self.mem_store(root, rel, x, 1, mask);
+                }
+            }
+            self.barrier()?;
+            for (v, slot) in out.iter_mut().enumerate() {
+                let idx = self.element_index(to, v);
+                *slot = Some(if chunk == numel {
+                    self.mem_load(root, idx, 1, None, None)
+                } else {
+                    let (inside, rel) = self.chunk_membership(idx, lo as i64, chunk as i64);
+                    let previous = match *slot {
+                        Some(p) => p,
+                        None => self.zero_of(dtype),
+                    };
+                    self.mem_load(root, rel, 1, Some(inside), Some(previous))
+                });
+            }
+        }
+        out.into_iter()
+            .map(|x| x.ok_or_else(|| self.internal("a conversion left a register unset")))
+            .collect()
+    }
+}

@@ -1,0 +1,243 @@
+//! `dot(a[M,K], b[K,N], acc[M,N])`: the generic path (the simdgroup_matrix fast
+//! path is a later pattern on top of it).
+//!
+//! Both operands are staged in threadgroup scratch, `a` row-major as `M x kc`
+//! and `b` as `kc x N` after it, each element written once by its canonical
+//! owner. Every thread then computes its own accumulator registers (in the
+//! accumulator's layout) with a loop over `k`, reading `a[m][k]` once per
+//! distinct row and `b[k][n]` once per distinct column it owns (vector reads
+//! when its columns are contiguous), and accumulating `acc + a * b` in f32 in
+//! `k` order, like the interpreter.
+//!
+//! `kc` is `K` when `(M + N) * K` elements fit the free threadgroup memory;
+//! otherwise the largest divisor of `K` that fits, and a uniform loop walks the
+//! `K / kc` chunks (barrier, stage the chunk's elements under a predicate,
+//! barrier, accumulate). Only when a single `k` column of both operands does not
+//! fit is the op refused.
+
+use super::{Home, Lowering};
+use crate::error::CompileResult;
+use crate::layout_assign::{Class, LayoutId};
+use metile_ir::gpu_ir::*;
+use metile_ir::{BinaryOp, CmpOp, DType, Op};
+
+const I32: GpuType = GpuType::Scalar(DType::I32);
+
+impl<'f> Lowering<'f> {
+    pub(super) fn dot(&mut self, op: &'f Op) -> CompileResult<()> {
+        let (a, b, acc, r) = (op.operands[0], op.operands[1], op.operands[2], op.results[0]);
+        let Class::Fixed(lc) = self.a.class(r) else {
+            return Err(self.internal("dot without a result layout"));
+        };
+        let (m, k) = (self.f.ty(a).shape[0], self.f.ty(a).shape[1]);
+        let n = self.f.ty(b).shape[1];
+        let operand_dtype = self.elem_dtype(a);
+        let result_dtype = self.elem_dtype(r);
+
+        let capacity = self.scratch_capacity(operand_dtype);
+        let kc = (1..=k)
+            .rev()
+            .find(|&c| k % c == 0 && (m + n) * c <= capacity)
+            .ok_or_else(|| {
+                self.err(format!(
+                    "staging one column of a and one row of b takes {} bytes of threadgroup memory, more than is \
+                     free; use smaller tiles",
+                    (m + n) * operand_dtype.size_bytes()
+                ))
+            })?;
+        let chunks = k / kc;
+        let root = self.scratch(operand_dtype, (m + n) * kc)?;
+
+        let la = self.natural_layout(a)?;
+        let lb = self.natural_layout(b)?;
+        let av = self.elems(a, la)?;
+        let bv = self.elems(b, lb)?;
+        let accv = self.elems(acc, lc)?;
+        let count = accv.len();
+        let reg = self.b.add_reg(DType::F32, count as u32);
+        for (v, &x) in accv.iter().enumerate() {
+            let f = self.cast(x, DType::F32);
+            self.reg_write(reg, v as u32, f);
+        }
+
+        if chunks == 1 {
+            let k0 = self.const_i32(0);
+            self.dot_chunk(root, (m, n, k, kc), (la, &av), (lb, &bv), lc, reg, k0)?;
+        } else {
+            let (start, end, step) = (
+                self.const_i32(0),
+                self.const_i32(k as i32),
+                self.const_i32(kc as i32),
+            );
+            let k0 = self.push_block(&[I32])[0];
+            self.dot_chunk(root, (m, n, k, kc), (la, &av), (lb, &bv), lc, reg, k0)?;
+            let body = self.pop_block();
+            self.b
+                .emit_region_op(GpuOpKind::For, vec![start, end, step], vec![body]);
+        }
+
+        let elems: Vec<GpuValue> = (0..count)
+            .map(|v| {
+                let x = self.reg_read(reg, v as u32, DType::F32);
+                self.cast(x, result_dtype)
+            })
+            .collect();
+        self.set_home(r, Home::Regs { layout: lc, elems })
+    }
+
+    /// Stages columns `k0 .. k0 + kc` of a and rows of b, then accumulates them.
+    #[allow(clippy::too_many_arguments)]
+    fn dot_chunk(
+        &mut self,
+        root: GpuValue,
+        (m, n, k, kc): (usize, usize, usize, usize),
+        (la, av): (LayoutId, &[GpuValue]),
+        (lb, bv): (LayoutId, &[GpuValue]),
+        lc: LayoutId,
+        reg: RegId,
+        k0: GpuValue,
+    ) -> CompileResult<()> {
+        let whole = kc == k;
+        self.barrier()?;
+        // a[i][kk] at i * kc + (kk - k0).
+        let owner_a = self.owner(la);
+        for (v, &x) in av.iter().enumerate() {
+            if whole {
+                let e = self.element_index(la, v);
+                self.mem_store(root, e, x, 1, owner_a);
+                continue;
+            }
+            let row = self.coord(la, 0, v);
+            let col = self.coord(la, 1, v);
+            let rel = self.binary(BinaryOp::Sub, col, k0);
+            let inside = self.in_range(rel, kc as i64);
+            let kc_v = self.const_i32(kc as i32);
+            let base = self.binary(BinaryOp::Mul, row, kc_v);
+            let idx = self.binary(BinaryOp::Add, base, rel);
+            let mask = self.and_opt(Some(inside), owner_a);
+            self.mem_store(root, idx, x, 1, mask);
+        }
+        // b[kk][j] at m * kc + (kk - k0) * n + j: a contiguous element range.
+        let owner_b = self.owner(lb);
+        let b_base = self.const_i32((m * kc) as i32);
+        let k0n = if whole {
+            None
+        } else {
+            let n_v = self.const_i32(n as i32);
+            Some(self.binary(BinaryOp::Mul, k0, n_v))
+        };
+        for (v, &x) in bv.iter().enumerate() {
+            let e = self.element_index(lb, v);
+            let (rel, mask) = match k0n {
+                None => (e, owner_b),
+                Some(k0n) => {
+                    let rel = self.binary(BinaryOp::Sub, e, k0n);
+                    let inside = self.in_range(rel, (kc * n) as i64);
+                    (rel, self.and_opt(Some(inside), owner_b))
+                }
+            };
+            let idx = self.binary(BinaryOp::Add, b_base, rel);
+            self.mem_store(root, idx, x, 1, mask);
+        }
+        self.barrier()?;
+
+        // for kk in 0..kc: acc[v] += a[row(v)][kk] * b[kk][col(v)]
+        let (zero, end, one) = (self.const_i32(0), self.const_i32(kc as i32), self.const_i32(1));
+        let kk = self.push_block(&[I32])[0];
+        let count = self.values_of(lc);
+        let kc_v = self.const_i32(kc as i32);
+        let n_v = self.const_i32(n as i32);
+        let row_t = self.thread_coord(lc, 0);
+        let col_t = self.thread_coord(lc, 1);
+        let b_row = self.binary(BinaryOp::Mul, kk, n_v);
+        let b_row = self.binary(BinaryOp::Add, b_row, b_base);
+        let b_row = self.binary(BinaryOp::Add, b_row, col_t);
+        let width = self.dot_b_width(lc, m * kc, n, self.dtype_of(root));
+        let mut a_vals: Vec<(i64, GpuValue)> = vec![];
+        let mut b_vals: Vec<(i64, GpuValue)> = vec![];
+        for v in 0..count {
+            let coords = self.layout(lc).value_coords(v);
+            let (dr, dc) = (coords[0], coords[1]);
+            let a_val = match a_vals.iter().find(|(r, _)| *r == dr) {
+                Some(&(_, x)) => x,
+                None => {
+                    let dr_v = self.const_i32(dr as i32);
+                    let row = self.binary(BinaryOp::Add, row_t, dr_v);
+                    let idx = self.binary(BinaryOp::Mul, row, kc_v);
+                    let idx = self.binary(BinaryOp::Add, idx, kk);
+                    let x = self.mem_load(root, idx, 1, None, None);
+                    let x = self.cast(x, DType::F32);
+                    a_vals.push((dr, x));
+                    x
+                }
+            };
+            let b_val = match b_vals.iter().find(|(c, _)| *c == dc) {
+                Some(&(_, x)) => x,
+                None => {
+                    let run_start = dc - dc.rem_euclid(width as i64);
+                    let dc_v = self.const_i32(run_start as i32);
+                    let idx = self.binary(BinaryOp::Add, b_row, dc_v);
+                    let loaded = self.mem_load(root, idx, width as u8, None, None);
+                    for lane in 0..width {
+                        let x = if width == 1 {
+                            loaded
+                        } else {
+                            let dtype = self.dtype_of(root);
+                            self.emit1(
+                                GpuOpKind::Extract { lane: lane as u8 },
+                                vec![loaded],
+                                GpuType::Scalar(dtype),
+                            )
+                        };
+                        let x = self.cast(x, DType::F32);
+                        b_vals.push((run_start + lane as i64, x));
+                    }
+                    b_vals
+                        .iter()
+                        .find(|(c, _)| *c == dc)
+                        .map(|&(_, x)| x)
+                        .ok_or_else(|| self.internal("a dot column outside its vector run"))?
+                }
+            };
+            let prod = self.binary(BinaryOp::Mul, a_val, b_val);
+            let cur = self.reg_read(reg, v as u32, DType::F32);
+            let next = self.binary(BinaryOp::Add, cur, prod);
+            self.reg_write(reg, v as u32, next);
+        }
+        let body = self.pop_block();
+        self.b
+            .emit_region_op(GpuOpKind::For, vec![zero, end, one], vec![body]);
+        Ok(())
+    }
+
+    /// Width of the vector reads of b's staged rows: the accumulator layout's
+    /// contiguous column runs, when every run start is aligned in scratch.
+    fn dot_b_width(&self, lc: LayoutId, b_base: usize, n: usize, dtype: DType) -> usize {
+        let w = self.layout_vector_width(lc, dtype);
+        if w > 1 && b_base % w == 0 && n % w == 0 {
+            w
+        } else {
+            1
+        }
+    }
+
+    /// Coordinate `axis` of register `v` of a separable layout.
+    pub(super) fn coord(&mut self, l: LayoutId, axis: usize, v: usize) -> GpuValue {
+        let t = self.thread_coord(l, axis);
+        let c = self.layout(l).value_coords(v)[axis];
+        if c == 0 {
+            return t;
+        }
+        let c = self.const_i32(c as i32);
+        self.binary(BinaryOp::Add, t, c)
+    }
+
+    /// `0 <= x < len`.
+    pub(super) fn in_range(&mut self, x: GpuValue, len: i64) -> GpuValue {
+        let zero = self.const_i32(0);
+        let len = self.const_i32(len as i32);
+        let ge = self.compare(CmpOp::Ge, x, zero);
+        let lt = self.compare(CmpOp::Lt, x, len);
+        self.binary(BinaryOp::And, ge, lt)
+    }
+}

@@ -1,0 +1,472 @@
+//! Lowering Tile IR to GPU IR: one generic walk over the Tile IR, op by op.
+//!
+//! Every Tile IR value gets a *home* when its op is lowered:
+//! * `Uniform(x)`: one GPU value every thread holds (scalars, splat tiles);
+//! * `Regs { layout, elems }`: one GPU SSA value per register of the layout;
+//! * `Flexible`: nothing yet; computed on demand in the layout a use asks for.
+//!
+//! A use asks for a value's elements in a layout ([`Lowering::elems`]). When the
+//! home is in another layout, the value is converted: a register copy when every
+//! thread already holds what it needs, otherwise a round trip through
+//! threadgroup memory (see `convert.rs`). Conversions and flexible values are
+//! emitted where the value is *defined* (the builder can append to an enclosing
+//! block, before the loop or `if` being built), so they run once, outside loops
+//! that merely use them, and are cached per (value, layout) while that block is open.
+//! Everything that depends only on the thread index (per-layout thread offsets,
+//! owner predicates) is emitted at the top level and cached for the whole kernel.
+//!
+//! Element-wise work is fully unrolled over a thread's registers: each Tile IR op
+//! becomes one scalar GPU op per register, which the MSL emitter prints as one
+//! statement each. Real loops come only from the kernel's `for` (and `dot`'s K
+//! loop); values that live across loop iterations or leave an `if` go through
+//! register arrays.
+
+mod control;
+mod convert;
+mod dot;
+mod elementwise;
+mod index;
+mod memory;
+mod reduce;
+mod thread_ops;
+
+use crate::axis_info::{self, AxisInfos};
+use crate::error::{CompileError, CompileResult};
+use crate::layout_assign::{Assignment, Class, LayoutId, Root};
+use crate::target::MAX_THREADGROUP_BYTES;
+use metile_ir::gpu_ir::*;
+use metile_ir::{Block, DType, Elem, Function, Literal, Loc, Op, OpKind, ParamKind, ValueId};
+use std::collections::HashMap;
+
+/// Most registers one tile may take per thread; beyond this the unrolled code
+/// and register pressure are unreasonable, so the kernel is refused with advice.
+pub const MAX_VALUES_PER_THREAD: usize = 1024;
+
+#[derive(Clone, Debug)]
+enum Home {
+    Uniform(GpuValue),
+    Regs { layout: LayoutId, elems: Vec<GpuValue> },
+    Flexible,
+}
+
+/// Things cached per block while it is open.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum CacheKey {
+    Elems(ValueId, LayoutId),
+    Builtin(Builtin),
+    ThreadOffset(LayoutId),
+    ThreadCoord(LayoutId, usize),
+    ElementIndex(LayoutId, usize),
+    Owner(LayoutId, Vec<(i64, i64)>),
+    ConstI32(i32),
+}
+
+#[derive(Clone, Debug)]
+enum Cached {
+    One(GpuValue),
+    Many(Vec<GpuValue>),
+}
+
+pub struct Lowering<'f> {
+    f: &'f Function,
+    a: Assignment,
+    info: AxisInfos,
+    b: GpuBuilder,
+    homes: Vec<Option<Home>>,
+    /// Block index (0 = kernel body) where each Tile IR value is defined.
+    def_depth: Vec<usize>,
+    /// The op that defines each value (none for parameters and block arguments).
+    def_op: Vec<Option<&'f Op>>,
+    caches: Vec<HashMap<CacheKey, Cached>>,
+    /// Block index that new ops go to.
+    at: usize,
+    /// Scratch threadgroup memory, one allocation per dtype.
+    scratch: Vec<(DType, GpuValue)>,
+    /// Integer and bool constants emitted so far, for algebraic shortcuts.
+    consts: HashMap<GpuValue, i64>,
+    /// The threadgroup memory of each `shared` op.
+    shared_roots: HashMap<ValueId, GpuValue>,
+    /// Block indices of the open `simdgroup_role` bodies.
+    role_depths: Vec<usize>,
+    /// The Tile IR op being lowered, for errors.
+    loc: Loc,
+    op_name: String,
+}
+
+/// Lowers a verified Tile IR function to GPU IR for `threads` threads per threadgroup.
+pub fn lower(f: &Function, threads: u32) -> CompileResult<GpuFunction> {
+    let a = crate::layout_assign::assign(f, threads)?;
+    let info = axis_info::analyze(f);
+    let mut l = Lowering {
+        f,
+        a,
+        info,
+        b: GpuBuilder::new(&f.name, threads),
+        homes: vec![None; f.values.len()],
+        def_depth: vec![0; f.values.len()],
+        def_op: vec![None; f.values.len()],
+        caches: vec![HashMap::new()],
+        at: 0,
+        scratch: vec![],
+        consts: HashMap::new(),
+        shared_roots: HashMap::new(),
+        role_depths: vec![],
+        loc: Loc::unknown(),
+        op_name: "kernel".into(),
+    };
+    fn record<'f>(block: &'f Block, defs: &mut [Option<&'f Op>]) {
+        for op in &block.ops {
+            for &r in &op.results {
+                defs[r.index()] = Some(op);
+            }
+            for region in &op.regions {
+                record(region, defs);
+            }
+        }
+    }
+    record(&f.body, &mut l.def_op);
+    let offset_dtype = l.a.offset_dtype();
+    for (i, p) in f.params.iter().enumerate() {
+        let (kind, home_is_ptr) = match p.kind {
+            ParamKind::Pointer(d) => (GpuParamKind::Buffer(d), true),
+            ParamKind::Scalar(d) => (GpuParamKind::Scalar(d), false),
+        };
+        let v = l.b.add_param(&p.name, kind, i);
+        let home = if home_is_ptr {
+            // A pointer's home is its offset from the root: zero for the parameter.
+            let zero = l.konst(Literal::Int(0), offset_dtype);
+            Home::Uniform(zero)
+        } else {
+            Home::Uniform(v)
+        };
+        l.homes[p.value.index()] = Some(home);
+    }
+    l.block(&f.body)?;
+    let bytes = l.b.func().threadgroup_bytes();
+    if bytes > MAX_THREADGROUP_BYTES {
+        return Err(CompileError::new(
+            "kernel",
+            format!("needs {bytes} bytes of threadgroup memory; at most {MAX_THREADGROUP_BYTES} are allowed"),
+            Loc::unknown(),
+        ));
+    }
+    Ok(l.b.finish())
+}
+
+impl<'f> Lowering<'f> {
+    // ------------------------------------------------------------- errors
+
+    fn err(&self, reason: impl Into<String>) -> CompileError {
+        CompileError::new(self.op_name.clone(), reason, self.loc.clone())
+    }
+
+    fn internal(&self, what: impl std::fmt::Display) -> CompileError {
+        self.err(format!("internal compiler error: {what}"))
+    }
+
+    // ---------------------------------------------------------- emission
+
+    fn innermost(&self) -> usize {
+        self.b.depth() - 1
+    }
+
+    fn emit(&mut self, kind: GpuOpKind, operands: Vec<GpuValue>, types: Vec<GpuType>) -> Vec<GpuValue> {
+        self.b.emit_at(self.at, kind, operands, types)
+    }
+
+    fn emit1(&mut self, kind: GpuOpKind, operands: Vec<GpuValue>, ty: GpuType) -> GpuValue {
+        self.emit(kind, operands, vec![ty])[0]
+    }
+
+    /// Runs `body` with new ops going to block `depth` (an enclosing block).
+    fn at_depth<T>(&mut self, depth: usize, body: impl FnOnce(&mut Self) -> T) -> T {
+        let saved = self.at;
+        self.at = depth.min(self.innermost());
+        let r = body(self);
+        self.at = saved;
+        r
+    }
+
+    fn cached(&self, key: &CacheKey, max_depth: usize) -> Option<Cached> {
+        self.caches
+            .iter()
+            .take(max_depth + 1)
+            .rev()
+            .find_map(|c| c.get(key).cloned())
+    }
+
+    fn cache(&mut self, key: CacheKey, value: Cached) {
+        let at = self.at.min(self.caches.len() - 1);
+        self.caches[at].insert(key, value);
+    }
+
+    fn push_block(&mut self, arg_types: &[GpuType]) -> Vec<GpuValue> {
+        let args = self.b.push_block(arg_types);
+        self.caches.push(HashMap::new());
+        self.at = self.innermost();
+        args
+    }
+
+    fn pop_block(&mut self) -> GpuBlock {
+        self.caches.pop();
+        let block = self.b.pop_block();
+        self.at = self.innermost();
+        block
+    }
+
+    fn ty_of(&self, v: GpuValue) -> GpuType {
+        self.b.ty(v)
+    }
+
+    fn dtype_of(&self, v: GpuValue) -> DType {
+        self.b.ty(v).dtype()
+    }
+
+    fn konst(&mut self, lit: Literal, dtype: DType) -> GpuValue {
+        let v = self.emit1(GpuOpKind::Const(lit), vec![], GpuType::Scalar(dtype));
+        if !dtype.is_float() {
+            let value = match lit {
+                Literal::Bool(b) => Some(i64::from(b)),
+                Literal::Int(i) => Some(i),
+                Literal::Float(_) => None,
+            };
+            if let Some(value) = value {
+                self.consts.insert(v, value);
+            }
+        }
+        v
+    }
+
+    fn bool_const(&mut self, b: bool) -> GpuValue {
+        self.konst(Literal::Bool(b), DType::Bool)
+    }
+
+    /// A binary op on integers or bools, with the identities `x + 0`, `x - 0`,
+    /// `x * 1` and `x && true` folded (exact for these types).
+    fn binary(&mut self, op: metile_ir::BinaryOp, x: GpuValue, y: GpuValue) -> GpuValue {
+        use metile_ir::BinaryOp::*;
+        let ty = self.ty_of(x);
+        if !ty.dtype().is_float() {
+            let (cx, cy) = (self.consts.get(&x).copied(), self.consts.get(&y).copied());
+            let bool_and = ty.dtype() == DType::Bool && op == And;
+            match (op, cx, cy) {
+                (Add, _, Some(0)) | (Sub, _, Some(0)) | (Mul, _, Some(1)) => return x,
+                (Add, Some(0), _) | (Mul, Some(1), _) => return y,
+                (_, _, Some(1)) if bool_and => return x,
+                (_, Some(1), _) if bool_and => return y,
+                _ => {}
+            }
+        }
+        self.emit1(GpuOpKind::Binary(op), vec![x, y], ty)
+    }
+
+    fn compare(&mut self, op: metile_ir::CmpOp, x: GpuValue, y: GpuValue) -> GpuValue {
+        self.emit1(GpuOpKind::Compare(op), vec![x, y], GpuType::Scalar(DType::Bool))
+    }
+
+    fn select(&mut self, c: GpuValue, x: GpuValue, y: GpuValue) -> GpuValue {
+        let ty = self.ty_of(x);
+        self.emit1(GpuOpKind::Select, vec![c, x, y], ty)
+    }
+
+    fn cast(&mut self, v: GpuValue, dtype: DType) -> GpuValue {
+        if self.dtype_of(v) == dtype {
+            return v;
+        }
+        self.emit1(GpuOpKind::Cast, vec![v], GpuType::Scalar(dtype))
+    }
+
+    fn barrier(&mut self) -> CompileResult<()> {
+        if self.role_depths.last().is_some_and(|&d| self.at >= d) {
+            return Err(self.err(
+                "this needs a threadgroup barrier (threads exchanging data through threadgroup memory), \
+                 which cannot run inside simdgroup_role: only some simdgroups execute its body",
+            ));
+        }
+        self.emit(GpuOpKind::Barrier, vec![], vec![]);
+        Ok(())
+    }
+
+    fn reg_read(&mut self, reg: RegId, index: u32, dtype: DType) -> GpuValue {
+        self.emit1(GpuOpKind::RegRead { reg, index }, vec![], GpuType::Scalar(dtype))
+    }
+
+    fn reg_write(&mut self, reg: RegId, index: u32, value: GpuValue) {
+        self.emit(GpuOpKind::RegWrite { reg, index }, vec![value], vec![]);
+    }
+
+    // ------------------------------------------------------ Tile IR values
+
+    fn layout(&self, id: LayoutId) -> &crate::dist_layout::DistLayout {
+        self.a.layout(id)
+    }
+
+    fn values_of(&self, id: LayoutId) -> usize {
+        self.layout(id).values()
+    }
+
+    /// The GPU element type a Tile IR value's elements have (pointer offsets for pointers).
+    fn elem_dtype(&self, v: ValueId) -> DType {
+        match self.f.ty(v).elem {
+            Elem::Scalar(d) => d,
+            Elem::Ptr(..) => self.a.offset_dtype(),
+        }
+    }
+
+    fn set_home(&mut self, v: ValueId, home: Home) -> CompileResult<()> {
+        if let Home::Regs { layout, .. } = &home {
+            let n = self.values_of(*layout);
+            if n > MAX_VALUES_PER_THREAD {
+                return Err(self.err(format!(
+                    "a tile of shape {:?} would need {n} registers per thread (at most {MAX_VALUES_PER_THREAD}); \
+                     use smaller blocks or more simdgroups (num_sgs)",
+                    self.f.ty(v).shape
+                )));
+            }
+        }
+        self.homes[v.index()] = Some(home);
+        self.def_depth[v.index()] = self.innermost();
+        Ok(())
+    }
+
+    fn home(&self, v: ValueId) -> CompileResult<&Home> {
+        self.homes[v.index()]
+            .as_ref()
+            .ok_or_else(|| self.internal(format!("{v} is used before it is lowered")))
+    }
+
+    /// The single value of a uniform Tile IR value (a scalar or a splat tile).
+    fn uniform(&mut self, v: ValueId) -> CompileResult<GpuValue> {
+        match self.home(v)?.clone() {
+            Home::Uniform(x) => Ok(x),
+            _ => Err(self.internal(format!("{v} is not uniform"))),
+        }
+    }
+
+    fn is_uniform(&self, v: ValueId) -> bool {
+        matches!(self.homes[v.index()], Some(Home::Uniform(_)))
+    }
+
+    /// The elements of `v` in `layout`, one per register of this thread.
+    fn elems(&mut self, v: ValueId, layout: LayoutId) -> CompileResult<Vec<GpuValue>> {
+        let count = self.values_of(layout);
+        let home = self.home(v)?.clone();
+        match home {
+            Home::Uniform(x) => Ok(vec![x; count]),
+            Home::Regs { layout: l, elems } if l == layout => Ok(elems),
+            Home::Regs { .. } | Home::Flexible => {
+                let key = CacheKey::Elems(v, layout);
+                let depth = self.def_depth[v.index()];
+                if let Some(Cached::Many(e)) = self.cached(&key, self.at) {
+                    return Ok(e);
+                }
+                let elems = self.at_depth(depth, |this| this.materialize(v, layout, &home))?;
+                self.at_depth(depth, |this| this.cache(key, Cached::Many(elems.clone())));
+                Ok(elems)
+            }
+        }
+    }
+
+    /// Computes or converts `v` into `layout` (at `v`'s definition depth).
+    fn materialize(&mut self, v: ValueId, layout: LayoutId, home: &Home) -> CompileResult<Vec<GpuValue>> {
+        let op = self.def_op[v.index()];
+        // Broadcasts and reshapes re-derive from their source in the matching layout.
+        if let Some(op) = op {
+            if matches!(op.kind, OpKind::Broadcast | OpKind::ExpandDims { .. }) {
+                return self.elementwise_in(op, layout);
+            }
+        }
+        match home {
+            Home::Flexible => {
+                let op = op.ok_or_else(|| self.internal("a flexible value without a defining op"))?;
+                self.elementwise_in(op, layout)
+            }
+            Home::Regs { layout: from, elems } => {
+                let dtype = self.elem_dtype(v);
+                self.convert(elems.clone(), *from, layout, dtype)
+            }
+            Home::Uniform(x) => Ok(vec![*x; self.values_of(layout)]),
+        }
+    }
+
+    /// The layout a non-uniform value must be materialised in when an op has no
+    /// preference: its own for `Fixed`, the default for the rest.
+    fn natural_layout(&mut self, v: ValueId) -> CompileResult<LayoutId> {
+        match self.a.class(v) {
+            Class::Fixed(l) => Ok(l),
+            _ => {
+                let shape = self.f.ty(v).shape.clone();
+                self.a.blocked(&shape)
+            }
+        }
+    }
+
+    fn root_value(&mut self, v: ValueId) -> CompileResult<GpuValue> {
+        match self.a.root(v) {
+            Some(Root::Param(i)) => Ok(self.b.func().params[i].value),
+            Some(Root::Shared(s)) => self
+                .shared_roots
+                .get(&s)
+                .copied()
+                .ok_or_else(|| self.internal("a shared pointer used before its allocation")),
+            None => Err(self.internal(format!("{v} has no pointer root"))),
+        }
+    }
+
+    // ------------------------------------------------------------- walking
+
+    fn block(&mut self, block: &'f Block) -> CompileResult<()> {
+        for op in &block.ops {
+            if matches!(op.kind, OpKind::Yield) {
+                continue;
+            }
+            self.loc = op.loc.clone();
+            self.op_name = op.kind.name().to_string();
+            self.b.set_loc(op.loc.clone());
+            self.op(op)?;
+        }
+        Ok(())
+    }
+
+    fn op(&mut self, op: &'f Op) -> CompileResult<()> {
+        match &op.kind {
+            OpKind::Constant(lit) => {
+                let d = self.elem_dtype(op.results[0]);
+                let c = self.konst(*lit, d);
+                self.set_home(op.results[0], Home::Uniform(c))
+            }
+            OpKind::ProgramId { axis } => {
+                let v = self.builtin(Builtin::ThreadgroupPosition(*axis));
+                self.set_home(op.results[0], Home::Uniform(v))
+            }
+            OpKind::NumPrograms { axis } => {
+                let v = self.builtin(Builtin::ThreadgroupsPerGrid(*axis));
+                self.set_home(op.results[0], Home::Uniform(v))
+            }
+            OpKind::Arange { .. }
+            | OpKind::Broadcast
+            | OpKind::ExpandDims { .. }
+            | OpKind::Cast
+            | OpKind::Unary(_)
+            | OpKind::Binary(_)
+            | OpKind::Compare(_)
+            | OpKind::Select
+            | OpKind::AddPtr => self.elementwise(op),
+            OpKind::Load { .. } => self.load(op),
+            OpKind::Store { .. } => self.store(op),
+            OpKind::TileLoad { .. } => self.tile_load(op),
+            OpKind::TileStore { .. } => self.tile_store(op),
+            OpKind::Dot => self.dot(op),
+            OpKind::Reduce { op: red, axis } => self.reduce(op, *red, *axis),
+            OpKind::Swizzle { pattern, block_size } => self.swizzle(op, *pattern, *block_size),
+            OpKind::For => self.for_op(op),
+            OpKind::If => self.if_op(op),
+            OpKind::SimdgroupRole { role, num_roles } => self.simdgroup_role(op, *role, *num_roles),
+            OpKind::ThreadId | OpKind::SimdLaneId => self.thread_index_op(op),
+            OpKind::SimdShuffleXor | OpKind::SimdBroadcast => self.simd_exchange(op),
+            OpKind::Shared { size } => self.shared(op, *size),
+            OpKind::Barrier => self.barrier(),
+            OpKind::Yield => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,737 @@
+//! GPU IR ops as MSL statements, keeping the Tile IR's element semantics:
+//!
+//! * integer `+ - * neg <<` wrap: printed through unsigned `as_type` unless the
+//!   range analysis proves no overflow (signed overflow is undefined in MSL);
+//! * integer `// %` by zero give 0 and `MIN // -1` wraps (guarded, never trapping);
+//!   shift counts are taken modulo the bit width;
+//! * float `//` is `trunc(a / b)`, `%` is `fmod`, max/min are `fmax`/`fmin`;
+//! * f16 `+ - * /` are native (rounding a binary16 op through binary32 is exact),
+//!   every other f16 op and every bf16 op computes in float and rounds once;
+//! * transcendental functions use `precise::` (fast `tanh` overflows to NaN);
+//! * float-to-int casts saturate and map NaN to 0 (helpers), int-to-bfloat
+//!   rounds once (a helper rounding to odd through float first);
+//! * float literals are printed with the shortest decimal that round-trips, with
+//!   the `f` suffix; f16/bf16 literals as an exactly representable float
+//!   converted explicitly; non-finite values through `as_type` of their bits;
+//! * `simd_*` on bool, i64 and bf16 go through integer types of the same size.
+
+use super::names::{scalar_type, vector_type};
+use super::ranges::Ranges;
+use metile_ir::gpu_ir::*;
+use metile_ir::{BinaryOp, CmpOp, DType, Literal, ReduceOp, UnaryOp};
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Helper {
+    FloatToInt,
+    FloatToUint,
+    FloatToLong,
+    BfloatFromLong,
+}
+
+pub fn helper_source(h: Helper) -> &'static str {
+    match h {
+        Helper::FloatToInt => {
+            "static inline int metile_float_to_int(float x) {\n  \
+             return isnan(x) ? 0 : x >= 2147483648.0f ? 2147483647 : x <= -2147483648.0f ? (-2147483647 - 1) : int(x);\n}\n"
+        }
+        Helper::FloatToUint => {
+            "static inline uint metile_float_to_uint(float x) {\n  \
+             return isnan(x) ? 0u : x >= 4294967296.0f ? 4294967295u : x <= 0.0f ? 0u : uint(x);\n}\n"
+        }
+        Helper::FloatToLong => {
+            "static inline long metile_float_to_long(float x) {\n  \
+             return isnan(x) ? 0L : x >= 9223372036854775808.0f ? 9223372036854775807L\n    \
+             : x <= -9223372036854775808.0f ? (-9223372036854775807L - 1L) : long(x);\n}\n"
+        }
+        Helper::BfloatFromLong => {
+            "// Rounds once: to float with round-to-odd (exact for the later rounding), then to bfloat.\n\
+             static inline bfloat metile_bfloat_from_long(long v) {\n  \
+             ulong m = v < 0 ? 0UL - ulong(v) : ulong(v);\n  \
+             float f = float(m);\n  \
+             uint bits = as_type<uint>(f);\n  \
+             ulong g = ulong(f);\n  \
+             if (g != m && (bits & 1u) == 0u) {\n    \
+             bits = g > m ? bits - 1u : bits + 1u;\n  \
+             }\n  \
+             float r = as_type<float>(bits);\n  \
+             return bfloat(v < 0 ? -r : r);\n}\n"
+        }
+    }
+}
+
+/// The shortest decimal that reads back as `x`, as an MSL float literal.
+fn f32_literal(x: f32) -> String {
+    if x.is_nan() {
+        return "as_type<float>(0x7fc00000u)".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 {
+            "as_type<float>(0x7f800000u)".into()
+        } else {
+            "as_type<float>(0xff800000u)".into()
+        };
+    }
+    let text = format!("{x:?}");
+    let text = if text.contains(['.', 'e']) {
+        text
+    } else {
+        format!("{text}.0")
+    };
+    if x.is_sign_negative() {
+        format!("({text}f)")
+    } else {
+        format!("{text}f")
+    }
+}
+
+/// Rounds to f32 with "round to odd", so that a later rounding to f16/bf16 is
+/// the same as rounding the f64 once (how the interpreter reads float literals).
+fn f64_to_f32_round_to_odd(x: f64) -> f32 {
+    let y = x as f32;
+    if !y.is_finite() || f64::from(y) == x || y.to_bits() & 1 == 1 {
+        return y;
+    }
+    let toward_zero = f64::from(y).abs() > x.abs();
+    f32::from_bits(if toward_zero {
+        y.to_bits() - 1
+    } else {
+        y.to_bits() + 1
+    })
+}
+
+fn literal(lit: &Literal, d: DType) -> String {
+    let as_f64 = lit.as_f64();
+    match d {
+        DType::Bool => (as_f64 != 0.0 || matches!(lit, Literal::Float(x) if x.is_nan())).to_string(),
+        DType::I32 => {
+            let v = int_literal(lit, d) as i32;
+            if v == i32::MIN {
+                "(-2147483647 - 1)".into()
+            } else if v < 0 {
+                format!("({v})")
+            } else {
+                v.to_string()
+            }
+        }
+        DType::U32 => format!("{}u", int_literal(lit, d) as u32),
+        DType::I64 => {
+            let v = int_literal(lit, d);
+            if v == i64::MIN {
+                "(-9223372036854775807L - 1L)".into()
+            } else if v < 0 {
+                format!("({v}L)")
+            } else {
+                format!("{v}L")
+            }
+        }
+        DType::F32 => f32_literal(match lit {
+            Literal::Float(x) => *x as f32,
+            Literal::Int(i) => *i as f32,
+            Literal::Bool(b) => f32::from(u8::from(*b)),
+        }),
+        DType::F16 | DType::BF16 => {
+            let wide = match lit {
+                Literal::Float(x) => f64_to_f32_round_to_odd(*x),
+                Literal::Int(i) => f64_to_f32_round_to_odd(*i as f64),
+                Literal::Bool(b) => f32::from(u8::from(*b)),
+            };
+            let (narrow, bits, ty) = if d == DType::F16 {
+                let h = half::f16::from_f32(wide);
+                (h.to_f32(), h.to_bits(), "half")
+            } else {
+                let h = half::bf16::from_f32(wide);
+                (h.to_f32(), h.to_bits(), "bfloat")
+            };
+            if narrow.is_finite() {
+                format!("{ty}({})", f32_literal(narrow))
+            } else {
+                format!("as_type<{ty}>(ushort(0x{bits:04x}))")
+            }
+        }
+    }
+}
+
+/// An integer literal's value in `d`, converted like a C cast (floats truncate and saturate).
+fn int_literal(lit: &Literal, d: DType) -> i64 {
+    match lit {
+        Literal::Int(i) => *i,
+        Literal::Bool(b) => i64::from(*b),
+        Literal::Float(x) => match d {
+            DType::I32 => i64::from(*x as i32),
+            DType::U32 => i64::from(*x as u32),
+            _ => *x as i64,
+        },
+    }
+}
+
+fn zero_text(d: DType) -> String {
+    match d {
+        DType::Bool => "false".into(),
+        DType::I32 => "0".into(),
+        DType::U32 => "0u".into(),
+        DType::I64 => "0L".into(),
+        DType::F32 => "0.0f".into(),
+        DType::F16 => "half(0.0f)".into(),
+        DType::BF16 => "bfloat(0.0f)".into(),
+    }
+}
+
+fn type_text(t: GpuType) -> String {
+    match t {
+        GpuType::Scalar(d) => scalar_type(d).into(),
+        GpuType::Vector(d, n) => vector_type(d, n),
+        GpuType::Ptr(d, s) => format!("{} {}*", s.name(), scalar_type(d)),
+    }
+}
+
+/// The unsigned type of the same width, for wrapping arithmetic.
+fn unsigned_of(d: DType) -> &'static str {
+    match d {
+        DType::I64 => "ulong",
+        _ => "uint",
+    }
+}
+
+pub struct BodyWriter<'a> {
+    f: &'a GpuFunction,
+    ranges: &'a Ranges,
+    names: HashMap<GpuValue, String>,
+    written: &'a HashSet<GpuValue>,
+    out: String,
+    helpers: BTreeSet<Helper>,
+}
+
+type EmitResult<T> = Result<T, String>;
+
+impl<'a> BodyWriter<'a> {
+    pub fn new(
+        f: &'a GpuFunction,
+        ranges: &'a Ranges,
+        names: HashMap<GpuValue, String>,
+        written: &'a HashSet<GpuValue>,
+    ) -> BodyWriter<'a> {
+        BodyWriter {
+            f,
+            ranges,
+            names,
+            written,
+            out: String::new(),
+            helpers: BTreeSet::new(),
+        }
+    }
+
+    pub fn finish(self) -> (String, BTreeSet<Helper>) {
+        (self.out, self.helpers)
+    }
+
+    pub fn line(&mut self, depth: usize, text: &str) {
+        for _ in 0..depth {
+            self.out.push_str("  ");
+        }
+        self.out.push_str(text);
+        self.out.push('\n');
+    }
+
+    fn name(&self, v: GpuValue) -> EmitResult<String> {
+        self.names
+            .get(&v)
+            .cloned()
+            .ok_or_else(|| format!("{v} has no name"))
+    }
+
+    fn dtype(&self, v: GpuValue) -> DType {
+        self.f.ty(v).dtype()
+    }
+
+    pub fn block(&mut self, b: &GpuBlock, depth: usize) -> EmitResult<()> {
+        for op in &b.ops {
+            self.op(op, depth)?;
+        }
+        Ok(())
+    }
+
+    fn define(&mut self, depth: usize, result: GpuValue, rhs: &str) {
+        let name = format!("v{}", result.0);
+        let ty = type_text(self.f.ty(result));
+        self.line(depth, &format!("{ty} {name} = {rhs};"));
+        self.names.insert(result, name);
+    }
+
+    fn op(&mut self, op: &GpuOp, depth: usize) -> EmitResult<()> {
+        let arg = |i: usize| -> EmitResult<String> {
+            op.operands
+                .get(i)
+                .ok_or_else(|| format!("{} lacks operand {i}", op.kind.name()))
+                .and_then(|&v| self.name(v))
+        };
+        match &op.kind {
+            GpuOpKind::Const(lit) => {
+                let d = self.f.ty(op.results[0]).dtype();
+                self.names.insert(op.results[0], literal(lit, d));
+            }
+            GpuOpKind::Builtin(b) => {
+                let axis = |a: u8| ["x", "y", "z"].get(usize::from(a)).copied().unwrap_or("x");
+                let rhs = match b {
+                    Builtin::ThreadIndex => "int(tid)".to_string(),
+                    Builtin::SimdLane => "int(lane)".to_string(),
+                    Builtin::SimdgroupIndex => "int(sgid)".to_string(),
+                    Builtin::ThreadgroupPosition(a) => format!("int(tgpig.{})", axis(*a)),
+                    Builtin::ThreadgroupsPerGrid(a) => format!("int(tgpg.{})", axis(*a)),
+                };
+                self.define(depth, op.results[0], &rhs);
+            }
+            GpuOpKind::Unary(u) => {
+                let rhs = self.unary(*u, op.operands[0])?;
+                self.define(depth, op.results[0], &rhs);
+            }
+            GpuOpKind::Binary(b) => {
+                let rhs = self.binary(*b, op.operands[0], op.operands[1])?;
+                self.define(depth, op.results[0], &rhs);
+            }
+            GpuOpKind::Compare(c) => {
+                let rhs = self.compare(*c, op.operands[0], op.operands[1])?;
+                self.define(depth, op.results[0], &rhs);
+            }
+            GpuOpKind::Select => {
+                let rhs = format!("{} ? {} : {}", arg(0)?, arg(1)?, arg(2)?);
+                self.define(depth, op.results[0], &rhs);
+            }
+            GpuOpKind::Cast => {
+                let to = self.f.ty(op.results[0]).dtype();
+                let rhs = self.cast(op.operands[0], to)?;
+                self.define(depth, op.results[0], &rhs);
+            }
+            GpuOpKind::MakeVector => {
+                let ty = type_text(self.f.ty(op.results[0]));
+                let lanes = (0..op.operands.len()).map(arg).collect::<EmitResult<Vec<_>>>()?;
+                self.define(depth, op.results[0], &format!("{ty}({})", lanes.join(", ")));
+            }
+            GpuOpKind::Extract { lane } => {
+                let field = ["x", "y", "z", "w"]
+                    .get(usize::from(*lane))
+                    .copied()
+                    .unwrap_or("x");
+                self.define(depth, op.results[0], &format!("{}.{field}", arg(0)?));
+            }
+            GpuOpKind::Load {
+                width,
+                has_mask,
+                has_other,
+            } => {
+                let access = self.access(op.operands[0], op.operands[1], *width)?;
+                let rhs = if *has_mask {
+                    let other = if *has_other {
+                        arg(op.operands.len() - 1)?
+                    } else {
+                        let d = self.dtype(op.operands[0]);
+                        let z = zero_text(d);
+                        if *width > 1 {
+                            format!("{}({z})", vector_type(d, *width))
+                        } else {
+                            z
+                        }
+                    };
+                    format!("{} ? {access} : {other}", arg(2)?)
+                } else {
+                    access
+                };
+                self.define(depth, op.results[0], &rhs);
+            }
+            GpuOpKind::Store { width, has_mask } => {
+                let access = self.access(op.operands[0], op.operands[1], *width)?;
+                let stmt = format!("{access} = {};", arg(2)?);
+                if *has_mask {
+                    self.line(depth, &format!("if ({}) {{", arg(3)?));
+                    self.line(depth + 1, &stmt);
+                    self.line(depth, "}");
+                } else {
+                    self.line(depth, &stmt);
+                }
+            }
+            GpuOpKind::RegRead { reg, index } => {
+                let rhs = self.reg(*reg, *index);
+                self.define(depth, op.results[0], &rhs);
+            }
+            GpuOpKind::RegWrite { reg, index } => {
+                let lhs = self.reg(*reg, *index);
+                self.line(depth, &format!("{lhs} = {};", arg(0)?));
+            }
+            GpuOpKind::SimdShuffleXor | GpuOpKind::SimdBroadcast => {
+                let f = if matches!(op.kind, GpuOpKind::SimdShuffleXor) {
+                    "simd_shuffle_xor"
+                } else {
+                    "simd_broadcast"
+                };
+                let x = arg(0)?;
+                let lane = format!("ushort({})", arg(1)?);
+                let rhs = match self.dtype(op.operands[0]) {
+                    DType::Bool => format!("{f}(uint({x}), {lane}) != 0u"),
+                    DType::I64 => format!("as_type<long>({f}(as_type<uint2>({x}), {lane}))"),
+                    DType::BF16 => format!("as_type<bfloat>({f}(as_type<ushort>({x}), {lane}))"),
+                    _ => format!("{f}({x}, {lane})"),
+                };
+                self.define(depth, op.results[0], &rhs);
+            }
+            GpuOpKind::SimdReduce(r) => {
+                let f = match r {
+                    ReduceOp::Sum => "simd_sum",
+                    ReduceOp::Max => "simd_max",
+                    ReduceOp::Min => "simd_min",
+                };
+                self.define(depth, op.results[0], &format!("{f}({})", arg(0)?));
+            }
+            GpuOpKind::Barrier => self.line(depth, "threadgroup_barrier(mem_flags::mem_threadgroup);"),
+            GpuOpKind::For => self.for_loop(op, depth)?,
+            GpuOpKind::If => {
+                self.line(depth, &format!("if ({}) {{", arg(0)?));
+                if let Some(then_b) = op.regions.first() {
+                    self.block(then_b, depth + 1)?;
+                }
+                match op.regions.get(1) {
+                    Some(else_b) if !else_b.ops.is_empty() => {
+                        self.line(depth, "} else {");
+                        self.block(else_b, depth + 1)?;
+                        self.line(depth, "}");
+                    }
+                    _ => self.line(depth, "}"),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn reg(&self, reg: RegId, index: u32) -> String {
+        match self.f.regs.get(reg.0 as usize) {
+            Some(r) if r.len == 1 => format!("r{}", reg.0),
+            _ => format!("r{}[{index}]", reg.0),
+        }
+    }
+
+    /// `X[i]`, or `*(device const float4*)(X + i)` for a vector access.
+    fn access(&self, root: GpuValue, index: GpuValue, width: u8) -> EmitResult<String> {
+        let (r, i) = (self.name(root)?, self.name(index)?);
+        if width <= 1 {
+            return Ok(format!("{r}[{i}]"));
+        }
+        let GpuType::Ptr(d, space) = self.f.ty(root) else {
+            return Err(format!("{root} is not a pointer"));
+        };
+        let constness = if space == MemSpace::Device && !self.written.contains(&root) {
+            "const "
+        } else {
+            ""
+        };
+        Ok(format!(
+            "*(({} {constness}{}*)({r} + {i}))",
+            space.name(),
+            vector_type(d, width)
+        ))
+    }
+
+    fn for_loop(&mut self, op: &GpuOp, depth: usize) -> EmitResult<()> {
+        let body = op.regions.first().ok_or("a for without a body")?;
+        let iv = *body.args.first().ok_or("a for without an induction variable")?;
+        let (start, end, step) = (
+            self.name(op.operands[0])?,
+            self.name(op.operands[1])?,
+            self.name(op.operands[2])?,
+        );
+        let iv_name = format!("v{}", iv.0);
+        self.names.insert(iv, iv_name.clone());
+        let step_const = self.ranges.constant(op.operands[2]);
+        // A 32-bit counter is used when `iv + step` provably cannot overflow;
+        // otherwise a 64-bit one, so the loop stops exactly like Python's range.
+        let fits32 = match (self.ranges.get(op.operands[1]), self.ranges.get(op.operands[2])) {
+            (Some(e), Some(s)) if s.lo > 0 => e.hi + s.hi <= i128::from(i32::MAX),
+            _ => false,
+        };
+        let counter = if fits32 {
+            iv_name.clone()
+        } else {
+            format!("c{}", iv.0)
+        };
+        let ty = if fits32 { "int" } else { "long" };
+        let cond = match step_const {
+            Some(s) if s > 0 => format!("{counter} < {end}"),
+            Some(s) if s < 0 => format!("{counter} > {end}"),
+            Some(_) => "false".into(),
+            None => format!("({step} > 0 ? {counter} < {end} : ({step} < 0 && {counter} > {end}))"),
+        };
+        self.line(
+            depth,
+            &format!("for ({ty} {counter} = {start}; {cond}; {counter} += {step}) {{"),
+        );
+        if !fits32 {
+            self.line(depth + 1, &format!("int {iv_name} = int({counter});"));
+        }
+        self.block(body, depth + 1)?;
+        self.line(depth, "}");
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ arithmetic
+
+    /// `a op b` computed in float and rounded back to `d` (f16/bf16).
+    fn via_float(&self, d: DType, expr: &str) -> String {
+        format!("{}({expr})", scalar_type(d))
+    }
+
+    /// `as_type<int>(as_type<uint>(a) op as_type<uint>(b))`; constants are
+    /// printed directly as unsigned literals.
+    fn wrapping(&self, d: DType, (x, a): (GpuValue, &str), op: &str, (y, b): (GpuValue, &str)) -> String {
+        let u = unsigned_of(d);
+        let operand = |v: GpuValue, text: &str| match self.ranges.constant(v) {
+            Some(c) if d == DType::I64 => format!("{}UL", c as i64 as u64),
+            Some(c) => format!("{}u", c as i32 as u32),
+            None => format!("as_type<{u}>({text})"),
+        };
+        format!(
+            "as_type<{}>({} {op} {})",
+            scalar_type(d),
+            operand(x, a),
+            operand(y, b)
+        )
+    }
+
+    fn negate_int(&self, d: DType, a: &str, v: GpuValue) -> String {
+        let safe = self.ranges.get(v).is_some_and(|r| match d {
+            DType::I32 => r.lo > i128::from(i32::MIN),
+            _ => r.lo > i128::from(i64::MIN),
+        });
+        if safe {
+            format!("-{a}")
+        } else {
+            let u = unsigned_of(d);
+            format!("as_type<{}>({u}(0) - as_type<{u}>({a}))", scalar_type(d))
+        }
+    }
+
+    fn unary(&mut self, u: UnaryOp, v: GpuValue) -> EmitResult<String> {
+        let d = self.dtype(v);
+        let a = self.name(v)?;
+        let math = |name: &str| -> String {
+            match d {
+                DType::F32 => format!("precise::{name}({a})"),
+                DType::F16 | DType::BF16 => format!("{}(precise::{name}(float({a})))", scalar_type(d)),
+                _ => a.clone(),
+            }
+        };
+        Ok(match u {
+            UnaryOp::Neg => match d {
+                DType::F32 | DType::F16 => format!("-{a}"),
+                DType::BF16 => format!("bfloat(-float({a}))"),
+                DType::I32 | DType::I64 => self.negate_int(d, &a, v),
+                DType::U32 => format!("0u - {a}"),
+                DType::Bool => a,
+            },
+            UnaryOp::Not => match d {
+                DType::Bool => format!("!{a}"),
+                d if d.is_int() => format!("~{a}"),
+                _ => return Err(format!("bitwise not on {d}")),
+            },
+            UnaryOp::Exp => math("exp"),
+            UnaryOp::Log => math("log"),
+            UnaryOp::Sqrt => math("sqrt"),
+            UnaryOp::Tanh => math("tanh"),
+            UnaryOp::Abs => match d {
+                DType::F32 => format!("fabs({a})"),
+                DType::F16 | DType::BF16 => format!("{}(fabs(float({a})))", scalar_type(d)),
+                DType::I32 | DType::I64 => format!("{a} < 0 ? {} : {a}", self.negate_int(d, &a, v)),
+                DType::U32 | DType::Bool => a,
+            },
+        })
+    }
+
+    fn int_division(&self, op: BinaryOp, d: DType, x: GpuValue, y: GpuValue) -> EmitResult<String> {
+        let (a, b) = (self.name(x)?, self.name(y)?);
+        let zero = zero_text(d);
+        let sym = if op == BinaryOp::Rem { "%" } else { "/" };
+        let signed = d.is_signed_int();
+        if let Some(c) = self.ranges.constant(y) {
+            return Ok(match c {
+                0 => zero,
+                -1 if signed && op == BinaryOp::Rem => zero,
+                -1 if signed => self.negate_int(d, &a, x),
+                _ => format!("{a} {sym} {b}"),
+            });
+        }
+        let minus_one = if d == DType::I64 { "-1L" } else { "-1" };
+        Ok(match (signed, op) {
+            (true, BinaryOp::Rem) => format!("({b} == {zero} || {b} == {minus_one}) ? {zero} : {a} % {b}"),
+            (true, _) => format!(
+                "{b} == {zero} ? {zero} : ({b} == {minus_one} ? {} : {a} / {b})",
+                self.negate_int(d, &a, x)
+            ),
+            (false, _) => format!("{b} == {zero} ? {zero} : {a} {sym} {b}"),
+        })
+    }
+
+    fn binary(&mut self, op: BinaryOp, x: GpuValue, y: GpuValue) -> EmitResult<String> {
+        let d = self.dtype(x);
+        let (a, b) = (self.name(x)?, self.name(y)?);
+        let sym = match op {
+            BinaryOp::Add => "+",
+            BinaryOp::Sub => "-",
+            BinaryOp::Mul => "*",
+            BinaryOp::Div => "/",
+            BinaryOp::And => "&",
+            BinaryOp::Or => "|",
+            BinaryOp::Xor => "^",
+            _ => "",
+        };
+        if d.is_float() {
+            let fa = format!("float({a})");
+            let fb = format!("float({b})");
+            let native = d != DType::BF16;
+            return Ok(match op {
+                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div if native => {
+                    format!("{a} {sym} {b}")
+                }
+                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
+                    self.via_float(d, &format!("{fa} {sym} {fb}"))
+                }
+                BinaryOp::FloorDiv if d == DType::F32 => format!("trunc({a} / {b})"),
+                BinaryOp::FloorDiv => self.via_float(d, &format!("trunc({fa} / {fb})")),
+                BinaryOp::Rem if d == DType::F32 => format!("fmod({a}, {b})"),
+                BinaryOp::Rem => self.via_float(d, &format!("fmod({fa}, {fb})")),
+                BinaryOp::Max if d == DType::F32 => format!("fmax({a}, {b})"),
+                BinaryOp::Max => self.via_float(d, &format!("fmax({fa}, {fb})")),
+                BinaryOp::Min if d == DType::F32 => format!("fmin({a}, {b})"),
+                BinaryOp::Min => self.via_float(d, &format!("fmin({fa}, {fb})")),
+                _ => return Err(format!("{op:?} on {d}")),
+            });
+        }
+        if d == DType::Bool {
+            return Ok(match op {
+                BinaryOp::And | BinaryOp::Min | BinaryOp::Mul => format!("{a} && {b}"),
+                BinaryOp::Or | BinaryOp::Max => format!("{a} || {b}"),
+                BinaryOp::Xor | BinaryOp::Sub | BinaryOp::Add => format!("{a} != {b}"),
+                _ => return Err(format!("{op:?} on bool")),
+            });
+        }
+        let bits = if d == DType::I64 { 63 } else { 31 };
+        let signed = d.is_signed_int();
+        Ok(match op {
+            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul => {
+                if !signed || self.ranges.no_overflow(op, x, y, d) {
+                    format!("{a} {sym} {b}")
+                } else {
+                    self.wrapping(d, (x, &a), sym, (y, &b))
+                }
+            }
+            BinaryOp::Div | BinaryOp::FloorDiv | BinaryOp::Rem => self.int_division(op, d, x, y)?,
+            BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => format!("{a} {sym} {b}"),
+            BinaryOp::Max => format!("{a} > {b} ? {a} : {b}"),
+            BinaryOp::Min => format!("{a} < {b} ? {a} : {b}"),
+            BinaryOp::Shl => {
+                let u = unsigned_of(d);
+                if signed {
+                    format!(
+                        "as_type<{}>(as_type<{u}>({a}) << (as_type<{u}>({b}) & {u}({bits})))",
+                        scalar_type(d)
+                    )
+                } else {
+                    format!("{a} << ({b} & {bits}u)")
+                }
+            }
+            BinaryOp::Shr => match d {
+                DType::U32 => format!("{a} >> ({b} & {bits}u)"),
+                DType::I64 => format!("{a} >> ({b} & {bits}L)"),
+                _ => format!("{a} >> ({b} & {bits})"),
+            },
+        })
+    }
+
+    fn compare(&mut self, c: CmpOp, x: GpuValue, y: GpuValue) -> EmitResult<String> {
+        let d = self.dtype(x);
+        let (mut a, mut b) = (self.name(x)?, self.name(y)?);
+        match d {
+            DType::BF16 => {
+                a = format!("float({a})");
+                b = format!("float({b})");
+            }
+            DType::Bool if !matches!(c, CmpOp::Eq | CmpOp::Ne) => {
+                a = format!("int({a})");
+                b = format!("int({b})");
+            }
+            _ => {}
+        }
+        let sym = match c {
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+        };
+        Ok(format!("{a} {sym} {b}"))
+    }
+
+    fn cast(&mut self, v: GpuValue, to: DType) -> EmitResult<String> {
+        let from = self.dtype(v);
+        let a = self.name(v)?;
+        if from == to {
+            return Ok(a);
+        }
+        let to_ty = scalar_type(to);
+        Ok(match (from, to) {
+            (_, DType::Bool) if from.is_float() => format!("float({a}) != 0.0f"),
+            (_, DType::Bool) => format!("{a} != {}", zero_text(from)),
+            (DType::Bool, d) if d.is_float() => format!("{to_ty}({a} ? 1.0f : 0.0f)"),
+            (DType::Bool, _) => format!("{to_ty}({a})"),
+            (f, t) if f.is_float() && t.is_float() => match (f, t) {
+                (DType::F32, _) | (_, DType::F32) => format!("{to_ty}({a})"),
+                _ => format!("{to_ty}(float({a}))"),
+            },
+            (f, t) if f.is_float() => {
+                let (helper, name) = match t {
+                    DType::I32 => (Helper::FloatToInt, "metile_float_to_int"),
+                    DType::U32 => (Helper::FloatToUint, "metile_float_to_uint"),
+                    _ => (Helper::FloatToLong, "metile_float_to_long"),
+                };
+                self.helpers.insert(helper);
+                if f == DType::F32 {
+                    format!("{name}({a})")
+                } else {
+                    format!("{name}(float({a}))")
+                }
+            }
+            (_, DType::BF16) => {
+                self.helpers.insert(Helper::BfloatFromLong);
+                format!("metile_bfloat_from_long(long({a}))")
+            }
+            (_, t) if t.is_float() => format!("{to_ty}({a})"),
+            // Integer to integer: bit-exact wrapping conversions.
+            (DType::I64, DType::I32) => format!("as_type<int>(uint({a}))"),
+            (DType::U32, DType::I32) => format!("as_type<int>({a})"),
+            (_, _) => format!("{to_ty}({a})"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float_literals_round_trip() {
+        assert_eq!(f32_literal(1.0), "1.0f");
+        assert_eq!(f32_literal(0.1), "0.1f");
+        assert_eq!(f32_literal(-1e38), "(-1e38f)");
+        assert_eq!(f32_literal(f32::INFINITY), "as_type<float>(0x7f800000u)");
+        assert_eq!(literal(&Literal::Float(-1e38), DType::F32), "(-1e38f)");
+        assert_eq!(literal(&Literal::Float(0.1), DType::F16), "half(0.099975586f)");
+        assert_eq!(
+            literal(&Literal::Float(1e6), DType::F16),
+            "as_type<half>(ushort(0x7c00))"
+        );
+        assert_eq!(literal(&Literal::Float(1.0), DType::BF16), "bfloat(1.0f)");
+        assert_eq!(
+            literal(&Literal::Int(i64::from(i32::MIN)), DType::I32),
+            "(-2147483647 - 1)"
+        );
+        assert_eq!(literal(&Literal::Int(-3), DType::I64), "(-3L)");
+        assert_eq!(literal(&Literal::Int(7), DType::U32), "7u");
+    }
+}

@@ -1,0 +1,217 @@
+//! The MSL emitter: a walk over GPU IR that prints one Metal Shading Language
+//! 3.1 kernel.
+//!
+//! Shape of the output (byte-identical for the same GPU IR in every process):
+//! `#include <metal_stdlib>`, `using namespace metal;`, the helper functions the
+//! kernel needs (saturating float-to-int casts, exact int-to-bfloat), then one
+//! `kernel void`. Its parameters, in order: every kernel argument as
+//! `device [const] T* name [[buffer(i)]]` (const when never stored through) or
+//! `constant T& name [[buffer(i)]]` with `i` the argument's position; threadgroup
+//! memory only as `threadgroup T* tgN [[threadgroup(N)]]` parameters (the
+//! emulator relies on this; Metal sizes them from the host); the builtins the body
+//! uses (`uint3 tgpig`, `uint3 tgpg`, `uint tid`, `uint lane`, `uint sgid`).
+//! The body declares the register arrays, then one statement per GPU IR op:
+//! `T vN = expr;` for values, plain statements for stores and register writes,
+//! `for`/`if` blocks for regions.
+//!
+//! Semantics are the Tile IR's: see `expr.rs` for how each op keeps them in MSL
+//! (wrapping integer arithmetic, guarded division, saturating casts, f16/bf16
+//! math through f32, `precise::` transcendental functions).
+
+mod expr;
+mod names;
+mod ranges;
+
+use crate::error::{CompileError, CompileResult};
+use crate::target::BUFFER_BASE_ALIGNMENT;
+use metile_ir::gpu_ir::*;
+use metile_ir::Loc;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::fmt::Write;
+
+/// A builtin kernel input the runtime must provide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MslBuiltin {
+    /// `uint3 [[threadgroup_position_in_grid]]`
+    ThreadgroupPositionInGrid,
+    /// `uint3 [[threadgroups_per_grid]]`
+    ThreadgroupsPerGrid,
+    /// `uint [[thread_index_in_threadgroup]]`
+    ThreadIndexInThreadgroup,
+    /// `uint [[thread_index_in_simdgroup]]`
+    ThreadIndexInSimdgroup,
+    /// `uint [[simdgroup_index_in_threadgroup]]`
+    SimdgroupIndexInThreadgroup,
+}
+
+impl MslBuiltin {
+    fn declaration(self) -> &'static str {
+        match self {
+            MslBuiltin::ThreadgroupPositionInGrid => "uint3 tgpig [[threadgroup_position_in_grid]]",
+            MslBuiltin::ThreadgroupsPerGrid => "uint3 tgpg [[threadgroups_per_grid]]",
+            MslBuiltin::ThreadIndexInThreadgroup => "uint tid [[thread_index_in_threadgroup]]",
+            MslBuiltin::ThreadIndexInSimdgroup => "uint lane [[thread_index_in_simdgroup]]",
+            MslBuiltin::SimdgroupIndexInThreadgroup => "uint sgid [[simdgroup_index_in_threadgroup]]",
+        }
+    }
+}
+
+/// One parameter of the emitted kernel, in signature order.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum MslParam {
+    /// `device [const] T*` at `[[buffer(tile_param_index)]]`.
+    Buffer {
+        msl_type: String,
+        tile_param_index: usize,
+    },
+    /// `constant T&` at `[[buffer(tile_param_index)]]`.
+    Scalar {
+        msl_type: String,
+        tile_param_index: usize,
+    },
+    /// `threadgroup T*` of `bytes` (a multiple of 16) at `[[threadgroup(k)]]`,
+    /// `k` counting threadgroup parameters in order.
+    Threadgroup {
+        msl_type: String,
+        bytes: usize,
+    },
+    Builtin(MslBuiltin),
+}
+
+/// An emitted kernel and what the runtime needs to launch it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct MslKernel {
+    pub source: String,
+    pub kernel_name: String,
+    pub params: Vec<MslParam>,
+    pub threads_per_group: u32,
+    /// The byte alignment the kernel assumes for every buffer's base address
+    /// (its vector accesses rely on it).
+    pub buffer_alignment: usize,
+}
+
+/// Prints `f` as MSL.
+pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
+    let mut taken = HashSet::new();
+    let kernel_name = names::identifier(&f.name, &mut taken);
+    let mut value_names: HashMap<GpuValue, String> = HashMap::new();
+    let mut params = Vec::new();
+    let mut signature = Vec::new();
+
+    let written = stored_roots(f);
+    for p in &f.params {
+        let name = names::identifier(&p.name, &mut taken);
+        match p.kind {
+            GpuParamKind::Buffer(d) => {
+                let constness = if written.contains(&p.value) { "" } else { "const " };
+                let msl_type = format!("device {constness}{}*", names::scalar_type(d));
+                signature.push(format!("{msl_type} {name} [[buffer({})]]", p.tile_index));
+                params.push(MslParam::Buffer {
+                    msl_type,
+                    tile_param_index: p.tile_index,
+                });
+            }
+            GpuParamKind::Scalar(d) => {
+                let msl_type = format!("constant {}&", names::scalar_type(d));
+                signature.push(format!("{msl_type} {name} [[buffer({})]]", p.tile_index));
+                params.push(MslParam::Scalar {
+                    msl_type,
+                    tile_param_index: p.tile_index,
+                });
+            }
+        }
+        value_names.insert(p.value, name);
+    }
+    for (i, a) in f.threadgroup.iter().enumerate() {
+        let msl_type = format!("threadgroup {}*", names::scalar_type(a.dtype));
+        let name = format!("tg{i}");
+        signature.push(format!("{msl_type} {name} [[threadgroup({i})]]"));
+        params.push(MslParam::Threadgroup {
+            msl_type,
+            bytes: a.bytes().div_ceil(16).max(1) * 16,
+        });
+        value_names.insert(a.value, name);
+    }
+    for b in used_builtins(f) {
+        signature.push(b.declaration().to_string());
+        params.push(MslParam::Builtin(b));
+    }
+
+    let ranges = ranges::analyze(f);
+    let mut body = expr::BodyWriter::new(f, &ranges, value_names, &written);
+    for (i, r) in f.regs.iter().enumerate() {
+        let ty = names::scalar_type(r.dtype);
+        if r.len == 1 {
+            body.line(1, &format!("{ty} r{i};"));
+        } else {
+            body.line(1, &format!("{ty} r{i}[{}];", r.len));
+        }
+    }
+    body.block(&f.body, 1).map_err(|e| emit_error(&e))?;
+    let (text, helpers) = body.finish();
+
+    let mut source = String::new();
+    source.push_str("#include <metal_stdlib>\nusing namespace metal;\n\n");
+    let _ = writeln!(
+        source,
+        "// meTile kernel `{}`: {} threads per threadgroup.\n",
+        f.name.replace(['\n', '\r'], " "),
+        f.threads_per_group
+    );
+    for h in &helpers {
+        source.push_str(expr::helper_source(*h));
+        source.push('\n');
+    }
+    let _ = writeln!(source, "kernel void {kernel_name}(");
+    for (i, s) in signature.iter().enumerate() {
+        let sep = if i + 1 < signature.len() { "," } else { ") {" };
+        let _ = writeln!(source, "    {s}{sep}");
+    }
+    if signature.is_empty() {
+        source.push_str(") {\n");
+    }
+    source.push_str(&text);
+    source.push_str("}\n");
+    Ok(MslKernel {
+        source,
+        kernel_name,
+        params,
+        threads_per_group: f.threads_per_group,
+        buffer_alignment: BUFFER_BASE_ALIGNMENT,
+    })
+}
+
+fn emit_error(reason: &str) -> CompileError {
+    CompileError::new(
+        "kernel",
+        format!("internal MSL emitter error: {reason}"),
+        Loc::unknown(),
+    )
+}
+
+/// Pointer roots that some store writes through.
+fn stored_roots(f: &GpuFunction) -> HashSet<GpuValue> {
+    let mut out = HashSet::new();
+    f.walk(&mut |op| {
+        if matches!(op.kind, GpuOpKind::Store { .. }) {
+            out.insert(op.operands[0]);
+        }
+    });
+    out
+}
+
+fn used_builtins(f: &GpuFunction) -> BTreeSet<MslBuiltin> {
+    let mut out = BTreeSet::new();
+    f.walk(&mut |op| {
+        if let GpuOpKind::Builtin(b) = op.kind {
+            out.insert(match b {
+                Builtin::ThreadIndex => MslBuiltin::ThreadIndexInThreadgroup,
+                Builtin::SimdLane => MslBuiltin::ThreadIndexInSimdgroup,
+                Builtin::SimdgroupIndex => MslBuiltin::SimdgroupIndexInThreadgroup,
+                Builtin::ThreadgroupPosition(_) => MslBuiltin::ThreadgroupPositionInGrid,
+                Builtin::ThreadgroupsPerGrid(_) => MslBuiltin::ThreadgroupsPerGrid,
+            });
+        }
+    });
+    out
+}
