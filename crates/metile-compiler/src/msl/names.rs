@@ -196,12 +196,10 @@ pub fn identifier(name: &str, taken: &mut HashSet<String>) -> String {
     if id.starts_with('_') || id.contains("__") {
         id = format!("p{}", id.replace("__", "_u_"));
     }
-    while RESERVED.contains(&id.as_str())
-        || is_generated(&id)
-        || is_vector_type(&id)
-        || id.starts_with("metile_")
-        || taken.contains(&id)
-    {
+    if id.starts_with("metile_") {
+        id.insert_str(0, "p_");
+    }
+    while RESERVED.contains(&id.as_str()) || is_generated(&id) || is_vector_type(&id) || taken.contains(&id) {
         id.push('_');
     }
     taken.insert(id.clone());
@@ -241,7 +239,7 @@ mod tests {
         assert_eq!(identifier("1st", &mut taken), "p_1st");
         assert_eq!(identifier("_x", &mut taken), "p_x");
         assert_eq!(identifier("é", &mut taken), "p_");
-        assert_eq!(identifier("metile_f", &mut taken), "metile_f_");
+        assert_eq!(identifier("metile_f", &mut taken), "p_metile_f");
         assert_eq!(identifier("vector", &mut taken), "vector");
     }
 }
