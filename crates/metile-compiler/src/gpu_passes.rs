@@ -13,7 +13,9 @@ use std::collections::{HashMap, HashSet};
 pub fn eliminate_common_subexpressions(f: &mut GpuFunction) -> bool {
     let mut replace: HashMap<GpuValue, GpuValue> = HashMap::new();
     let mut scopes: Vec<HashMap<String, Vec<GpuValue>>> = vec![HashMap::new()];
-    cse_block(&mut f.body, &mut scopes, &mut replace);
+    let values = f.values.clone();
+    let types_of = |v: GpuValue| values[v.index()];
+    cse_block(&mut f.body, &mut scopes, &mut replace, &types_of);
     !replace.is_empty()
 }
 
@@ -21,6 +23,7 @@ fn cse_block(
     b: &mut GpuBlock,
     scopes: &mut Vec<HashMap<String, Vec<GpuValue>>>,
     replace: &mut HashMap<GpuValue, GpuValue>,
+    types_of: &dyn Fn(GpuValue) -> metile_ir::gpu_ir::GpuType,
 ) {
     let mut kept = Vec::with_capacity(b.ops.len());
     for mut op in std::mem::take(&mut b.ops) {
@@ -34,7 +37,8 @@ fn cse_block(
             && op.regions.is_empty();
         if mergeable {
             // Debug text of the kind is exact (literals print their full value).
-            let key = format!("{:?}|{:?}", op.kind, op.operands);
+            let types: Vec<_> = op.results.iter().map(|&r| types_of(r)).collect();
+            let key = format!("{:?}|{:?}|{types:?}", op.kind, op.operands);
             if let Some(prev) = scopes.iter().rev().find_map(|s| s.get(&key)) {
                 for (&r, &p) in op.results.iter().zip(prev) {
                     replace.insert(r, p);
@@ -47,7 +51,7 @@ fn cse_block(
         }
         for region in &mut op.regions {
             scopes.push(HashMap::new());
-            cse_block(region, scopes, replace);
+            cse_block(region, scopes, replace, types_of);
             scopes.pop();
         }
         kept.push(op);

@@ -332,7 +332,10 @@ impl<'a> BodyWriter<'a> {
                             z
                         }
                     };
-                    format!("{} ? {access} : {other}", arg(2)?)
+                    // The access is made an rvalue of the result type: a ternary
+                    // cannot mix an address-space-qualified lvalue with a temporary.
+                    let ty = type_text(self.f.ty(op.results[0]));
+                    format!("{} ? {ty}({access}) : {other}", arg(2)?)
                 } else {
                     access
                 };
