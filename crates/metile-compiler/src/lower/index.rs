@@ -32,7 +32,7 @@ impl<'f> Lowering<'f> {
     /// An i32 constant, emitted once at the top level.
     pub(super) fn const_i32(&mut self, c: i32) -> GpuValue {
         self.top_cached(CacheKey::ConstI32(c), |this| {
-            this.emit1(GpuOpKind::Const(Literal::Int(i64::from(c))), vec![], I32)
+            this.konst(Literal::Int(i64::from(c)), DType::I32)
         })
     }
 

@@ -242,7 +242,7 @@ impl<'f> Lowering<'f> {
     }
 
     /// A binary op on integers or bools, with the identities `x + 0`, `x - 0`,
-    /// `x * 1` and `x && true` folded (exact for these types).
+    /// `x | 0`, `x ^ 0`, `x * 1` and `x && true` folded (exact for these types).
     fn binary(&mut self, op: metile_ir::BinaryOp, x: GpuValue, y: GpuValue) -> GpuValue {
         use metile_ir::BinaryOp::*;
         let ty = self.ty_of(x);
@@ -250,8 +250,8 @@ impl<'f> Lowering<'f> {
             let (cx, cy) = (self.consts.get(&x).copied(), self.consts.get(&y).copied());
             let bool_and = ty.dtype() == DType::Bool && op == And;
             match (op, cx, cy) {
-                (Add, _, Some(0)) | (Sub, _, Some(0)) | (Mul, _, Some(1)) => return x,
-                (Add, Some(0), _) | (Mul, Some(1), _) => return y,
+                (Add | Sub | Or | Xor, _, Some(0)) | (Mul, _, Some(1)) => return x,
+                (Add | Or | Xor, Some(0), _) | (Mul, Some(1), _) => return y,
                 (_, _, Some(1)) if bool_and => return x,
                 (_, Some(1), _) if bool_and => return y,
                 _ => {}

@@ -97,6 +97,27 @@ impl<'f> Lowering<'f> {
                         .is_some_and(|a| reduced.contains(&a))
             })
             .collect();
+        // A leaf that straddles the lane/simdgroup boundary is split there.
+        let reduced_terms: Vec<ThreadTerm> = reduced_terms
+            .into_iter()
+            .flat_map(|t| {
+                let straddles =
+                    is_pow2(t.position) && is_pow2(t.extent) && t.position < 32 && t.position * t.extent > 32;
+                if straddles {
+                    let lanes = 32 / t.position;
+                    vec![
+                        ThreadTerm { extent: lanes, ..t },
+                        ThreadTerm {
+                            position: 32,
+                            extent: t.extent / lanes,
+                            stride: t.stride * lanes,
+                        },
+                    ]
+                } else {
+                    vec![t]
+                }
+            })
+            .collect();
         let (lane_terms, rest_terms): (Vec<ThreadTerm>, Vec<ThreadTerm>) = reduced_terms
             .into_iter()
             .partition(|t| is_pow2(t.position) && is_pow2(t.extent) && t.position * t.extent <= 32);

@@ -1,0 +1,57 @@
+//! Golden MSL (and GPU IR) for the seed kernels: any change to the emitted text
+//! shows up as a snapshot diff to review (`cargo insta review`).
+
+mod common;
+
+use metile_compiler::{compile_msl, MslOptions};
+use metile_ir::DType;
+
+fn compile(f: &metile_ir::Function) -> metile_compiler::MslCompilation {
+    let options = MslOptions {
+        num_sgs: None,
+        keep_gpu_ir: true,
+    };
+    compile_msl(f, &options).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn add_msl() {
+    let c = compile(&common::add(256, DType::F32));
+    assert_eq!(c.kernel.threads_per_group, 64);
+    insta::assert_snapshot!("add_msl", c.kernel.source);
+}
+
+#[test]
+fn add_gpu_ir() {
+    let c = compile(&common::add(256, DType::F32));
+    insta::assert_snapshot!("add_gpu_ir", c.gpu_ir.unwrap_or_default());
+}
+
+#[test]
+fn add_f16_msl() {
+    insta::assert_snapshot!(
+        "add_f16_msl",
+        compile(&common::add(1024, DType::F16)).kernel.source
+    );
+}
+
+#[test]
+fn softmax_msl() {
+    let c = compile(&common::softmax(1024));
+    assert_eq!(c.kernel.threads_per_group, 256);
+    insta::assert_snapshot!("softmax_msl", c.kernel.source);
+}
+
+#[test]
+fn gemm_msl() {
+    let c = compile(&common::gemm(32, 32, 16, DType::F32));
+    insta::assert_snapshot!("gemm_msl", c.kernel.source);
+}
+
+#[test]
+fn gemm_f16_msl() {
+    insta::assert_snapshot!(
+        "gemm_f16_msl",
+        compile(&common::gemm(64, 64, 32, DType::F16)).kernel.source
+    );
+}
