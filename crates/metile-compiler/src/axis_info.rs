@@ -146,6 +146,9 @@ fn block(f: &Function, b: &Block, a: &mut AxisInfos) {
                     .min(BIG),
                 constancy: ins[0].constancy.min(ins[1].constancy),
             },
+            // Widening an integer keeps its values (a run that wrapped around in the
+            // narrow type addresses nothing valid either way).
+            OpKind::Cast if widens(f.ty(op.operands[0]).dtype(), f.ty(op.results[0]).dtype()) => ins[0],
             OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Compare(_) | OpKind::Select | OpKind::Cast => {
                 AxisInfo {
                     constancy: ins.iter().map(|i| i.constancy).min().unwrap_or(BIG),
@@ -176,6 +179,10 @@ fn block(f: &Function, b: &Block, a: &mut AxisInfos) {
             a.infos[r.index()] = clipped;
         }
     }
+}
+
+fn widens(from: Option<DType>, to: Option<DType>) -> bool {
+    matches!((from, to), (Some(DType::I32 | DType::U32), Some(DType::I64)))
 }
 
 /// Keeps run lengths within the last axis (pointer tiles have no dtype and keep theirs).
