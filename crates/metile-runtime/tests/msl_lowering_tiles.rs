@@ -272,3 +272,41 @@ fn thread_level_ops_match() {
         .check();
     }
 }
+
+/// `simdgroup_role`: each role's simdgroups store their own thread ids. On a GPU
+/// only the role's simdgroups run its body, so (unlike the interpreter, which
+/// runs every body over the whole threadgroup) each half of the output comes
+/// from a different role.
+#[test]
+fn simdgroup_roles_run_on_their_simdgroups() {
+    let threads = 128;
+    let mut b = Builder::new("roles");
+    b.set_threads_per_group(threads);
+    let out = b.add_param("Out", ParamKind::Pointer(DType::I32));
+    for role in 0..2u32 {
+        b.push_block(&[]);
+        let tid = b.thread_id().unwrap();
+        let lane = b.simd_lane_id().unwrap();
+        // A simdgroup reduction inside the role is fine: its simdgroup runs it whole.
+        let lane_sum = b.simd_shuffle_xor(v(lane), int(1)).unwrap();
+        let code = b.binary(BinaryOp::Mul, v(tid), int(1000)).unwrap();
+        let code = b
+            .binary(BinaryOp::Add, v(code), int(i64::from(role) * 100))
+            .unwrap();
+        let code = b.binary(BinaryOp::Add, v(code), v(lane_sum)).unwrap();
+        let p = b.binary(BinaryOp::Add, v(out), v(tid)).unwrap();
+        b.store(v(p), v(code), None).unwrap();
+        b.yield_values(&[]);
+        let body = b.pop_block().unwrap();
+        b.finish_simdgroup_role(role, 2, body).unwrap();
+    }
+    let f = b.finish().unwrap();
+    let bufs = vec![Buf::filled(DType::I32, threads, -1.0)];
+    if let Some(got) = Case::new(f, bufs, vec![Arg::Buf(0)], [1, 1, 1]).run_emulator() {
+        for t in 0..threads {
+            let role = if t < threads / 2 { 0 } else { 1 };
+            let want = t as f64 * 1000.0 + f64::from(role) * 100.0 + ((t % 32) ^ 1) as f64;
+            assert_eq!(got[0].get(t), want, "thread {t}");
+        }
+    }
+}

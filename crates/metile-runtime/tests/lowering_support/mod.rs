@@ -248,6 +248,17 @@ impl Case {
         self
     }
 
+    /// Runs on the emulator only (for behaviour the interpreter models differently).
+    pub fn run_emulator(self) -> Option<Vec<Buf>> {
+        let emu = emulator()?;
+        let f = Arc::new(self.func);
+        let mut got = self.bufs;
+        if let Err(e) = launch(emu.as_ref(), &f, &mut got, &self.args, self.grid, self.num_sgs) {
+            panic!("{e}\nMSL:\n{}", msl_of(&f, self.num_sgs));
+        }
+        Some(got)
+    }
+
     /// Runs on both devices and compares every buffer; returns the emulator's buffers.
     pub fn check(self) -> Option<Vec<Buf>> {
         let emu = emulator()?;
