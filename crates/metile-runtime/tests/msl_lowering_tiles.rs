@@ -310,3 +310,67 @@ fn simdgroup_roles_run_on_their_simdgroups() {
         }
     }
 }
+
+/// `dot` with operands from pointer loads (not `tile_load`), an f16 accumulator
+/// loaded from memory, and the product reduced along a row afterwards.
+fn dot_variants_kernel(m: usize, n: usize, k: usize) -> Function {
+    let mut b = Builder::new("dot_variants");
+    let a = b.add_param("A", ParamKind::Pointer(DType::F16));
+    let bb = b.add_param("B", ParamKind::Pointer(DType::F16));
+    let c = b.add_param("C", ParamKind::Pointer(DType::F16));
+    let out = b.add_param("Out", ParamKind::Pointer(DType::F16));
+    let rows = b.add_param("RowSums", ParamKind::Pointer(DType::F32));
+    let offsets = |b: &mut Builder, r: usize, cc: usize| {
+        let ri = b.arange(0, r as i64).unwrap();
+        let ci = b.arange(0, cc as i64).unwrap();
+        let r2 = b.expand_dims(ri, 1).unwrap();
+        let r2 = b.binary(BinaryOp::Mul, v(r2), int(cc as i64)).unwrap();
+        let c2 = b.expand_dims(ci, 0).unwrap();
+        b.binary(BinaryOp::Add, v(r2), v(c2)).unwrap()
+    };
+    let oa = offsets(&mut b, m, k);
+    let pa = b.binary(BinaryOp::Add, v(a), v(oa)).unwrap();
+    let ta = b.load(v(pa), None, None).unwrap();
+    let ob = offsets(&mut b, k, n);
+    let pb = b.binary(BinaryOp::Add, v(bb), v(ob)).unwrap();
+    let tb = b.load(v(pb), None, None).unwrap();
+    let oc = offsets(&mut b, m, n);
+    let pc = b.binary(BinaryOp::Add, v(c), v(oc)).unwrap();
+    let tc = b.load(v(pc), None, None).unwrap();
+    let d = b.dot(v(ta), v(tb), Some(v(tc))).unwrap();
+    let po = b.binary(BinaryOp::Add, v(out), v(oc)).unwrap();
+    b.store(v(po), v(d), None).unwrap();
+    let wide = b.cast(d, DType::F32).unwrap();
+    let s = b.reduce(ReduceOp::Max, v(wide), Some(1)).unwrap();
+    let ri = b.arange(0, m as i64).unwrap();
+    let pr = b.binary(BinaryOp::Add, v(rows), v(ri)).unwrap();
+    b.store(v(pr), v(s), None).unwrap();
+    b.finish().unwrap()
+}
+
+#[test]
+fn dot_with_loaded_operands_and_an_f16_accumulator_matches() {
+    for (m, n, k, sgs, seed) in [
+        (16usize, 16usize, 8usize, None, 130u64),
+        (8, 32, 16, Some(2u32), 131),
+        (32, 8, 4, Some(4), 132),
+    ] {
+        let mut rng = Rng::new(seed);
+        let bufs = vec![
+            Buf::random(DType::F16, m * k, &mut rng),
+            Buf::random(DType::F16, k * n, &mut rng),
+            Buf::random(DType::F16, m * n, &mut rng),
+            Buf::filled(DType::F16, m * n, 0.0),
+            Buf::filled(DType::F32, m, 0.0),
+        ];
+        let mut case = Case::new(
+            dot_variants_kernel(m, n, k),
+            bufs,
+            vec![Arg::Buf(0), Arg::Buf(1), Arg::Buf(2), Arg::Buf(3), Arg::Buf(4)],
+            [1, 1, 1],
+        )
+        .scale(4.0);
+        case.num_sgs = sgs;
+        case.check();
+    }
+}
