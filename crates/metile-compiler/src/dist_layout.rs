@@ -42,6 +42,9 @@ pub struct DistLayout {
     thread: Vec<Leaf>,
     value: Vec<Leaf>,
     value_offsets: Vec<i64>,
+    /// The first thread of the layout's threads: `t` in the layout is thread
+    /// `thread_base + t` of the threadgroup (non-zero inside `simdgroup_role`).
+    thread_base: usize,
 }
 
 /// Row-major strides of a shape (the last axis is contiguous).
@@ -103,7 +106,32 @@ impl DistLayout {
             value: leaves_of(&value_mode),
             layout,
             value_offsets,
+            thread_base: 0,
         })
+    }
+
+    /// The same layout over threads `base .. base + threads()` of the threadgroup.
+    pub fn with_thread_base(&self, base: usize) -> DistLayout {
+        DistLayout {
+            thread_base: base,
+            ..self.clone()
+        }
+    }
+
+    pub fn thread_base(&self) -> usize {
+        self.thread_base
+    }
+
+    /// The same layout over `threads * copies` threads, the extra ones replicating it.
+    pub fn replicated(&self, copies: usize) -> Result<DistLayout, LayoutError> {
+        let mut thread = self.thread.clone();
+        if copies > 1 {
+            thread.push(Leaf {
+                extent: copies as i64,
+                stride: 0,
+            });
+        }
+        Ok(DistLayout::from_leaves(&self.shape, &thread, &self.value)?.with_thread_base(self.thread_base))
     }
 
     /// The default layout of a tile: each thread holds runs of up to
@@ -299,7 +327,7 @@ impl DistLayout {
             .filter(|l| !on_axes(l))
             .map(|l| self.restride(*l, &new_strides).ok_or_else(bad))
             .collect::<Result<_, _>>()?;
-        DistLayout::from_leaves(&shape, &thread, &value)
+        Ok(DistLayout::from_leaves(&shape, &thread, &value)?.with_thread_base(self.thread_base))
     }
 
     /// A reduction's result layout over `axis` (the axis removed from the shape).
@@ -335,7 +363,7 @@ impl DistLayout {
                 });
             }
         }
-        DistLayout::from_leaves(shape, &thread, &value)
+        Ok(DistLayout::from_leaves(shape, &thread, &value)?.with_thread_base(self.thread_base))
     }
 
     /// Per axis, the terms of the thread part of the element's coordinate:
@@ -390,7 +418,7 @@ impl DistLayout {
     /// same for every thread: the conversion is then a register copy. `None`
     /// when some thread lacks an element or the register differs by thread.
     pub fn register_map(src: &DistLayout, dst: &DistLayout, map: impl Fn(i64) -> i64) -> Option<Vec<usize>> {
-        if src.threads() != dst.threads() {
+        if src.threads() != dst.threads() || src.thread_base != dst.thread_base {
             return None;
         }
         let mut choice: Vec<Option<usize>> = vec![None; dst.values()];
@@ -417,7 +445,11 @@ impl DistLayout {
 impl fmt::Display for DistLayout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let shape: Vec<String> = self.shape.iter().map(|d| d.to_string()).collect();
-        write!(f, "[{}] {}", shape.join(","), self.layout)
+        write!(f, "[{}] {}", shape.join(","), self.layout)?;
+        if self.thread_base != 0 {
+            write!(f, " from thread {}", self.thread_base)?;
+        }
+        Ok(())
     }
 }
 

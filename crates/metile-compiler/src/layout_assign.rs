@@ -88,8 +88,33 @@ pub struct Assignment {
     /// Values produced by a broadcast of a `Fixed` tile (cheap to re-derive).
     broadcast_derived: Vec<bool>,
     roots: Vec<Option<Root>>,
+    /// Values computed per thread from thread-level ops (`thread_id`, shuffles, ...).
+    thread_level: Vec<bool>,
     /// Pointer offsets are i64 (else i32).
     pub offsets_i64: bool,
+    /// The `simdgroup_role` body being analysed or lowered, if any.
+    pub role: Option<RoleDomain>,
+}
+
+/// The threads that run a `simdgroup_role` body: `threads` threads from `base`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoleDomain {
+    pub base: usize,
+    pub threads: usize,
+}
+
+/// The simdgroups with `sgid * num_roles / num_sgs == role`, as a thread range
+/// (they are consecutive); `None` when no simdgroup has the role.
+pub fn role_domain(threads: u32, role: u32, num_roles: u32) -> Option<RoleDomain> {
+    let sgs = (threads / SIMD_WIDTH).max(1);
+    let members: Vec<u32> = (0..sgs)
+        .filter(|&s| u64::from(s) * u64::from(num_roles) / u64::from(sgs) == u64::from(role))
+        .collect();
+    let (&first, &last) = (members.first()?, members.last()?);
+    Some(RoleDomain {
+        base: (first * SIMD_WIDTH) as usize,
+        threads: ((last - first + 1) * SIMD_WIDTH) as usize,
+    })
 }
 
 /// Chooses the threadgroup size; see the module docs for the rule.
@@ -154,24 +179,75 @@ impl Assignment {
         }
     }
 
-    /// The default layout of a tile shape.
+    /// The default layout of a tile shape for the threads running the current
+    /// code: the whole threadgroup, or inside a `simdgroup_role` the role's
+    /// simdgroups, where the tile is spread over one simdgroup and replicated on
+    /// the others (so its reductions never need a threadgroup barrier, which a
+    /// role cannot execute).
     pub fn blocked(&mut self, shape: &[usize]) -> CompileResult<LayoutId> {
-        let layout = DistLayout::blocked(shape, self.threads as usize, MAX_VECTOR_LANES).map_err(|e| {
+        let err = |e: metile_layout::LayoutError| {
             CompileError::new("kernel", format!("internal layout error: {e}"), Loc::unknown())
-        })?;
+        };
+        let layout = match self.role {
+            None => DistLayout::blocked(shape, self.threads as usize, MAX_VECTOR_LANES).map_err(err)?,
+            Some(role) => DistLayout::blocked(shape, SIMD_WIDTH as usize, MAX_VECTOR_LANES)
+                .and_then(|l| l.replicated(role.threads / SIMD_WIDTH as usize))
+                .map_err(err)?
+                .with_thread_base(role.base),
+        };
         Ok(self.layouts.intern(layout))
+    }
+
+    /// The default layout over the whole threadgroup (thread-level values).
+    pub fn blocked_threadgroup(&mut self, shape: &[usize]) -> CompileResult<LayoutId> {
+        let role = self.role.take();
+        let l = self.blocked(shape);
+        self.role = role;
+        l
+    }
+
+    /// True when `l` is spread over the threads running the current code.
+    pub fn in_current_domain(&self, l: LayoutId) -> bool {
+        let layout = self.layout(l);
+        match self.role {
+            None => layout.thread_base() == 0 && layout.threads() == self.threads as usize,
+            Some(r) => layout.thread_base() == r.base && layout.threads() == r.threads,
+        }
+    }
+
+    pub fn is_thread_level(&self, v: ValueId) -> bool {
+        self.thread_level.get(v.index()).copied().unwrap_or(false)
+    }
+
+    /// The layout a value is used in by ops without a preference (reductions,
+    /// `dot`, `tile_store`): its own when it lives in the current threads (or is
+    /// thread-level), else the default.
+    pub fn natural_layout(&mut self, v: ValueId, shape: &[usize]) -> CompileResult<LayoutId> {
+        match self.class(v) {
+            Class::Fixed(l) if self.in_current_domain(l) || self.is_thread_level(v) => Ok(l),
+            _ => self.blocked(shape),
+        }
     }
 
     /// The layout an element-wise op over `operands` computes in: `None` when
     /// every operand is uniform, `Some(None)` when it can be computed anywhere
-    /// (flexible), `Some(Some(l))` otherwise.
-    pub fn elementwise_layout(&self, operands: &[ValueId]) -> Option<Option<LayoutId>> {
+    /// (flexible), `Some(Some(l))` otherwise. A thread-level operand imposes its
+    /// layout (each thread computes its own element); otherwise only layouts of
+    /// the threads running the code are candidates.
+    pub fn elementwise_layout(
+        &mut self,
+        operands: &[ValueId],
+        shape: &[usize],
+    ) -> CompileResult<Option<Option<LayoutId>>> {
         let mut best: Option<((bool, usize), LayoutId)> = None;
         let mut flexible = false;
+        let mut foreign = false;
         for &v in operands {
             match self.class(v) {
+                Class::Fixed(l) if self.is_thread_level(v) => return Ok(Some(Some(l))),
                 Class::Uniform => {}
                 Class::Flexible => flexible = true,
+                Class::Fixed(l) if !self.in_current_domain(l) => foreign = true,
                 Class::Fixed(l) => {
                     let replication: i64 = self
                         .layout(l)
@@ -186,11 +262,12 @@ impl Assignment {
                 }
             }
         }
-        match best {
+        Ok(match best {
             Some((_, l)) => Some(Some(l)),
+            None if foreign => Some(Some(self.blocked(shape)?)),
             None if flexible => Some(None),
             None => None,
-        }
+        })
     }
 }
 
@@ -202,7 +279,9 @@ pub fn assign(f: &Function, threads: u32) -> CompileResult<Assignment> {
         classes: vec![Class::Uniform; f.values.len()],
         broadcast_derived: vec![false; f.values.len()],
         roots: vec![None; f.values.len()],
+        thread_level: vec![false; f.values.len()],
         offsets_i64: false,
+        role: None,
     };
     for (i, p) in f.params.iter().enumerate() {
         if f.ty(p.value).is_ptr() {
@@ -254,9 +333,15 @@ fn same_root(f: &Function, a: &Assignment, op: &Op, x: ValueId, y: ValueId) -> C
     Ok(())
 }
 
-/// Join of the classes a carried or if-merged value takes on its paths.
-fn join(a: &mut Assignment, shape: &[usize], x: Class, y: Class) -> CompileResult<Class> {
-    Ok(match (x, y) {
+/// Join of the classes a carried or if-merged value takes on its paths. A layout
+/// of other threads (a value from outside the running `simdgroup_role`) is not
+/// kept: the value is carried in the running threads' default layout.
+fn join(a: &mut Assignment, shape: &[usize], thread_level: bool, x: Class, y: Class) -> CompileResult<Class> {
+    let local = |a: &Assignment, c: Class| match c {
+        Class::Fixed(l) if !thread_level && !a.in_current_domain(l) => Class::Flexible,
+        c => c,
+    };
+    Ok(match (local(a, x), local(a, y)) {
         (Class::Uniform, Class::Uniform) => Class::Uniform,
         (Class::Fixed(l), _) | (_, Class::Fixed(l)) => Class::Fixed(l),
         _ => Class::Fixed(a.blocked(shape)?),
@@ -275,12 +360,34 @@ fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
             };
         }
     }
+    let thread_level_inputs = op.operands.iter().any(|&x| a.is_thread_level(x));
+    if thread_level_inputs
+        && matches!(
+            op.kind,
+            OpKind::Broadcast
+                | OpKind::ExpandDims { .. }
+                | OpKind::Cast
+                | OpKind::Unary(_)
+                | OpKind::Binary(_)
+                | OpKind::Compare(_)
+                | OpKind::Select
+                | OpKind::AddPtr
+                | OpKind::Load { .. }
+        )
+    {
+        for &r in &op.results {
+            a.thread_level[r.index()] = !f.ty(r).is_scalar();
+        }
+    }
     match &op.kind {
         OpKind::Arange { .. } => set(f, a, op.results[0], Class::Flexible),
         OpKind::Broadcast => {
             let x = op.operands[0];
             let r = op.results[0];
             let class = match a.class(x) {
+                Class::Fixed(l) if !a.in_current_domain(l) && !a.is_thread_level(x) => {
+                    Class::Fixed(a.blocked(&shape_of(r))?)
+                }
                 Class::Fixed(l) => {
                     let src = a.layout(l).clone();
                     let dst_shape = shape_of(r);
@@ -334,7 +441,7 @@ fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
             if matches!(op.kind, OpKind::Select) {
                 same_root(f, a, op, op.operands[1], op.operands[2])?;
             }
-            let class = match a.elementwise_layout(&op.operands) {
+            let class = match a.elementwise_layout(&op.operands, &shape_of(op.results[0]))? {
                 None => Class::Uniform,
                 Some(None) => Class::Flexible,
                 Some(Some(l)) => Class::Fixed(l),
@@ -343,7 +450,7 @@ fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
         }
         OpKind::Load { .. } => {
             let r = op.results[0];
-            let class = match a.elementwise_layout(&op.operands) {
+            let class = match a.elementwise_layout(&op.operands, &shape_of(r))? {
                 None => Class::Uniform,
                 Some(None) => Class::Fixed(a.blocked(&shape_of(r))?),
                 Some(Some(l)) => Class::Fixed(l),
@@ -356,10 +463,7 @@ fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
         }
         OpKind::Dot => {
             let (acc, r) = (op.operands[2], op.results[0]);
-            let class = match a.class(acc) {
-                Class::Fixed(l) => Class::Fixed(l),
-                _ => Class::Fixed(a.blocked(&shape_of(r))?),
-            };
+            let class = Class::Fixed(a.natural_layout(acc, &shape_of(r))?);
             set(f, a, r, class);
         }
         OpKind::Reduce { axis, .. } => {
@@ -367,10 +471,7 @@ fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
             let class = match axis {
                 None => Class::Uniform,
                 Some(axis) => {
-                    let src = match a.class(x) {
-                        Class::Fixed(l) => l,
-                        _ => a.blocked(&shape_of(x))?,
-                    };
+                    let src = a.natural_layout(x, &shape_of(x))?;
                     let sliced = a.layout(src).slice(*axis).map_err(|e| layout_err(op, e))?;
                     Class::Fixed(a.layouts.intern(sliced))
                 }
@@ -379,15 +480,18 @@ fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
         }
         OpKind::ThreadId | OpKind::SimdLaneId | OpKind::SimdShuffleXor | OpKind::SimdBroadcast => {
             let r = op.results[0];
-            let l = a.blocked(&shape_of(r))?;
+            let l = a.blocked_threadgroup(&shape_of(r))?;
             set(f, a, r, Class::Fixed(l));
+            a.thread_level[r.index()] = true;
         }
         OpKind::For => for_op(f, op, a)?,
         OpKind::If => if_op(f, op, a)?,
-        OpKind::SimdgroupRole { .. } => {
-            for r in &op.regions {
-                block(f, r, a)?;
-            }
+        OpKind::SimdgroupRole { role, num_roles } => {
+            let domain = enter_role(a, op, *role, *num_roles)?;
+            a.role = Some(domain);
+            let result = op.regions.iter().try_for_each(|r| block(f, r, a));
+            a.role = None;
+            result?;
         }
         // Scalars, and ops without results.
         _ => {
@@ -399,6 +503,22 @@ fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
     Ok(())
 }
 
+/// The threads of a role; refuses roles without simdgroups and nested roles.
+pub fn enter_role(a: &Assignment, op: &Op, role: u32, num_roles: u32) -> CompileResult<RoleDomain> {
+    let err = |reason: String| CompileError::new(op.kind.name(), reason, op.loc.clone());
+    if a.role.is_some() {
+        return Err(err(
+            "simdgroup_role cannot be nested in another simdgroup_role".into()
+        ));
+    }
+    role_domain(a.threads, role, num_roles).ok_or_else(|| {
+        err(format!(
+            "role {role} of {num_roles} gets no simdgroup: the threadgroup has {} simdgroups; use num_roles <= num_sgs",
+            (a.threads / SIMD_WIDTH).max(1)
+        ))
+    })
+}
+
 fn for_op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
     let Some(body) = op.regions.first() else {
         return Ok(());
@@ -407,14 +527,18 @@ fn for_op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
     let args = &body.args[1..];
     let mut classes = Vec::with_capacity(inits.len());
     for &init in inits {
-        let c = match a.class(init) {
-            Class::Flexible => Class::Fixed(a.blocked(&f.ty(init).shape)?),
-            c => c,
-        };
+        let c = join(
+            a,
+            &f.ty(init).shape,
+            a.is_thread_level(init),
+            a.class(init),
+            a.class(init),
+        )?;
         classes.push(c);
     }
     for (&init, &arg) in inits.iter().zip(args) {
         a.roots[arg.index()] = a.root(init);
+        a.thread_level[arg.index()] = a.is_thread_level(init);
     }
     // Classes only move up (Uniform -> Fixed) and a Fixed class never changes,
     // so this settles within one pass per carried value.
@@ -428,7 +552,8 @@ fn for_op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
         };
         let mut changed = false;
         for (i, &y) in yield_op.operands.iter().enumerate() {
-            let joined = join(a, &f.ty(y).shape, classes[i], a.class(y))?;
+            let thread_level = a.is_thread_level(args[i]) || a.is_thread_level(y);
+            let joined = join(a, &f.ty(y).shape, thread_level, classes[i], a.class(y))?;
             changed |= joined != classes[i];
             classes[i] = joined;
         }
@@ -442,6 +567,7 @@ fn for_op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
     for ((&r, &arg), &c) in op.results.iter().zip(args).zip(&classes) {
         set(f, a, r, c);
         a.roots[r.index()] = a.root(arg);
+        a.thread_level[r.index()] = a.is_thread_level(arg);
     }
     Ok(())
 }
@@ -459,9 +585,11 @@ fn if_op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
     for (i, &r) in op.results.iter().enumerate() {
         let (x, y) = (then_y.operands[i], else_y.operands[i]);
         same_root(f, a, op, x, y)?;
-        let c = join(a, &f.ty(r).shape, a.class(x), a.class(y))?;
+        let thread_level = a.is_thread_level(x) || a.is_thread_level(y);
+        let c = join(a, &f.ty(r).shape, thread_level, a.class(x), a.class(y))?;
         set(f, a, r, c);
         a.roots[r.index()] = a.root(x);
+        a.thread_level[r.index()] = a.is_thread_level(x) || a.is_thread_level(y);
     }
     Ok(())
 }

@@ -374,3 +374,62 @@ fn dot_with_loaded_operands_and_an_f16_accumulator_matches() {
         case.check();
     }
 }
+
+/// Tile-level work inside roles: each role's simdgroups compute whole tiles
+/// (with a reduction inside the role, and a tile loaded before the roles), so
+/// the result equals the interpreter's, which runs every body once.
+fn tile_roles_kernel(block: usize, threads: usize) -> Function {
+    let mut b = Builder::new("tile_roles");
+    b.set_threads_per_group(threads);
+    let a = b.add_param("A", ParamKind::Pointer(DType::F32));
+    let bb = b.add_param("B", ParamKind::Pointer(DType::F32));
+    let o1 = b.add_param("Out1", ParamKind::Pointer(DType::F32));
+    let o2 = b.add_param("Out2", ParamKind::Pointer(DType::F32));
+    let offs = b.arange(0, block as i64).unwrap();
+    let pa = b.binary(BinaryOp::Add, v(a), v(offs)).unwrap();
+    let before = b.load(v(pa), None, None).unwrap();
+    b.push_block(&[]);
+    let x = b.binary(BinaryOp::Mul, v(before), float(2.0)).unwrap();
+    let p1 = b.binary(BinaryOp::Add, v(o1), v(offs)).unwrap();
+    b.store(v(p1), v(x), None).unwrap();
+    b.yield_values(&[]);
+    let body = b.pop_block().unwrap();
+    b.finish_simdgroup_role(0, 2, body).unwrap();
+    b.push_block(&[]);
+    let pb = b.binary(BinaryOp::Add, v(bb), v(offs)).unwrap();
+    let y = b.load(v(pb), None, None).unwrap();
+    let m = b.reduce(ReduceOp::Max, v(y), None).unwrap();
+    let z = b.binary(BinaryOp::Sub, v(y), v(m)).unwrap();
+    let z = b.binary(BinaryOp::Add, v(z), v(before)).unwrap();
+    let p2 = b.binary(BinaryOp::Add, v(o2), v(offs)).unwrap();
+    b.store(v(p2), v(z), None).unwrap();
+    b.yield_values(&[]);
+    let body = b.pop_block().unwrap();
+    b.finish_simdgroup_role(1, 2, body).unwrap();
+    b.finish().unwrap()
+}
+
+#[test]
+fn tile_work_inside_simdgroup_roles_matches() {
+    for (block, threads, seed) in [
+        (64usize, 128usize, 140u64),
+        (256, 256, 141),
+        (16, 64, 142),
+        (128, 96, 143),
+    ] {
+        let mut rng = Rng::new(seed);
+        let bufs = vec![
+            Buf::random(DType::F32, block, &mut rng),
+            Buf::random(DType::F32, block, &mut rng),
+            Buf::filled(DType::F32, block, 0.0),
+            Buf::filled(DType::F32, block, 0.0),
+        ];
+        Case::new(
+            tile_roles_kernel(block, threads),
+            bufs,
+            vec![Arg::Buf(0), Arg::Buf(1), Arg::Buf(2), Arg::Buf(3)],
+            [2, 1, 1],
+        )
+        .check();
+    }
+}

@@ -10,11 +10,12 @@
 //! bodies may hold barriers.
 //!
 //! `simdgroup_role(role, num_roles)` runs its body on the simdgroups with
-//! `sgid * num_roles / num_sgs == role` (an `if` on the simdgroup index).
-//! Inside it only those simdgroups execute, so anything that needs the whole
-//! threadgroup (a barrier, a conversion or reduction through threadgroup
-//! memory, zero-filling shared memory) is refused there; values defined before
-//! the role are converted before it.
+//! `sgid * num_roles / num_sgs == role` (an `if` on the simdgroup index). Tiles
+//! inside it are spread over those simdgroups (layout assignment's role domain),
+//! so the body works on whole tiles; thread-level values stay per thread. Only
+//! those simdgroups execute it, so anything that needs the whole threadgroup (a
+//! barrier, an exchange through threadgroup memory, zero-filling shared memory)
+//! is refused there; values defined before the role are converted before it.
 
 use super::{Home, Lowering};
 use crate::error::CompileResult;
@@ -167,9 +168,12 @@ impl<'f> Lowering<'f> {
             .regions
             .first()
             .ok_or_else(|| self.internal("simdgroup_role without a body"))?;
+        let domain = crate::layout_assign::enter_role(&self.a, op, role, num_roles)?;
         self.push_block(&[]);
         self.role_depths.push(self.innermost());
+        self.a.role = Some(domain);
         let result = self.block(body);
+        self.a.role = None;
         self.role_depths.pop();
         result?;
         let then_b = self.pop_block();

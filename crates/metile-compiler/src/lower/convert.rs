@@ -122,6 +122,13 @@ impl<'f> Lowering<'f> {
         (self.binary(BinaryOp::And, above, below), rel)
     }
 
+    /// For a layout over only some of the threadgroup's threads, the predicate
+    /// selecting them.
+    fn partial_range(&mut self, layout: &DistLayout) -> Option<GpuValue> {
+        let whole = layout.thread_base() == 0 && layout.threads() == self.a.threads as usize;
+        (!whole).then(|| self.in_thread_range(layout.thread_base(), layout.threads()))
+    }
+
     /// Moves a tile's registers from layout `from` to layout `to`.
     pub(super) fn convert(
         &mut self,
@@ -144,7 +151,12 @@ impl<'f> Lowering<'f> {
         }
         let chunk = numel.min(capacity);
         let root = self.scratch(dtype, chunk)?;
+        // A conversion into or out of a `simdgroup_role`'s layout runs (before the
+        // role) on every thread; only the layout's own threads may write or read.
+        let src_range = self.partial_range(&src);
+        let dst_range = self.partial_range(&dst);
         let owner = self.owner(from);
+        let owner = self.and_opt(owner, src_range);
         let mut out: Vec<Option<GpuValue>> = vec![None; dst.values()];
         for lo in (0..numel).step_by(chunk) {
             self.barrier()?;
@@ -162,9 +174,10 @@ impl<'f> Lowering<'f> {
             for (v, slot) in out.iter_mut().enumerate() {
                 let idx = self.element_index(to, v);
                 *slot = Some(if chunk == numel {
-                    self.mem_load(root, idx, 1, None, None)
+                    self.mem_load(root, idx, 1, dst_range, None)
                 } else {
                     let (inside, rel) = self.chunk_membership(idx, lo as i64, chunk as i64);
+                    let inside = self.and_opt(Some(inside), dst_range).unwrap_or(inside);
                     let previous = match *slot {
                         Some(p) => p,
                         None => self.zero_of(dtype),

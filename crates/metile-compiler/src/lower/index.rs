@@ -37,9 +37,32 @@ impl<'f> Lowering<'f> {
     }
 
     /// `(tid / position) % extent`, the thread's coordinate along one thread leaf.
-    fn thread_digit(&mut self, position: i64, extent: i64, threads: i64) -> GpuValue {
+    /// The thread index relative to the first thread of a layout (`tid - base`).
+    pub(super) fn local_tid(&mut self, base: usize) -> GpuValue {
         let tid = self.builtin(Builtin::ThreadIndex);
-        let mut x = tid;
+        if base == 0 {
+            return tid;
+        }
+        self.top_cached(CacheKey::LocalTid(base), |this| {
+            let b = this.const_i32(base as i32);
+            this.binary(BinaryOp::Sub, tid, b)
+        })
+    }
+
+    /// True on the threads `base .. base + threads` (a role's threads).
+    pub(super) fn in_thread_range(&mut self, base: usize, threads: usize) -> GpuValue {
+        let local = self.local_tid(base);
+        self.top_cached(CacheKey::InRange(base, threads), |this| {
+            let zero = this.const_i32(0);
+            let n = this.const_i32(threads as i32);
+            let ge = this.compare(CmpOp::Ge, local, zero);
+            let lt = this.compare(CmpOp::Lt, local, n);
+            this.binary(BinaryOp::And, ge, lt)
+        })
+    }
+
+    fn thread_digit(&mut self, base: usize, position: i64, extent: i64, threads: i64) -> GpuValue {
+        let mut x = self.local_tid(base);
         if position > 1 {
             let p = self.const_i32(position as i32);
             x = self.binary(BinaryOp::FloorDiv, x, p);
@@ -53,10 +76,10 @@ impl<'f> Lowering<'f> {
     }
 
     /// `sum(((tid / position) % extent) * stride)` over the terms with a nonzero stride.
-    pub(super) fn sum_terms(&mut self, terms: &[ThreadTerm], threads: i64) -> GpuValue {
+    pub(super) fn sum_terms(&mut self, base: usize, terms: &[ThreadTerm], threads: i64) -> GpuValue {
         let mut acc: Option<GpuValue> = None;
         for t in terms.iter().filter(|t| t.stride != 0) {
-            let digit = self.thread_digit(t.position, t.extent, threads);
+            let digit = self.thread_digit(base, t.position, t.extent, threads);
             let scaled = if t.stride == 1 {
                 digit
             } else {
@@ -79,15 +102,19 @@ impl<'f> Lowering<'f> {
     pub(super) fn thread_offset(&mut self, l: LayoutId) -> GpuValue {
         let terms = self.layout(l).thread_terms();
         let threads = self.layout(l).threads() as i64;
-        self.top_cached(CacheKey::ThreadOffset(l), |this| this.sum_terms(&terms, threads))
+        let base = self.layout(l).thread_base();
+        self.top_cached(CacheKey::ThreadOffset(l), |this| {
+            this.sum_terms(base, &terms, threads)
+        })
     }
 
     /// The thread part of the coordinate along `axis` (separable layouts).
     pub(super) fn thread_coord(&mut self, l: LayoutId, axis: usize) -> GpuValue {
         let terms = self.layout(l).thread_coord_terms(axis);
         let threads = self.layout(l).threads() as i64;
+        let base = self.layout(l).thread_base();
         self.top_cached(CacheKey::ThreadCoord(l, axis), |this| {
-            this.sum_terms(&terms, threads)
+            this.sum_terms(base, &terms, threads)
         })
     }
 
@@ -112,12 +139,13 @@ impl<'f> Lowering<'f> {
             return None;
         }
         let threads = self.layout(l).threads() as i64;
+        let base = self.layout(l).thread_base();
         let key = CacheKey::Owner(l, terms.clone());
         Some(self.top_cached(key, |this| {
             let zero = this.const_i32(0);
             let mut acc = this.bool_const(true);
             for &(position, extent) in &terms {
-                let digit = this.thread_digit(position, extent, threads);
+                let digit = this.thread_digit(base, position, extent, threads);
                 let is_zero = this.compare(CmpOp::Eq, digit, zero);
                 acc = this.binary(BinaryOp::And, acc, is_zero);
             }

@@ -311,18 +311,17 @@ impl<'f> Lowering<'f> {
         let mask = op.operands.get(2).copied();
         let dtype = self.elem_dtype(value);
         let root = self.root_value(ptr)?;
-        let l = match self.a.elementwise_layout(&op.operands) {
+        let shape = self.f.ty(value).shape.clone();
+        let l = match self.a.elementwise_layout(&op.operands, &shape)? {
             Some(Some(l)) => l,
-            Some(None) => {
-                let shape = self.f.ty(value).shape.clone();
-                self.a.blocked(&shape)?
-            }
+            Some(None) => self.a.blocked(&shape)?,
             None => {
-                // Every thread holds the same store: thread 0 does it.
+                // Every running thread holds the same store: the first one does it.
                 let index = self.uniform(ptr)?;
                 let v = self.uniform(value)?;
                 let m = mask.map(|m| self.uniform(m)).transpose()?;
-                let tid = self.builtin(Builtin::ThreadIndex);
+                let base = self.a.role.map_or(0, |r| r.base);
+                let tid = self.local_tid(base);
                 let zero = self.const_i32(0);
                 let first = self.compare(CmpOp::Eq, tid, zero);
                 let m = self.and_opt(m, Some(first));

@@ -32,7 +32,7 @@ mod thread_ops;
 
 use crate::axis_info::{self, AxisInfos};
 use crate::error::{CompileError, CompileResult};
-use crate::layout_assign::{Assignment, Class, LayoutId, Root};
+use crate::layout_assign::{Assignment, LayoutId, Root};
 use crate::target::MAX_THREADGROUP_BYTES;
 use metile_ir::gpu_ir::*;
 use metile_ir::{Block, DType, Elem, Function, Literal, Loc, Op, OpKind, ParamKind, ValueId};
@@ -57,6 +57,8 @@ enum CacheKey {
     ThreadOffset(LayoutId),
     ThreadCoord(LayoutId, usize),
     ElementIndex(LayoutId, usize),
+    LocalTid(usize),
+    InRange(usize, usize),
     Owner(LayoutId, Vec<(i64, i64)>),
     ConstI32(i32),
 }
@@ -392,13 +394,8 @@ impl<'f> Lowering<'f> {
     /// The layout a non-uniform value must be materialised in when an op has no
     /// preference: its own for `Fixed`, the default for the rest.
     fn natural_layout(&mut self, v: ValueId) -> CompileResult<LayoutId> {
-        match self.a.class(v) {
-            Class::Fixed(l) => Ok(l),
-            _ => {
-                let shape = self.f.ty(v).shape.clone();
-                self.a.blocked(&shape)
-            }
-        }
+        let shape = self.f.ty(v).shape.clone();
+        self.a.natural_layout(v, &shape)
     }
 
     fn root_value(&mut self, v: ValueId) -> CompileResult<GpuValue> {

@@ -175,7 +175,8 @@ impl<'f> Lowering<'f> {
                 })
                 .collect();
             let threads = layout.threads() as i64;
-            let slot_base = self.at_depth(0, |this| this.sum_terms(&index_terms, threads));
+            let base = layout.thread_base();
+            let slot_base = self.at_depth(0, |this| this.sum_terms(base, &index_terms, threads));
             let mut writer_terms: Vec<(i64, i64)> =
                 lane_terms.iter().map(|t| (t.position, t.extent)).collect();
             writer_terms.extend(layout.replication_terms().iter().map(|t| (t.position, t.extent)));
