@@ -5,7 +5,7 @@ mod common;
 
 use common::{int, loc, v};
 use metile_compiler::{compile_msl, CompileError, MslOptions};
-use metile_ir::{BinaryOp, Builder, DType, Function, ParamKind};
+use metile_ir::{BinaryOp, Builder, DType, Function, Operand, ParamKind};
 
 fn compile_err(f: &Function, num_sgs: Option<u32>) -> CompileError {
     let options = MslOptions {
@@ -149,6 +149,28 @@ fn a_tile_too_big_for_registers_is_refused_with_advice() {
     assert_eq!(e.loc.line, 5);
     assert!(
         e.reason.contains("registers per thread") && e.reason.contains("num_sgs"),
+        "{}",
+        e.reason
+    );
+}
+
+#[test]
+fn a_role_without_simdgroups_is_refused() {
+    // 32 threads: one simdgroup, so role 1 of 2 would never run.
+    let mut b = Builder::new("empty_role");
+    b.set_threads_per_group(32);
+    let out = b.add_param("Out", ParamKind::Pointer(DType::F32));
+    b.push_block(&[]);
+    b.store(v(out), Operand::Float(1.0), None).unwrap();
+    b.yield_values(&[]);
+    let body = b.pop_block().unwrap();
+    b.set_loc(loc(12));
+    b.finish_simdgroup_role(1, 2, body).unwrap();
+    let e = compile_err(&b.finish().unwrap(), None);
+    assert_eq!(e.op, "simdgroup_role");
+    assert_eq!(e.loc.line, 12);
+    assert!(
+        e.reason.contains("no simdgroup") && e.reason.contains("1 simdgroups"),
         "{}",
         e.reason
     );
