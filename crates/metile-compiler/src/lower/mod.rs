@@ -362,7 +362,14 @@ impl<'f> Lowering<'f> {
                 if let Some(Cached::Many(e)) = self.cached(&key, self.at) {
                     return Ok(e);
                 }
-                let elems = self.at_depth(depth, |this| this.materialize(v, layout, &home))?;
+                // Ops computing a value carry the value's source line, wherever the use is.
+                let use_loc = self.b.loc().clone();
+                if let Some(op) = self.def_op[v.index()] {
+                    self.b.set_loc(op.loc.clone());
+                }
+                let elems = self.at_depth(depth, |this| this.materialize(v, layout, &home));
+                self.b.set_loc(use_loc);
+                let elems = elems?;
                 self.at_depth(depth, |this| this.cache(key, Cached::Many(elems.clone())));
                 Ok(elems)
             }
