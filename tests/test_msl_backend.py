@@ -61,9 +61,9 @@ def test_msl_signature_follows_the_metal_conventions():
 
 def test_msl_is_byte_identical_across_processes():
     script = (
-        "import sys; sys.path.insert(0, {tests!r}); import test_msl_backend as t; "
+        f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r}); import test_msl_backend as t; "
         "sys.stdout.write(t._saxpy_msl()['msl'])"
-    ).format(tests=os.path.dirname(__file__))
+    )
     runs = [
         subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
                        env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout
