@@ -15,7 +15,6 @@
 use crate::dtype::DType;
 use crate::error::{IrError, IrResult};
 use crate::gpu_ir::*;
-use std::collections::HashSet;
 
 /// How much a value or a control-flow path may differ between threads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -28,11 +27,14 @@ enum Uniformity {
 pub fn verify_gpu(f: &GpuFunction) -> IrResult<()> {
     let mut v = GpuVerifier {
         f,
-        defined: HashSet::new(),
-        scopes: vec![vec![]],
+        defined: vec![false; f.values.len()],
+        scope_values: vec![],
         value_u: vec![Uniformity::Uniform; f.values.len()],
         reg_u: vec![Uniformity::Uniform; f.regs.len()],
-        check_cooperative: false,
+        reg_raised: false,
+        cooperative_error: None,
+        ins: vec![],
+        outs: vec![],
     };
     for p in &f.params {
         v.define(p.value)?;
@@ -65,52 +67,57 @@ pub fn verify_gpu(f: &GpuFunction) -> IrResult<()> {
     if f.threads_per_group == 0 {
         return Err(IrError("invalid GPU IR: zero threads per threadgroup".into()));
     }
-    // Structure and types first; then register uniformity to a fixed point; then
-    // one more walk that enforces the cooperative-op rule.
-    let root_defs = v.defined.clone();
+    // One walk checks structure, scoping and types while it propagates
+    // uniformity. Register uniformity is then taken to a fixed point by cheap
+    // walks that only propagate (the structure is known good by then). Registers
+    // only ever become less uniform, so a walk that raised no register saw the
+    // final uniformity everywhere: the cooperative-op rule it checked holds for
+    // the fixed point, and its first violation (in program order) is the error.
     v.block(&f.body, Uniformity::Uniform)?;
-    for _ in 0..=2 * f.regs.len() + 1 {
-        let before = v.reg_u.clone();
-        v.reset(&root_defs);
-        v.block(&f.body, Uniformity::Uniform)?;
-        if before == v.reg_u {
-            break;
-        }
+    let mut walks = 0;
+    while v.reg_raised && walks <= 2 * f.regs.len() + 1 {
+        v.reg_raised = false;
+        v.cooperative_error = None;
+        v.propagate(&f.body, Uniformity::Uniform);
+        walks += 1;
     }
-    v.reset(&root_defs);
-    v.check_cooperative = true;
-    v.block(&f.body, Uniformity::Uniform)
+    match v.cooperative_error {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 struct GpuVerifier<'f> {
     f: &'f GpuFunction,
-    defined: HashSet<GpuValue>,
-    scopes: Vec<Vec<GpuValue>>,
+    /// Whether each value is in scope, indexed by value.
+    defined: Vec<bool>,
+    /// Values defined inside the open regions, innermost last; a region
+    /// truncates it back to its mark when it closes.
+    scope_values: Vec<GpuValue>,
     value_u: Vec<Uniformity>,
     reg_u: Vec<Uniformity>,
-    check_cooperative: bool,
+    /// Whether the current walk made some register less uniform.
+    reg_raised: bool,
+    /// The first cooperative-op violation of the current walk.
+    cooperative_error: Option<IrError>,
+    /// Scratch for the operand and result types of the op being checked.
+    ins: Vec<GpuType>,
+    outs: Vec<GpuType>,
 }
 
 impl<'f> GpuVerifier<'f> {
-    fn reset(&mut self, root: &HashSet<GpuValue>) {
-        self.defined = root.clone();
-        self.scopes = vec![vec![]];
-    }
-
     fn ty(&self, v: GpuValue) -> GpuType {
         self.f.values[v.index()]
     }
 
     fn define(&mut self, v: GpuValue) -> IrResult<()> {
-        if v.index() >= self.f.values.len() {
+        let Some(slot) = self.defined.get_mut(v.index()) else {
             return Err(IrError(format!("invalid GPU IR: {v} has no type")));
-        }
-        if !self.defined.insert(v) {
+        };
+        if std::mem::replace(slot, true) {
             return Err(IrError(format!("invalid GPU IR: {v} is defined twice")));
         }
-        if let Some(s) = self.scopes.last_mut() {
-            s.push(v);
-        }
+        self.scope_values.push(v);
         Ok(())
     }
 
@@ -130,16 +137,20 @@ impl<'f> GpuVerifier<'f> {
     }
 
     fn region(&mut self, r: &GpuBlock, control: Uniformity) -> IrResult<()> {
-        self.scopes.push(vec![]);
+        let mark = self.scope_values.len();
+        let result = self.region_body(r, control);
+        for v in self.scope_values.drain(mark..) {
+            self.defined[v.index()] = false;
+        }
+        result
+    }
+
+    fn region_body(&mut self, r: &GpuBlock, control: Uniformity) -> IrResult<()> {
         for &a in &r.args {
             self.define(a)?;
             self.value_u[a.index()] = control;
         }
-        let result = self.block(r, control);
-        for v in self.scopes.pop().unwrap_or_default() {
-            self.defined.remove(&v);
-        }
-        result
+        self.block(r, control)
     }
 
     fn uniformity_of(&self, values: &[GpuValue]) -> Uniformity {
@@ -150,27 +161,62 @@ impl<'f> GpuVerifier<'f> {
             .unwrap_or(Uniformity::Uniform)
     }
 
+    /// Records a violation of the cooperative-op rule (the first of a walk wins).
+    fn check_cooperative(&mut self, op: &GpuOp, control: Uniformity) {
+        if self.cooperative_error.is_some() {
+            return;
+        }
+        if matches!(op.kind, GpuOpKind::Barrier) && control != Uniformity::Uniform {
+            self.cooperative_error = Some(self.err(
+                op,
+                "a barrier under control flow that differs between threads of the threadgroup",
+            ));
+        } else if op.kind.is_simd_collective() && control == Uniformity::Varying {
+            self.cooperative_error = Some(self.err(
+                op,
+                "a simdgroup operation under control flow that differs between lanes",
+            ));
+        }
+    }
+
+    /// The uniformity of `op`'s results; raises the register it writes.
+    fn result_uniformity(&mut self, op: &GpuOp, operand_u: Uniformity, control: Uniformity) -> Uniformity {
+        match &op.kind {
+            GpuOpKind::Builtin(Builtin::ThreadIndex | Builtin::SimdLane) => Uniformity::Varying,
+            GpuOpKind::Builtin(Builtin::SimdgroupIndex) => Uniformity::Simdgroup,
+            GpuOpKind::RegRead { reg, .. } => self.reg_u[reg.0 as usize],
+            GpuOpKind::RegWrite { reg, .. } => {
+                let slot = &mut self.reg_u[reg.0 as usize];
+                let raised = (*slot).max(operand_u).max(control);
+                if raised != *slot {
+                    *slot = raised;
+                    self.reg_raised = true;
+                }
+                Uniformity::Uniform
+            }
+            GpuOpKind::SimdBroadcast | GpuOpKind::SimdReduce(_) => operand_u.min(Uniformity::Simdgroup),
+            GpuOpKind::SimdShuffleXor if operand_u != Uniformity::Uniform => Uniformity::Varying,
+            _ => operand_u,
+        }
+    }
+
     fn op(&mut self, op: &GpuOp, control: Uniformity) -> IrResult<()> {
         for &v in &op.operands {
-            if !self.defined.contains(&v) {
+            if !self.defined.get(v.index()).copied().unwrap_or(false) {
                 return Err(self.err(op, &format!("uses {v} outside the scope that defines it")));
             }
         }
-        self.check_types(op)?;
-        if self.check_cooperative {
-            if matches!(op.kind, GpuOpKind::Barrier) && control != Uniformity::Uniform {
-                return Err(self.err(
-                    op,
-                    "a barrier under control flow that differs between threads of the threadgroup",
-                ));
-            }
-            if op.kind.is_simd_collective() && control == Uniformity::Varying {
-                return Err(self.err(
-                    op,
-                    "a simdgroup operation under control flow that differs between lanes",
-                ));
-            }
-        }
+        let mut ins = std::mem::take(&mut self.ins);
+        let mut outs = std::mem::take(&mut self.outs);
+        ins.clear();
+        ins.extend(op.operands.iter().map(|&v| self.ty(v)));
+        outs.clear();
+        outs.extend(op.results.iter().map(|&v| self.ty(v)));
+        let checked = self.check_types(op, &ins, &outs);
+        self.ins = ins;
+        self.outs = outs;
+        checked?;
+        self.check_cooperative(op, control);
         let operand_u = self.uniformity_of(&op.operands);
         match &op.kind {
             GpuOpKind::For => {
@@ -195,19 +241,7 @@ impl<'f> GpuVerifier<'f> {
             _ if !op.regions.is_empty() => return Err(self.err(op, "takes no regions")),
             _ => {}
         }
-        let result_u = match &op.kind {
-            GpuOpKind::Builtin(Builtin::ThreadIndex | Builtin::SimdLane) => Uniformity::Varying,
-            GpuOpKind::Builtin(Builtin::SimdgroupIndex) => Uniformity::Simdgroup,
-            GpuOpKind::RegRead { reg, .. } => self.reg_u[reg.0 as usize],
-            GpuOpKind::RegWrite { reg, .. } => {
-                let slot = &mut self.reg_u[reg.0 as usize];
-                *slot = (*slot).max(operand_u).max(control);
-                Uniformity::Uniform
-            }
-            GpuOpKind::SimdBroadcast | GpuOpKind::SimdReduce(_) => operand_u.min(Uniformity::Simdgroup),
-            GpuOpKind::SimdShuffleXor if operand_u != Uniformity::Uniform => Uniformity::Varying,
-            _ => operand_u,
-        };
+        let result_u = self.result_uniformity(op, operand_u, control);
         for &r in &op.results {
             self.define(r)?;
             self.value_u[r.index()] = result_u;
@@ -215,9 +249,27 @@ impl<'f> GpuVerifier<'f> {
         Ok(())
     }
 
-    fn check_types(&self, op: &GpuOp) -> IrResult<()> {
-        let ins: Vec<GpuType> = op.operands.iter().map(|&v| self.ty(v)).collect();
-        let outs: Vec<GpuType> = op.results.iter().map(|&v| self.ty(v)).collect();
+    /// A walk over IR already checked by [`GpuVerifier::block`]: uniformity and
+    /// the cooperative-op rule only.
+    fn propagate(&mut self, b: &GpuBlock, control: Uniformity) {
+        for op in &b.ops {
+            self.check_cooperative(op, control);
+            let operand_u = self.uniformity_of(&op.operands);
+            let inner = control.max(operand_u);
+            for r in &op.regions {
+                for &a in &r.args {
+                    self.value_u[a.index()] = inner;
+                }
+                self.propagate(r, inner);
+            }
+            let result_u = self.result_uniformity(op, operand_u, control);
+            for &r in &op.results {
+                self.value_u[r.index()] = result_u;
+            }
+        }
+    }
+
+    fn check_types(&self, op: &GpuOp, ins: &[GpuType], outs: &[GpuType]) -> IrResult<()> {
         let fail = |what: &str| Err(self.err(op, what));
         let arity = |n_in: usize, n_out: usize| -> IrResult<()> {
             if ins.len() != n_in || outs.len() != n_out {
