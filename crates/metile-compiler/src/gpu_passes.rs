@@ -4,93 +4,155 @@
 //! drops pure ops nobody reads, so the MSL stays small and readable. The
 //! verifier runs after each pass (see `compile_gpu_ir`).
 
-use metile_ir::gpu_ir::{GpuBlock, GpuFunction, GpuOpKind, GpuValue};
-use std::collections::{HashMap, HashSet};
+use metile_ir::gpu_ir::{Builtin, GpuBlock, GpuFunction, GpuOp, GpuOpKind, GpuType, GpuValue};
+use metile_ir::{BinaryOp, CmpOp, UnaryOp};
+use rustc_hash::FxHashMap;
+
+/// The kinds CSE merges (pure, and not reading state: loads and register reads
+/// are left alone), with literals as their bits so that `0.0` and `-0.0` stay
+/// apart and a NaN matches itself.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum KindKey {
+    Builtin(Builtin),
+    Const(u8, u64),
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+    Compare(CmpOp),
+    Select,
+    Cast,
+    MakeVector,
+    Extract(u8),
+}
+
+/// What makes two ops interchangeable: kind, operands and result type. Every
+/// mergeable op has one result and at most four operands (the verifier's arity
+/// rules); others are simply not merged.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct CseKey {
+    kind: KindKey,
+    operands: [GpuValue; 4],
+    n_operands: u8,
+    result: GpuType,
+}
+
+fn cse_key(op: &GpuOp, values: &[GpuType]) -> Option<CseKey> {
+    let kind = match &op.kind {
+        GpuOpKind::Builtin(b) => KindKey::Builtin(*b),
+        GpuOpKind::Const(l) => {
+            let (tag, bits) = l.key();
+            KindKey::Const(tag, bits)
+        }
+        GpuOpKind::Unary(u) => KindKey::Unary(*u),
+        GpuOpKind::Binary(b) => KindKey::Binary(*b),
+        GpuOpKind::Compare(c) => KindKey::Compare(*c),
+        GpuOpKind::Select => KindKey::Select,
+        GpuOpKind::Cast => KindKey::Cast,
+        GpuOpKind::MakeVector => KindKey::MakeVector,
+        GpuOpKind::Extract { lane } => KindKey::Extract(*lane),
+        _ => return None,
+    };
+    let ([result], true) = (op.results.as_slice(), op.regions.is_empty()) else {
+        return None;
+    };
+    if op.operands.len() > 4 {
+        return None;
+    }
+    let mut operands = [GpuValue(u32::MAX); 4];
+    operands[..op.operands.len()].copy_from_slice(&op.operands);
+    Some(CseKey {
+        kind,
+        operands,
+        n_operands: op.operands.len() as u8,
+        result: values[result.index()],
+    })
+}
 
 /// Merges pure ops with the same kind and operands (loads and register reads
 /// depend on state and are left alone). Scoped: an op may reuse a value from its
 /// own block or an enclosing one. Returns true when something was merged.
 pub fn eliminate_common_subexpressions(f: &mut GpuFunction) -> bool {
-    let mut replace: HashMap<GpuValue, GpuValue> = HashMap::new();
-    let mut scopes: Vec<HashMap<String, Vec<GpuValue>>> = vec![HashMap::new()];
-    let values = f.values.clone();
-    let types_of = |v: GpuValue| values[v.index()];
-    cse_block(&mut f.body, &mut scopes, &mut replace, &types_of);
-    !replace.is_empty()
+    let mut cse = Cse {
+        values: &f.values,
+        replace: (0..f.values.len() as u32).map(GpuValue).collect(),
+        seen: FxHashMap::default(),
+        inserted: vec![],
+        merged: false,
+    };
+    cse.block(&mut f.body);
+    cse.merged
 }
 
-fn cse_block(
-    b: &mut GpuBlock,
-    scopes: &mut Vec<HashMap<String, Vec<GpuValue>>>,
-    replace: &mut HashMap<GpuValue, GpuValue>,
-    types_of: &dyn Fn(GpuValue) -> metile_ir::gpu_ir::GpuType,
-) {
-    let mut kept = Vec::with_capacity(b.ops.len());
-    for mut op in std::mem::take(&mut b.ops) {
-        for v in &mut op.operands {
-            if let Some(&r) = replace.get(v) {
-                *v = r;
+struct Cse<'a> {
+    values: &'a [GpuType],
+    /// What each value is replaced by (itself when kept).
+    replace: Vec<GpuValue>,
+    /// The first op of each key in the open blocks, by its result.
+    seen: FxHashMap<CseKey, GpuValue>,
+    /// Keys in `seen` in insertion order, so a closing region can drop its own.
+    inserted: Vec<CseKey>,
+    merged: bool,
+}
+
+impl Cse<'_> {
+    fn block(&mut self, b: &mut GpuBlock) {
+        let mut kept = Vec::with_capacity(b.ops.len());
+        for mut op in std::mem::take(&mut b.ops) {
+            for v in &mut op.operands {
+                *v = self.replace[v.index()];
             }
-        }
-        let mergeable = op.kind.is_pure()
-            && !matches!(op.kind, GpuOpKind::Load { .. } | GpuOpKind::RegRead { .. })
-            && op.regions.is_empty();
-        if mergeable {
-            // Debug text of the kind is exact (literals print their full value).
-            let types: Vec<_> = op.results.iter().map(|&r| types_of(r)).collect();
-            let key = format!("{:?}|{:?}|{types:?}", op.kind, op.operands);
-            if let Some(prev) = scopes.iter().rev().find_map(|s| s.get(&key)) {
-                for (&r, &p) in op.results.iter().zip(prev) {
-                    replace.insert(r, p);
+            if let Some(key) = cse_key(&op, self.values) {
+                if let Some(&prev) = self.seen.get(&key) {
+                    self.replace[op.results[0].index()] = prev;
+                    self.merged = true;
+                    continue;
                 }
-                continue;
+                self.seen.insert(key, op.results[0]);
+                self.inserted.push(key);
             }
-            if let Some(top) = scopes.last_mut() {
-                top.insert(key, op.results.clone());
+            for region in &mut op.regions {
+                let mark = self.inserted.len();
+                self.block(region);
+                for key in self.inserted.drain(mark..) {
+                    self.seen.remove(&key);
+                }
             }
+            kept.push(op);
         }
-        for region in &mut op.regions {
-            scopes.push(HashMap::new());
-            cse_block(region, scopes, replace, types_of);
-            scopes.pop();
-        }
-        kept.push(op);
+        b.ops = kept;
     }
-    b.ops = kept;
 }
 
-/// Removes pure ops whose results are unused, to a fixed point. Returns true
-/// when something was removed.
+/// Removes pure ops whose results are unused. Returns true when something was
+/// removed.
+///
+/// One backward walk reaches the fixed point: values are block-scoped SSA and
+/// every use follows its definition in program order (loop-carried state goes
+/// through registers), so by the time the walk reaches an op it has seen every
+/// op that could read its results.
 pub fn eliminate_dead_code(f: &mut GpuFunction) -> bool {
-    let mut changed_any = false;
-    loop {
-        let mut used = HashSet::new();
-        collect_uses(&f.body, &mut used);
-        if !prune(&mut f.body, &used) {
-            return changed_any;
-        }
-        changed_any = true;
-    }
+    let mut used = vec![false; f.values.len()];
+    prune(&mut f.body, &mut used)
 }
 
-fn collect_uses(b: &GpuBlock, used: &mut HashSet<GpuValue>) {
-    for op in &b.ops {
-        used.extend(op.operands.iter().copied());
-        for r in &op.regions {
-            collect_uses(r, used);
+fn prune(b: &mut GpuBlock, used: &mut [bool]) -> bool {
+    let mut changed = false;
+    let mut ops = std::mem::take(&mut b.ops);
+    let mut keep = vec![true; ops.len()];
+    for (op, keep) in ops.iter_mut().zip(keep.iter_mut()).rev() {
+        if op.kind.is_pure() && op.results.iter().all(|r| !used[r.index()]) {
+            *keep = false;
+            changed = true;
+            continue;
         }
-    }
-}
-
-fn prune(b: &mut GpuBlock, used: &HashSet<GpuValue>) -> bool {
-    let before = b.ops.len();
-    b.ops
-        .retain(|op| !(op.kind.is_pure() && op.results.iter().all(|r| !used.contains(r))));
-    let mut changed = b.ops.len() != before;
-    for op in &mut b.ops {
-        for r in &mut op.regions {
+        for r in op.regions.iter_mut().rev() {
             changed |= prune(r, used);
         }
+        for v in &op.operands {
+            used[v.index()] = true;
+        }
     }
+    let mut keep = keep.into_iter();
+    ops.retain(|_| keep.next().unwrap_or(true));
+    b.ops = ops;
     changed
 }
