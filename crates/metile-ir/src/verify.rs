@@ -2,28 +2,35 @@
 //! tracing and after every pass; a failure is a compiler bug, reported with the
 //! op and its source line.
 
-use crate::dtype::{broadcast_shapes, DType, Elem, Type};
+use crate::dtype::{DType, Elem, Type};
 use crate::error::{IrError, IrResult};
 use crate::tile_ir::*;
-use std::collections::HashSet;
 
 struct Verifier<'f> {
     f: &'f Function,
-    defined: HashSet<ValueId>,
-    scope: Vec<Vec<ValueId>>,
+    /// Whether each value is in scope, indexed by value.
+    defined: Vec<bool>,
+    /// Values defined inside the open regions, innermost last; a region
+    /// truncates it back to its mark when it closes.
+    scope_values: Vec<ValueId>,
+    /// Scratch for the operand and result types of the op being checked.
+    ins: Vec<&'f Type>,
+    outs: Vec<&'f Type>,
 }
 
 pub fn verify(f: &Function) -> IrResult<()> {
     let mut v = Verifier {
         f,
-        defined: HashSet::new(),
-        scope: vec![vec![]],
+        defined: vec![false; f.values.len()],
+        scope_values: vec![],
+        ins: vec![],
+        outs: vec![],
     };
     for p in &f.params {
         v.define(p.value)?;
         let expected = match p.kind {
             ParamKind::Pointer(_) => f.ty(p.value).is_ptr(),
-            ParamKind::Scalar(d) => *f.ty(p.value) == Type::scalar(d),
+            ParamKind::Scalar(d) => is_scalar_of(f.ty(p.value), d),
         };
         if !expected {
             return Err(IrError(format!(
@@ -36,25 +43,80 @@ pub fn verify(f: &Function) -> IrResult<()> {
     v.block(&f.body, None)
 }
 
+/// `t == Type::scalar(d)`, without building the type.
+fn is_scalar_of(t: &Type, d: DType) -> bool {
+    t.elem == Elem::Scalar(d) && t.shape.is_empty()
+}
+
+/// `t == Type::tile(d, shape)`, without building the type.
+fn is_tile_of(t: &Type, d: DType, shape: &[usize]) -> bool {
+    t.elem == Elem::Scalar(d) && t.shape == shape
+}
+
+/// Whether `out` is `shape` with a size-1 axis inserted at `axis`.
+fn is_expanded(shape: &[usize], axis: usize, out: &[usize]) -> bool {
+    out.len() == shape.len() + 1
+        && out[..axis] == shape[..axis]
+        && out[axis] == 1
+        && out[axis + 1..] == shape[axis..]
+}
+
+/// Whether `to` is what numpy broadcasting of `from` against `to` gives.
+fn broadcasts_to(from: &[usize], to: &[usize]) -> bool {
+    from.len() <= to.len()
+        && from
+            .iter()
+            .rev()
+            .zip(to.iter().rev())
+            .all(|(&a, &b)| a == b || a == 1)
+}
+
+/// What the types of a region's block arguments or yields must be: an optional
+/// leading type, then the types of some values.
+#[derive(Clone, Copy)]
+struct Expected<'a> {
+    first: Option<&'a Type>,
+    rest: &'a [ValueId],
+}
+
+impl<'a> Expected<'a> {
+    fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+
+    fn matches(&self, f: &Function, got: &[ValueId]) -> bool {
+        let n = usize::from(self.first.is_some());
+        got.len() == self.len()
+            && self.first.is_none_or(|t| f.ty(got[0]) == t)
+            && got[n..].iter().zip(self.rest).all(|(&a, &b)| f.ty(a) == f.ty(b))
+    }
+
+    fn describe(&self, f: &Function) -> Vec<Type> {
+        self.first
+            .cloned()
+            .into_iter()
+            .chain(self.rest.iter().map(|&v| f.ty(v).clone()))
+            .collect()
+    }
+}
+
 impl<'f> Verifier<'f> {
     fn ty(&self, v: ValueId) -> &'f Type {
         &self.f.values[v.index()]
     }
 
     fn define(&mut self, v: ValueId) -> IrResult<()> {
-        if v.index() >= self.f.values.len() {
+        let Some(slot) = self.defined.get_mut(v.index()) else {
             return Err(IrError(format!("{v} has no type")));
-        }
-        if !self.defined.insert(v) {
+        };
+        if std::mem::replace(slot, true) {
             return Err(IrError(format!("{v} is defined twice")));
         }
-        if let Some(s) = self.scope.last_mut() {
-            s.push(v);
-        }
+        self.scope_values.push(v);
         Ok(())
     }
 
-    fn block(&mut self, b: &Block, expect_yield: Option<&[Type]>) -> IrResult<()> {
+    fn block(&mut self, b: &Block, expect_yield: Option<Expected<'_>>) -> IrResult<()> {
         for (i, op) in b.ops.iter().enumerate() {
             let last = i + 1 == b.ops.len();
             if matches!(op.kind, OpKind::Yield) != (last && expect_yield.is_some()) {
@@ -66,8 +128,9 @@ impl<'f> Verifier<'f> {
             let Some(y) = b.ops.last() else {
                 return Err(IrError("a region has no yield".into()));
             };
-            let got: Vec<&Type> = y.operands.iter().map(|&v| self.ty(v)).collect();
-            if got.len() != types.len() || got.iter().zip(types).any(|(a, b)| *a != b) {
+            if !types.matches(self.f, &y.operands) {
+                let got: Vec<&Type> = y.operands.iter().map(|&v| self.ty(v)).collect();
+                let types = types.describe(self.f);
                 return Err(self.err(y, &format!("yields {got:?} where {types:?} is expected")));
             }
         }
@@ -82,50 +145,75 @@ impl<'f> Verifier<'f> {
         ))
     }
 
-    fn region(&mut self, op: &Op, r: &Block, args: &[Type], yields: &[Type]) -> IrResult<()> {
-        if r.args.len() != args.len() || r.args.iter().zip(args).any(|(&a, t)| self.ty(a) != t) {
+    fn region(&mut self, op: &Op, r: &Block, args: Expected<'_>, yields: Expected<'_>) -> IrResult<()> {
+        if !args.matches(self.f, &r.args) {
             return Err(self.err(op, "region arguments do not match"));
         }
-        self.scope.push(vec![]);
+        let mark = self.scope_values.len();
+        let mut result = Ok(());
         for &a in &r.args {
-            self.define(a)?;
+            result = self.define(a);
+            if result.is_err() {
+                break;
+            }
         }
-        let result = self.block(r, Some(yields));
-        for v in self.scope.pop().unwrap_or_default() {
-            self.defined.remove(&v);
+        if result.is_ok() {
+            result = self.block(r, Some(yields));
+        }
+        for v in self.scope_values.drain(mark..) {
+            self.defined[v.index()] = false;
         }
         result
     }
 
     fn op(&mut self, op: &Op) -> IrResult<()> {
         for &v in &op.operands {
-            if !self.defined.contains(&v) {
+            if !self.defined.get(v.index()).copied().unwrap_or(false) {
                 return Err(self.err(op, &format!("uses {v} outside the scope that defines it")));
             }
         }
-        self.check_types(op)?;
-        let result_types: Vec<Type> = op.results.iter().map(|&r| self.ty(r).clone()).collect();
+        let mut ins = std::mem::take(&mut self.ins);
+        let mut outs = std::mem::take(&mut self.outs);
+        ins.clear();
+        ins.extend(op.operands.iter().map(|&v| self.ty(v)));
+        outs.clear();
+        outs.extend(op.results.iter().map(|&v| self.ty(v)));
+        let checked = self.check_types(op, &ins, &outs);
+        self.ins = ins;
+        self.outs = outs;
+        checked?;
+        let none = Expected {
+            first: None,
+            rest: &[],
+        };
+        let results = Expected {
+            first: None,
+            rest: &op.results,
+        };
         match op.kind {
             OpKind::For => {
                 let [body] = op.regions.as_slice() else {
                     return Err(self.err(op, "needs one region"));
                 };
-                let mut args = vec![Type::scalar(DType::I32)];
-                args.extend(result_types.iter().cloned());
-                self.region(op, body, &args, &result_types)?;
+                let iv = Type::scalar(DType::I32);
+                let args = Expected {
+                    first: Some(&iv),
+                    rest: &op.results,
+                };
+                self.region(op, body, args, results)?;
             }
             OpKind::If => {
                 let [then_b, else_b] = op.regions.as_slice() else {
                     return Err(self.err(op, "needs two regions"));
                 };
-                self.region(op, then_b, &[], &result_types)?;
-                self.region(op, else_b, &[], &result_types)?;
+                self.region(op, then_b, none, results)?;
+                self.region(op, else_b, none, results)?;
             }
             OpKind::SimdgroupRole { .. } => {
                 let [body] = op.regions.as_slice() else {
                     return Err(self.err(op, "needs one region"));
                 };
-                self.region(op, body, &[], &[])?;
+                self.region(op, body, none, none)?;
             }
             _ if !op.regions.is_empty() => return Err(self.err(op, "takes no regions")),
             _ => {}
@@ -136,9 +224,7 @@ impl<'f> Verifier<'f> {
         Ok(())
     }
 
-    fn check_types(&self, op: &Op) -> IrResult<()> {
-        let ins: Vec<&Type> = op.operands.iter().map(|&v| self.ty(v)).collect();
-        let outs: Vec<&Type> = op.results.iter().map(|&v| self.ty(v)).collect();
+    fn check_types(&self, op: &Op, ins: &[&Type], outs: &[&Type]) -> IrResult<()> {
         let fail = |what: &str| Err(self.err(op, what));
         let arity = |n_in: usize, n_out: usize| -> IrResult<()> {
             if ins.len() != n_in || outs.len() != n_out {
@@ -151,7 +237,7 @@ impl<'f> Verifier<'f> {
         match &op.kind {
             OpKind::ProgramId { .. } | OpKind::NumPrograms { .. } => {
                 arity(0, 1)?;
-                if *outs[0] != Type::scalar(DType::I32) {
+                if !is_scalar_of(outs[0], DType::I32) {
                     return fail("result must be i32");
                 }
             }
@@ -163,26 +249,22 @@ impl<'f> Verifier<'f> {
             }
             OpKind::Arange { start, end } => {
                 arity(0, 1)?;
-                if *outs[0] != Type::tile(DType::I32, &[(end - start) as usize]) {
+                if !is_tile_of(outs[0], DType::I32, &[(end - start) as usize]) {
                     return fail("result must be i32[end - start]");
                 }
             }
             OpKind::Broadcast => {
                 arity(1, 1)?;
-                if ins[0].elem != outs[0].elem
-                    || broadcast_shapes(&ins[0].shape, &outs[0].shape).as_deref() != Some(&outs[0].shape)
-                {
+                if ins[0].elem != outs[0].elem || !broadcasts_to(&ins[0].shape, &outs[0].shape) {
                     return fail("result is not a broadcast of the operand");
                 }
             }
             OpKind::ExpandDims { axis } => {
                 arity(1, 1)?;
-                let mut s = ins[0].shape.clone();
-                if *axis > s.len() {
+                if *axis > ins[0].shape.len() {
                     return fail("axis out of range");
                 }
-                s.insert(*axis, 1);
-                if outs[0].shape != s || outs[0].elem != ins[0].elem {
+                if !is_expanded(&ins[0].shape, *axis, &outs[0].shape) || outs[0].elem != ins[0].elem {
                     return fail("wrong result shape");
                 }
             }
@@ -206,13 +288,13 @@ impl<'f> Verifier<'f> {
             }
             OpKind::Compare(_) => {
                 arity(2, 1)?;
-                if !same(ins[0], ins[1]) || *outs[0] != ins[0].with_dtype(DType::Bool) {
+                if !same(ins[0], ins[1]) || !is_tile_of(outs[0], DType::Bool, &ins[0].shape) {
                     return fail("operands must match and the result must be bool");
                 }
             }
             OpKind::Select => {
                 arity(3, 1)?;
-                if *ins[0] != ins[1].with_dtype(DType::Bool)
+                if !is_tile_of(ins[0], DType::Bool, &ins[1].shape)
                     || !same(ins[1], ins[2])
                     || !same(ins[1], outs[0])
                 {
@@ -234,10 +316,10 @@ impl<'f> Verifier<'f> {
                 let Elem::Ptr(d, _) = ins[0].elem else {
                     return fail("loads from a pointer");
                 };
-                if *outs[0] != Type::tile(d, &ins[0].shape) {
+                if !is_tile_of(outs[0], d, &ins[0].shape) {
                     return fail("result must be the pointee type in the pointer's shape");
                 }
-                if *has_mask && *ins[1] != Type::tile(DType::Bool, &ins[0].shape) {
+                if *has_mask && !is_tile_of(ins[1], DType::Bool, &ins[0].shape) {
                     return fail("mask must be bool in the pointer's shape");
                 }
                 if *has_other && *ins[n - 1] != *outs[0] {
@@ -249,10 +331,10 @@ impl<'f> Verifier<'f> {
                 let Elem::Ptr(d, _) = ins[0].elem else {
                     return fail("stores through a pointer");
                 };
-                if *ins[1] != Type::tile(d, &ins[0].shape) {
+                if !is_tile_of(ins[1], d, &ins[0].shape) {
                     return fail("value must be the pointee type in the pointer's shape");
                 }
-                if *has_mask && *ins[2] != Type::tile(DType::Bool, &ins[0].shape) {
+                if *has_mask && !is_tile_of(ins[2], DType::Bool, &ins[0].shape) {
                     return fail("mask must be bool in the pointer's shape");
                 }
             }
@@ -265,9 +347,8 @@ impl<'f> Verifier<'f> {
                 if !ins[0].is_scalar() || !ins[1..4].iter().all(|t| int_scalar(t)) {
                     return fail("base, row, col and stride must be scalars");
                 }
-                let tile = Type::tile(d, &[*rows, *cols]);
                 let value = if store { ins[4] } else { outs[0] };
-                if *value != tile {
+                if !is_tile_of(value, d, &[*rows, *cols]) {
                     return fail("the tile must be the pointee type in [rows, cols]");
                 }
             }
@@ -286,22 +367,22 @@ impl<'f> Verifier<'f> {
             }
             OpKind::Reduce { axis, .. } => {
                 arity(1, 1)?;
-                let mut s = ins[0].shape.clone();
-                match axis {
+                let (s, r) = (&ins[0].shape, &outs[0].shape);
+                let shape_ok = match axis {
                     Some(a) if *a < s.len() => {
-                        s.remove(*a);
+                        r.len() + 1 == s.len() && r[..*a] == s[..*a] && r[*a..] == s[*a + 1..]
                     }
                     Some(_) => return fail("axis out of range"),
-                    None => s.clear(),
-                }
-                if *outs[0] != ins[0].with_shape(&s) {
+                    None => r.is_empty(),
+                };
+                if !shape_ok || outs[0].elem != ins[0].elem {
                     return fail("wrong result type");
                 }
             }
             OpKind::Swizzle { .. } => {
                 arity(2, 2)?;
                 let i = Type::scalar(DType::I32);
-                if ins.iter().chain(&outs).any(|t| **t != i) {
+                if ins.iter().chain(outs).any(|t| **t != i) {
                     return fail("operands and results are i32 scalars");
                 }
             }
@@ -309,12 +390,12 @@ impl<'f> Verifier<'f> {
                 if ins.len() < 3 || !ins[..3].iter().all(|t| int_scalar(t)) {
                     return fail("start, end and step must be integer scalars");
                 }
-                if ins.len() - 3 != outs.len() || ins[3..].iter().zip(&outs).any(|(a, b)| a != b) {
+                if ins.len() - 3 != outs.len() || ins[3..].iter().zip(outs).any(|(a, b)| a != b) {
                     return fail("initial values must match the carried types");
                 }
             }
             OpKind::If => {
-                if ins.len() != 1 || *ins[0] != Type::scalar(DType::Bool) {
+                if ins.len() != 1 || !is_scalar_of(ins[0], DType::Bool) {
                     return fail("the condition must be a bool scalar");
                 }
             }
