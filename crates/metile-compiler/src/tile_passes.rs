@@ -3,18 +3,22 @@
 //! after each pass, so a pass bug surfaces as an IR error, not a wrong kernel.
 
 use metile_ir::{
-    verify, BinaryOp, Block, CmpOp, DType, Function, IrError, IrResult, Literal, Op, OpKind, ValueId,
+    verify, BinaryOp, Block, CmpOp, DType, Function, IrError, IrResult, Literal, Op, OpKind, Type, ValueId,
 };
-use std::collections::{HashMap, HashSet};
+use rustc_hash::FxHashMap;
+use std::hash::{Hash, Hasher};
 
-/// Runs every pass to a fixed point, verifying after each.
+/// Runs every pass to a fixed point, verifying after tracing and after each pass
+/// that changed the function (an unchanged function is the one already verified).
 pub fn optimize_tile_ir(mut f: Function) -> IrResult<Function> {
     verify(&f).map_err(|e| IrError(format!("after tracing: {e}")))?;
     for _ in 0..4 {
         let mut changed = false;
         for (name, pass) in PASSES {
-            changed |= pass(&mut f);
-            verify(&f).map_err(|e| IrError(format!("after {name}: {e}")))?;
+            if pass(&mut f) {
+                changed = true;
+                verify(&f).map_err(|e| IrError(format!("after {name}: {e}")))?;
+            }
         }
         if !changed {
             break;
@@ -26,25 +30,7 @@ pub fn optimize_tile_ir(mut f: Function) -> IrResult<Function> {
 type Pass = fn(&mut Function) -> bool;
 const PASSES: [(&str, Pass); 3] = [("fold", fold_constants), ("cse", cse), ("dce", dce)];
 
-/// Rewrites operands through `map` everywhere.
-fn substitute(block: &mut Block, map: &HashMap<ValueId, ValueId>) {
-    for op in &mut block.ops {
-        for v in &mut op.operands {
-            while let Some(&n) = map.get(v) {
-                *v = n;
-            }
-        }
-        for r in &mut op.regions {
-            substitute(r, map);
-        }
-    }
-}
-
 // ------------------------------------------------------------------ folding
-
-fn constant_of(consts: &HashMap<ValueId, Literal>, v: ValueId) -> Option<Literal> {
-    consts.get(&v).copied()
-}
 
 fn wrap_int(x: i64, d: DType) -> i64 {
     match d {
@@ -100,31 +86,42 @@ fn fold_compare(op: CmpOp, a: Literal, b: Literal, d: DType) -> Option<Literal> 
     }))
 }
 
-fn fold_block(
-    block: &mut Block,
-    f_values: &[metile_ir::Type],
-    consts: &mut HashMap<ValueId, Literal>,
-) -> bool {
+/// `consts` holds the literal of every value known to be constant, by value.
+fn fold_block(block: &mut Block, f_values: &[Type], consts: &mut [Option<Literal>]) -> bool {
     let mut changed = false;
     for op in &mut block.ops {
         for r in &mut op.regions {
             changed |= fold_block(r, f_values, consts);
         }
         if let OpKind::Constant(l) = op.kind {
-            consts.insert(op.results[0], l);
+            consts[op.results[0].index()] = Some(l);
             continue;
         }
         if op.results.len() != 1 || !f_values[op.results[0].index()].is_scalar() {
             continue;
         }
-        let args: Option<Vec<Literal>> = op.operands.iter().map(|&v| constant_of(consts, v)).collect();
-        let Some(args) = args else { continue };
+        // Every foldable op has one or two operands.
+        let mut args = [Literal::Bool(false); 2];
+        if op.operands.is_empty() || op.operands.len() > args.len() {
+            continue;
+        }
+        let mut all_constant = true;
+        for (slot, &v) in args.iter_mut().zip(&op.operands) {
+            match consts[v.index()] {
+                Some(l) => *slot = l,
+                None => all_constant = false,
+            }
+        }
+        if !all_constant {
+            continue;
+        }
+        let args = &args[..op.operands.len()];
         let in_dtype = op.operands.first().and_then(|&v| f_values[v.index()].dtype());
         let out_dtype = f_values[op.results[0].index()].dtype();
         let (Some(din), Some(dout)) = (in_dtype, out_dtype) else {
             continue;
         };
-        let folded = match (&op.kind, args.as_slice()) {
+        let folded = match (&op.kind, args) {
             (OpKind::Binary(b), [x, y]) => fold_binary(*b, *x, *y, din),
             (OpKind::Compare(c), [x, y]) => fold_compare(*c, *x, *y, din),
             (OpKind::Cast, [x]) if din.is_int() && dout.is_int() => {
@@ -135,7 +132,7 @@ fn fold_block(
         if let Some(l) = folded {
             op.kind = OpKind::Constant(l);
             op.operands.clear();
-            consts.insert(op.results[0], l);
+            consts[op.results[0].index()] = Some(l);
             changed = true;
         }
     }
@@ -143,101 +140,163 @@ fn fold_block(
 }
 
 pub fn fold_constants(f: &mut Function) -> bool {
-    let mut consts = HashMap::new();
+    let mut consts = vec![None; f.values.len()];
     fold_block(&mut f.body, &f.values, &mut consts)
 }
 
 // ---------------------------------------------------------------------- CSE
 
-/// Identity of a pure op: its kind (literals compared bit for bit), operands and result types.
-fn cse_key(op: &Op, f: &Function) -> Option<String> {
+/// An op's kind as a hash key: literals compare bit for bit (so `0.0` and
+/// `-0.0` stay apart); every other kind holds no float and compares as itself.
+#[derive(Clone)]
+struct KindKey(OpKind);
+
+impl PartialEq for KindKey {
+    fn eq(&self, other: &KindKey) -> bool {
+        match (&self.0, &other.0) {
+            (OpKind::Constant(a), OpKind::Constant(b)) => a.key() == b.key(),
+            (a, b) => a == b,
+        }
+    }
+}
+
+impl Eq for KindKey {}
+
+impl Hash for KindKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        std::mem::discriminant(&self.0).hash(h);
+        // The payloads of the kinds CSE meets most; the rest only by kind (equal
+        // keys still hash alike, which is all a hash key needs).
+        match &self.0 {
+            OpKind::Constant(l) => l.key().hash(h),
+            OpKind::Binary(b) => b.hash(h),
+            OpKind::Unary(u) => u.hash(h),
+            OpKind::Compare(c) => c.hash(h),
+            OpKind::Arange { start, end } => (start, end).hash(h),
+            OpKind::ExpandDims { axis } => axis.hash(h),
+            OpKind::ProgramId { axis } | OpKind::NumPrograms { axis } => axis.hash(h),
+            OpKind::Reduce { op, axis } => (op, axis).hash(h),
+            _ => {}
+        }
+    }
+}
+
+/// Identity of a pure op: its kind, operands and result type. Mergeable ops have
+/// one result and at most three operands; others are not merged.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct CseKey<'f> {
+    kind: KindKey,
+    operands: [ValueId; 3],
+    n_operands: u8,
+    result: &'f Type,
+}
+
+fn cse_key<'f>(op: &Op, values: &'f [Type]) -> Option<CseKey<'f>> {
     if op.kind.has_side_effects() || op.kind.reads_memory() || !op.regions.is_empty() || op.results.len() != 1
     {
         return None;
     }
-    let kind = match &op.kind {
-        OpKind::Constant(l) => format!("constant {:?}", l.key()),
-        other => format!("{other:?}"),
-    };
-    Some(format!("{kind} {:?} {}", op.operands, f.ty(op.results[0])))
+    let mut operands = [ValueId(u32::MAX); 3];
+    operands
+        .get_mut(..op.operands.len())?
+        .copy_from_slice(&op.operands);
+    Some(CseKey {
+        kind: KindKey(op.kind.clone()),
+        operands,
+        n_operands: op.operands.len() as u8,
+        result: &values[op.results[0].index()],
+    })
 }
 
-fn cse_block(
-    block: &mut Block,
-    f: &Function,
-    scopes: &mut Vec<HashMap<String, ValueId>>,
-    map: &mut HashMap<ValueId, ValueId>,
-) {
-    scopes.push(HashMap::new());
-    let mut kept = Vec::with_capacity(block.ops.len());
-    for mut op in std::mem::take(&mut block.ops) {
-        for v in &mut op.operands {
-            while let Some(&n) = map.get(v) {
-                *v = n;
+struct Cse<'f> {
+    values: &'f [Type],
+    /// What each value is replaced by (itself when kept).
+    replace: Vec<ValueId>,
+    /// The first op of each key in the open blocks, by its result.
+    seen: FxHashMap<CseKey<'f>, ValueId>,
+    /// Keys in `seen` in insertion order, so a closing region can drop its own.
+    inserted: Vec<CseKey<'f>>,
+    merged: bool,
+}
+
+impl Cse<'_> {
+    fn block(&mut self, block: &mut Block) {
+        let mut kept = Vec::with_capacity(block.ops.len());
+        for mut op in std::mem::take(&mut block.ops) {
+            for v in &mut op.operands {
+                *v = self.replace[v.index()];
             }
-        }
-        for r in &mut op.regions {
-            cse_block(r, f, scopes, map);
-        }
-        if let Some(key) = cse_key(&op, f) {
-            if let Some(&existing) = scopes.iter().rev().find_map(|s| s.get(&key)) {
-                map.insert(op.results[0], existing);
-                continue;
+            for r in &mut op.regions {
+                let mark = self.inserted.len();
+                self.block(r);
+                for key in self.inserted.drain(mark..) {
+                    self.seen.remove(&key);
+                }
             }
-            if let Some(s) = scopes.last_mut() {
-                s.insert(key, op.results[0]);
+            if let Some(key) = cse_key(&op, self.values) {
+                if let Some(&existing) = self.seen.get(&key) {
+                    self.replace[op.results[0].index()] = existing;
+                    self.merged = true;
+                    continue;
+                }
+                self.seen.insert(key.clone(), op.results[0]);
+                self.inserted.push(key);
             }
+            kept.push(op);
         }
-        kept.push(op);
+        block.ops = kept;
     }
-    block.ops = kept;
-    scopes.pop();
 }
 
 pub fn cse(f: &mut Function) -> bool {
-    let mut map = HashMap::new();
     let mut body = std::mem::take(&mut f.body);
-    cse_block(&mut body, f, &mut vec![], &mut map);
-    substitute(&mut body, &map);
+    let mut pass = Cse {
+        values: &f.values,
+        replace: (0..f.values.len() as u32).map(ValueId).collect(),
+        seen: FxHashMap::default(),
+        inserted: vec![],
+        merged: false,
+    };
+    // Operands are rewritten as the walk meets them: in SSA every use comes
+    // after its definition, so no use of a merged value is left behind.
+    pass.block(&mut body);
+    let merged = pass.merged;
     f.body = body;
-    !map.is_empty()
+    merged
 }
 
 // ---------------------------------------------------------------------- DCE
 
-fn collect_uses(block: &Block, used: &mut HashSet<ValueId>) {
-    for op in &block.ops {
-        used.extend(op.operands.iter().copied());
-        for r in &op.regions {
-            collect_uses(r, used);
-        }
-    }
+/// Removes ops without side effects whose results are unused.
+///
+/// One backward walk reaches the fixed point: every use follows its definition
+/// in program order (values flow around loops only through block arguments and
+/// yields, and loops are never removed), so by the time the walk reaches an op
+/// it has seen every op that could read its results.
+pub fn dce(f: &mut Function) -> bool {
+    let mut used = vec![false; f.values.len()];
+    dce_block(&mut f.body, &mut used)
 }
 
-fn dce_block(block: &mut Block, used: &HashSet<ValueId>) -> bool {
-    let before = block.ops.len();
-    block
-        .ops
-        .retain(|op| op.kind.has_side_effects() || op.results.iter().any(|r| used.contains(r)));
-    let mut changed = block.ops.len() != before;
-    for op in &mut block.ops {
-        for r in &mut op.regions {
+fn dce_block(block: &mut Block, used: &mut [bool]) -> bool {
+    let mut changed = false;
+    let mut keep = vec![true; block.ops.len()];
+    for (op, keep) in block.ops.iter_mut().zip(keep.iter_mut()).rev() {
+        if !op.kind.has_side_effects() && !op.results.iter().any(|r| used[r.index()]) {
+            *keep = false;
+            changed = true;
+            continue;
+        }
+        for r in op.regions.iter_mut().rev() {
             changed |= dce_block(r, used);
         }
-    }
-    changed
-}
-
-pub fn dce(f: &mut Function) -> bool {
-    let mut changed = false;
-    loop {
-        let mut used = HashSet::new();
-        collect_uses(&f.body, &mut used);
-        if !dce_block(&mut f.body, &used) {
-            return changed;
+        for v in &op.operands {
+            used[v.index()] = true;
         }
-        changed = true;
     }
+    let mut keep = keep.into_iter();
+    block.ops.retain(|_| keep.next().unwrap_or(true));
+    changed
 }
 
 #[cfg(test)]
