@@ -23,7 +23,7 @@ fn _metile(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(device_state::get_device, m)?)?;
     m.add_function(wrap_pyfunction!(device_state::synchronize, m)?)?;
     m.add_function(wrap_pyfunction!(device_state::device_available, m)?)?;
-    m.add_function(wrap_pyfunction!(stages::compile_msl_py, m)?)?;
+    stages::register(m)?;
     tracing::register(m)?;
     let layout = PyModule::new(py, "layout")?;
     layout_py::register(&layout)?;

@@ -2,38 +2,126 @@
 //! IR) a traced kernel compiles to. Used by the benchmarks and by people tuning
 //! kernels; `METILE_DEBUG` prints the same text during normal launches.
 
+use std::sync::OnceLock;
+
 use crate::errors::compilation_error;
 use crate::tracing::PyTileFunction;
-use metile_compiler::{compile_msl, MslOptions};
+use metile_compiler::{compile_gpu_ir, msl::emit_msl, CompileError, MslKernel, MslOptions};
+use metile_ir::gpu_ir::GpuFunction;
+use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::PyString;
+
+const KEYS: [&str; 4] = ["msl", "kernel_name", "threads_per_group", "gpu_ir"];
+
+/// The result of `compile_msl`: a read-only mapping with the keys "msl",
+/// "kernel_name", "threads_per_group" and "gpu_ir". The GPU IR is printed the
+/// first time it is asked for (most callers only want the MSL).
+#[pyclass(module = "metile._metile", name = "MslCompilation", frozen, mapping)]
+pub struct PyMslCompilation {
+    kernel: MslKernel,
+    gpu: GpuFunction,
+    gpu_ir: OnceLock<String>,
+}
+
+impl PyMslCompilation {
+    fn gpu_ir(&self) -> &str {
+        self.gpu_ir
+            .get_or_init(|| metile_ir::print_gpu_function(&self.gpu))
+    }
+}
+
+#[pymethods]
+impl PyMslCompilation {
+    fn __getitem__(&self, py: Python<'_>, key: &str) -> PyResult<Py<PyAny>> {
+        Ok(match key {
+            "msl" => PyString::new(py, &self.kernel.source).into_any().unbind(),
+            "kernel_name" => PyString::new(py, &self.kernel.kernel_name).into_any().unbind(),
+            "threads_per_group" => self
+                .kernel
+                .threads_per_group
+                .into_pyobject(py)?
+                .into_any()
+                .unbind(),
+            "gpu_ir" => PyString::new(py, self.gpu_ir()).into_any().unbind(),
+            _ => return Err(PyKeyError::new_err(key.to_string())),
+        })
+    }
+
+    fn __len__(&self) -> usize {
+        KEYS.len()
+    }
+
+    fn __contains__(&self, key: &Bound<'_, PyAny>) -> bool {
+        key.extract::<&str>().is_ok_and(|k| KEYS.contains(&k))
+    }
+
+    fn __iter__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(self.keys().into_pyobject(py)?.try_iter()?.into_any().unbind())
+    }
+
+    fn keys(&self) -> Vec<&'static str> {
+        KEYS.to_vec()
+    }
+
+    #[pyo3(signature = (key, default=None))]
+    fn get(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        default: Option<Py<PyAny>>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        match key.extract::<&str>() {
+            Ok(k) if KEYS.contains(&k) => self.__getitem__(py, k).map(Some),
+            _ => Ok(default),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<metile MslCompilation {}>", self.kernel.kernel_name)
+    }
+}
 
 /// `{"msl": str, "kernel_name": str, "threads_per_group": int, "gpu_ir": str}`
-/// for a traced kernel (`metile._frontend.specialize(...)`'s result).
+/// (as a read-only mapping) for a traced kernel (`metile._frontend.specialize(...)`'s
+/// result).
 #[pyfunction]
 #[pyo3(name = "compile_msl", signature = (func, num_sgs=None))]
-pub fn compile_msl_py<'py>(
-    py: Python<'py>,
-    func: &Bound<'py, PyTileFunction>,
+pub fn compile_msl_py(
+    py: Python<'_>,
+    func: &Bound<'_, PyTileFunction>,
     num_sgs: Option<u32>,
-) -> PyResult<Bound<'py, PyDict>> {
+) -> PyResult<PyMslCompilation> {
     let f = func.get().func.clone();
     let options = MslOptions {
         num_sgs,
-        keep_gpu_ir: true,
+        keep_gpu_ir: false,
     };
-    let compiled = py.detach(|| compile_msl(&f, &options));
-    let compiled = compiled.map_err(|e| {
+    let compiled = py.detach(|| -> Result<_, CompileError> {
+        let gpu = compile_gpu_ir(&f, &options)?;
+        let kernel = emit_msl(&gpu)?;
+        Ok(PyMslCompilation {
+            kernel,
+            gpu,
+            gpu_ir: OnceLock::new(),
+        })
+    });
+    compiled.map_err(|e| {
         compilation_error(
             py,
             &format!("cannot compile `{}` for Apple GPUs: {}", e.op, e.reason),
             &e.loc,
         )
-    })?;
-    let out = PyDict::new(py);
-    out.set_item("msl", &compiled.kernel.source)?;
-    out.set_item("kernel_name", &compiled.kernel.kernel_name)?;
-    out.set_item("threads_per_group", compiled.kernel.threads_per_group)?;
-    out.set_item("gpu_ir", compiled.gpu_ir.unwrap_or_default())?;
-    Ok(out)
+    })
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyMslCompilation>()?;
+    m.add_function(wrap_pyfunction!(compile_msl_py, m)?)?;
+    // A mapping to Python code that checks (isinstance(x, Mapping)).
+    m.py()
+        .import("collections.abc")?
+        .getattr("Mapping")?
+        .call_method1("register", (m.getattr("MslCompilation")?,))?;
+    Ok(())
 }
