@@ -19,7 +19,38 @@ use super::names::{scalar_type, vector_type};
 use super::ranges::Ranges;
 use metile_ir::gpu_ir::*;
 use metile_ir::{BinaryOp, CmpOp, DType, Literal, ReduceOp, UnaryOp};
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
+use std::fmt::{self, Write};
+use std::rc::Rc;
+
+/// How a value is spelled in the MSL body. Most values are `vN` locals, printed
+/// from their number when used; parameters, threadgroup memory and constants
+/// carry their text (shared, so using a name never copies it).
+#[derive(Clone, Debug, Default)]
+pub enum Name {
+    /// Not defined (yet): using it is an emitter bug.
+    #[default]
+    Unset,
+    /// The local `vN`.
+    Local(u32),
+    Text(Rc<str>),
+}
+
+impl Name {
+    pub fn text(text: String) -> Name {
+        Name::Text(Rc::from(text))
+    }
+}
+
+impl fmt::Display for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Name::Unset => f.write_str("<unset>"),
+            Name::Local(n) => write!(f, "v{n}"),
+            Name::Text(t) => f.write_str(t),
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Helper {
@@ -165,24 +196,33 @@ fn int_literal(lit: &Literal, d: DType) -> i64 {
     }
 }
 
-fn zero_text(d: DType) -> String {
+fn zero_text(d: DType) -> &'static str {
     match d {
-        DType::Bool => "false".into(),
-        DType::I32 => "0".into(),
-        DType::U32 => "0u".into(),
-        DType::I64 => "0L".into(),
-        DType::F32 => "0.0f".into(),
-        DType::F16 => "half(0.0f)".into(),
-        DType::BF16 => "bfloat(0.0f)".into(),
+        DType::Bool => "false",
+        DType::I32 => "0",
+        DType::U32 => "0u",
+        DType::I64 => "0L",
+        DType::F32 => "0.0f",
+        DType::F16 => "half(0.0f)",
+        DType::BF16 => "bfloat(0.0f)",
     }
 }
 
-fn type_text(t: GpuType) -> String {
-    match t {
-        GpuType::Scalar(d) => scalar_type(d).into(),
-        GpuType::Vector(d, n) => vector_type(d, n),
-        GpuType::Ptr(d, s) => format!("{} {}*", s.name(), scalar_type(d)),
+/// The MSL type of a GPU IR type, printed where it is used.
+struct TypeText(GpuType);
+
+impl fmt::Display for TypeText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            GpuType::Scalar(d) => f.write_str(scalar_type(d)),
+            GpuType::Vector(d, n) => write!(f, "{}{n}", scalar_type(d)),
+            GpuType::Ptr(d, s) => write!(f, "{} {}*", s.name(), scalar_type(d)),
+        }
     }
+}
+
+fn type_text(t: GpuType) -> TypeText {
+    TypeText(t)
 }
 
 /// The unsigned type of the same width, for wrapping arithmetic.
@@ -196,8 +236,10 @@ fn unsigned_of(d: DType) -> &'static str {
 pub struct BodyWriter<'a> {
     f: &'a GpuFunction,
     ranges: &'a Ranges,
-    names: HashMap<GpuValue, String>,
-    written: &'a HashSet<GpuValue>,
+    /// The spelling of each value, indexed by value.
+    names: Vec<Name>,
+    /// Pointer roots some store writes through, indexed by value.
+    written: &'a [bool],
     out: String,
     helpers: BTreeSet<Helper>,
 }
@@ -208,8 +250,8 @@ impl<'a> BodyWriter<'a> {
     pub fn new(
         f: &'a GpuFunction,
         ranges: &'a Ranges,
-        names: HashMap<GpuValue, String>,
-        written: &'a HashSet<GpuValue>,
+        names: Vec<Name>,
+        written: &'a [bool],
     ) -> BodyWriter<'a> {
         BodyWriter {
             f,
@@ -226,18 +268,31 @@ impl<'a> BodyWriter<'a> {
     }
 
     pub fn line(&mut self, depth: usize, text: &str) {
+        self.line_fmt(depth, format_args!("{text}"));
+    }
+
+    /// A line formatted straight into the output (no temporary string).
+    fn line_fmt(&mut self, depth: usize, args: fmt::Arguments<'_>) {
         for _ in 0..depth {
             self.out.push_str("  ");
         }
-        self.out.push_str(text);
+        // Writing to a String cannot fail.
+        let _ = self.out.write_fmt(args);
         self.out.push('\n');
     }
 
-    fn name(&self, v: GpuValue) -> EmitResult<String> {
-        self.names
-            .get(&v)
-            .cloned()
-            .ok_or_else(|| format!("{v} has no name"))
+    fn name(&self, v: GpuValue) -> EmitResult<Name> {
+        match self.names.get(v.index()) {
+            Some(Name::Unset) | None => Err(format!("{v} has no name")),
+            Some(n) => Ok(n.clone()),
+        }
+    }
+
+    fn set_name(&mut self, v: GpuValue, name: Name) {
+        if self.names.len() <= v.index() {
+            self.names.resize(v.index() + 1, Name::Unset);
+        }
+        self.names[v.index()] = name;
     }
 
     fn dtype(&self, v: GpuValue) -> DType {
@@ -252,14 +307,13 @@ impl<'a> BodyWriter<'a> {
     }
 
     fn define(&mut self, depth: usize, result: GpuValue, rhs: &str) {
-        let name = format!("v{}", result.0);
         let ty = type_text(self.f.ty(result));
-        self.line(depth, &format!("{ty} {name} = {rhs};"));
-        self.names.insert(result, name);
+        self.line_fmt(depth, format_args!("{ty} v{} = {rhs};", result.0));
+        self.set_name(result, Name::Local(result.0));
     }
 
     fn op(&mut self, op: &GpuOp, depth: usize) -> EmitResult<()> {
-        let arg = |i: usize| -> EmitResult<String> {
+        let arg = |i: usize| -> EmitResult<Name> {
             op.operands
                 .get(i)
                 .ok_or_else(|| format!("{} lacks operand {i}", op.kind.name()))
@@ -268,7 +322,7 @@ impl<'a> BodyWriter<'a> {
         match &op.kind {
             GpuOpKind::Const(lit) => {
                 let d = self.f.ty(op.results[0]).dtype();
-                self.names.insert(op.results[0], literal(lit, d));
+                self.set_name(op.results[0], Name::text(literal(lit, d)));
             }
             GpuOpKind::Builtin(b) => {
                 let axis = |a: u8| ["x", "y", "z"].get(usize::from(a)).copied().unwrap_or("x");
@@ -304,8 +358,13 @@ impl<'a> BodyWriter<'a> {
             }
             GpuOpKind::MakeVector => {
                 let ty = type_text(self.f.ty(op.results[0]));
-                let lanes = (0..op.operands.len()).map(arg).collect::<EmitResult<Vec<_>>>()?;
-                self.define(depth, op.results[0], &format!("{ty}({})", lanes.join(", ")));
+                let mut rhs = format!("{ty}(");
+                for i in 0..op.operands.len() {
+                    let sep = if i == 0 { "" } else { ", " };
+                    let _ = write!(rhs, "{sep}{}", arg(i)?);
+                }
+                rhs.push(')');
+                self.define(depth, op.results[0], &rhs);
             }
             GpuOpKind::Extract { lane } => {
                 let field = ["x", "y", "z", "w"]
@@ -322,14 +381,14 @@ impl<'a> BodyWriter<'a> {
                 let access = self.access(op.operands[0], op.operands[1], *width)?;
                 let rhs = if *has_mask {
                     let other = if *has_other {
-                        arg(op.operands.len() - 1)?
+                        arg(op.operands.len() - 1)?.to_string()
                     } else {
                         let d = self.dtype(op.operands[0]);
                         let z = zero_text(d);
                         if *width > 1 {
                             format!("{}({z})", vector_type(d, *width))
                         } else {
-                            z
+                            z.to_string()
                         }
                     };
                     // The access is made an rvalue of the result type: a ternary
@@ -343,13 +402,13 @@ impl<'a> BodyWriter<'a> {
             }
             GpuOpKind::Store { width, has_mask } => {
                 let access = self.access(op.operands[0], op.operands[1], *width)?;
-                let stmt = format!("{access} = {};", arg(2)?);
+                let value = arg(2)?;
                 if *has_mask {
-                    self.line(depth, &format!("if ({}) {{", arg(3)?));
-                    self.line(depth + 1, &stmt);
+                    self.line_fmt(depth, format_args!("if ({}) {{", arg(3)?));
+                    self.line_fmt(depth + 1, format_args!("{access} = {value};"));
                     self.line(depth, "}");
                 } else {
-                    self.line(depth, &stmt);
+                    self.line_fmt(depth, format_args!("{access} = {value};"));
                 }
             }
             GpuOpKind::RegRead { reg, index } => {
@@ -358,7 +417,8 @@ impl<'a> BodyWriter<'a> {
             }
             GpuOpKind::RegWrite { reg, index } => {
                 let lhs = self.reg(*reg, *index);
-                self.line(depth, &format!("{lhs} = {};", arg(0)?));
+                let value = arg(0)?;
+                self.line_fmt(depth, format_args!("{lhs} = {value};"));
             }
             GpuOpKind::SimdShuffleXor | GpuOpKind::SimdBroadcast => {
                 let f = if matches!(op.kind, GpuOpKind::SimdShuffleXor) {
@@ -387,7 +447,8 @@ impl<'a> BodyWriter<'a> {
             GpuOpKind::Barrier => self.line(depth, "threadgroup_barrier(mem_flags::mem_threadgroup);"),
             GpuOpKind::For => self.for_loop(op, depth)?,
             GpuOpKind::If => {
-                self.line(depth, &format!("if ({}) {{", arg(0)?));
+                let cond = arg(0)?;
+                self.line_fmt(depth, format_args!("if ({cond}) {{"));
                 if let Some(then_b) = op.regions.first() {
                     self.block(then_b, depth + 1)?;
                 }
@@ -420,7 +481,8 @@ impl<'a> BodyWriter<'a> {
         let GpuType::Ptr(d, space) = self.f.ty(root) else {
             return Err(format!("{root} is not a pointer"));
         };
-        let constness = if space == MemSpace::Device && !self.written.contains(&root) {
+        let written = self.written.get(root.index()).copied().unwrap_or(false);
+        let constness = if space == MemSpace::Device && !written {
             "const "
         } else {
             ""
@@ -440,8 +502,8 @@ impl<'a> BodyWriter<'a> {
             self.name(op.operands[1])?,
             self.name(op.operands[2])?,
         );
-        let iv_name = format!("v{}", iv.0);
-        self.names.insert(iv, iv_name.clone());
+        let iv_name = Name::Local(iv.0);
+        self.set_name(iv, iv_name.clone());
         let step_const = self.ranges.constant(op.operands[2]);
         // A 32-bit counter is used when `iv + step` provably cannot overflow;
         // otherwise a 64-bit one, so the loop stops exactly like Python's range.
@@ -452,7 +514,7 @@ impl<'a> BodyWriter<'a> {
         let counter = if fits32 {
             iv_name.clone()
         } else {
-            format!("c{}", iv.0)
+            Name::text(format!("c{}", iv.0))
         };
         let ty = if fits32 { "int" } else { "long" };
         let cond = match step_const {
@@ -461,12 +523,12 @@ impl<'a> BodyWriter<'a> {
             Some(_) => "false".into(),
             None => format!("({step} > 0 ? {counter} < {end} : ({step} < 0 && {counter} > {end}))"),
         };
-        self.line(
+        self.line_fmt(
             depth,
-            &format!("for ({ty} {counter} = {start}; {cond}; {counter} += {step}) {{"),
+            format_args!("for ({ty} {counter} = {start}; {cond}; {counter} += {step}) {{"),
         );
         if !fits32 {
-            self.line(depth + 1, &format!("int {iv_name} = int({counter});"));
+            self.line_fmt(depth + 1, format_args!("int {iv_name} = int({counter});"));
         }
         self.block(body, depth + 1)?;
         self.line(depth, "}");
@@ -482,9 +544,9 @@ impl<'a> BodyWriter<'a> {
 
     /// `as_type<int>(as_type<uint>(a) op as_type<uint>(b))`; constants are
     /// printed directly as unsigned literals.
-    fn wrapping(&self, d: DType, (x, a): (GpuValue, &str), op: &str, (y, b): (GpuValue, &str)) -> String {
+    fn wrapping(&self, d: DType, (x, a): (GpuValue, &Name), op: &str, (y, b): (GpuValue, &Name)) -> String {
         let u = unsigned_of(d);
-        let operand = |v: GpuValue, text: &str| match self.ranges.constant(v) {
+        let operand = |v: GpuValue, text: &Name| match self.ranges.constant(v) {
             Some(c) if d == DType::I64 => format!("{}UL", c as i64 as u64),
             Some(c) => format!("{}u", c as i32 as u32),
             None => format!("as_type<{u}>({text})"),
@@ -497,7 +559,7 @@ impl<'a> BodyWriter<'a> {
         )
     }
 
-    fn negate_int(&self, d: DType, a: &str, v: GpuValue) -> String {
+    fn negate_int(&self, d: DType, a: &Name, v: GpuValue) -> String {
         let safe = self.ranges.get(v).is_some_and(|r| match d {
             DType::I32 => r.lo > i128::from(i32::MIN),
             _ => r.lo > i128::from(i64::MIN),
@@ -517,7 +579,7 @@ impl<'a> BodyWriter<'a> {
             match d {
                 DType::F32 => format!("precise::{name}({a})"),
                 DType::F16 | DType::BF16 => format!("{}(precise::{name}(float({a})))", scalar_type(d)),
-                _ => a.clone(),
+                _ => a.to_string(),
             }
         };
         Ok(match u {
@@ -526,7 +588,7 @@ impl<'a> BodyWriter<'a> {
                 DType::BF16 => format!("bfloat(-float({a}))"),
                 DType::I32 | DType::I64 => self.negate_int(d, &a, v),
                 DType::U32 => format!("0u - {a}"),
-                DType::Bool => a,
+                DType::Bool => a.to_string(),
             },
             UnaryOp::Not => match d {
                 DType::Bool => format!("!{a}"),
@@ -541,7 +603,7 @@ impl<'a> BodyWriter<'a> {
                 DType::F32 => format!("fabs({a})"),
                 DType::F16 | DType::BF16 => format!("{}(fabs(float({a})))", scalar_type(d)),
                 DType::I32 | DType::I64 => format!("{a} < 0 ? {} : {a}", self.negate_int(d, &a, v)),
-                DType::U32 | DType::Bool => a,
+                DType::U32 | DType::Bool => a.to_string(),
             },
         })
     }
@@ -553,8 +615,8 @@ impl<'a> BodyWriter<'a> {
         let signed = d.is_signed_int();
         if let Some(c) = self.ranges.constant(y) {
             return Ok(match c {
-                0 => zero,
-                -1 if signed && op == BinaryOp::Rem => zero,
+                0 => zero.to_string(),
+                -1 if signed && op == BinaryOp::Rem => zero.to_string(),
                 -1 if signed => self.negate_int(d, &a, x),
                 _ => format!("{a} {sym} {b}"),
             });
@@ -651,12 +713,12 @@ impl<'a> BodyWriter<'a> {
         let (mut a, mut b) = (self.name(x)?, self.name(y)?);
         match d {
             DType::BF16 => {
-                a = format!("float({a})");
-                b = format!("float({b})");
+                a = Name::text(format!("float({a})"));
+                b = Name::text(format!("float({b})"));
             }
             DType::Bool if !matches!(c, CmpOp::Eq | CmpOp::Ne) => {
-                a = format!("int({a})");
-                b = format!("int({b})");
+                a = Name::text(format!("int({a})"));
+                b = Name::text(format!("int({b})"));
             }
             _ => {}
         }
@@ -675,7 +737,7 @@ impl<'a> BodyWriter<'a> {
         let from = self.dtype(v);
         let a = self.name(v)?;
         if from == to {
-            return Ok(a);
+            return Ok(a.to_string());
         }
         let to_ty = scalar_type(to);
         Ok(match (from, to) {

@@ -24,9 +24,10 @@ mod ranges;
 
 use crate::error::{CompileError, CompileResult};
 use crate::target::BUFFER_BASE_ALIGNMENT;
+use expr::Name;
 use metile_ir::gpu_ir::*;
 use metile_ir::Loc;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::fmt::Write;
 
 /// A builtin kernel input the runtime must provide.
@@ -94,7 +95,7 @@ pub struct MslKernel {
 pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
     let mut taken = HashSet::new();
     let kernel_name = names::identifier(&f.name, &mut taken);
-    let mut value_names: HashMap<GpuValue, String> = HashMap::new();
+    let mut value_names = vec![Name::Unset; f.values.len()];
     let mut params = Vec::new();
     let mut signature = Vec::new();
 
@@ -103,7 +104,7 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
         let name = names::identifier(&p.name, &mut taken);
         match p.kind {
             GpuParamKind::Buffer(d) => {
-                let constness = if written.contains(&p.value) { "" } else { "const " };
+                let constness = if written[p.value.index()] { "" } else { "const " };
                 let msl_type = format!("device {constness}{}*", names::scalar_type(d));
                 signature.push(format!("{msl_type} {name} [[buffer({})]]", p.tile_index));
                 params.push(MslParam::Buffer {
@@ -120,7 +121,7 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
                 });
             }
         }
-        value_names.insert(p.value, name);
+        value_names[p.value.index()] = Name::text(name);
     }
     for (i, a) in f.threadgroup.iter().enumerate() {
         let msl_type = format!("threadgroup {}*", names::scalar_type(a.dtype));
@@ -130,7 +131,7 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
             msl_type,
             bytes: a.bytes().div_ceil(16).max(1) * 16,
         });
-        value_names.insert(a.value, name);
+        value_names[a.value.index()] = Name::text(name);
     }
     for b in used_builtins(f) {
         signature.push(b.declaration().to_string());
@@ -189,12 +190,12 @@ fn emit_error(reason: &str) -> CompileError {
     )
 }
 
-/// Pointer roots that some store writes through.
-fn stored_roots(f: &GpuFunction) -> HashSet<GpuValue> {
-    let mut out = HashSet::new();
+/// Whether some store writes through each value (a pointer root), by value.
+fn stored_roots(f: &GpuFunction) -> Vec<bool> {
+    let mut out = vec![false; f.values.len()];
     f.walk(&mut |op| {
         if matches!(op.kind, GpuOpKind::Store { .. }) {
-            out.insert(op.operands[0]);
+            out[op.operands[0].index()] = true;
         }
     });
     out

@@ -10,7 +10,6 @@
 
 use metile_ir::gpu_ir::*;
 use metile_ir::{BinaryOp, DType, Literal};
-use std::collections::HashMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Range {
@@ -36,12 +35,19 @@ impl Range {
 }
 
 pub struct Ranges {
-    ranges: HashMap<GpuValue, Range>,
+    /// The range of each value, by value; `None` when unknown.
+    ranges: Vec<Option<Range>>,
 }
 
 impl Ranges {
     pub fn get(&self, v: GpuValue) -> Option<Range> {
-        self.ranges.get(&v).copied()
+        self.ranges.get(v.index()).copied().flatten()
+    }
+
+    fn set(&mut self, v: GpuValue, r: Range) {
+        if let Some(slot) = self.ranges.get_mut(v.index()) {
+            *slot = Some(r);
+        }
     }
 
     /// The exact value of a constant integer.
@@ -117,7 +123,7 @@ fn arith(op: BinaryOp, a: Range, b: Range) -> Option<Range> {
 
 pub fn analyze(f: &GpuFunction) -> Ranges {
     let mut r = Ranges {
-        ranges: HashMap::new(),
+        ranges: vec![None; f.values.len()],
     };
     let threads = i128::from(f.threads_per_group);
     block(&f.body, threads, &mut r, f);
@@ -126,7 +132,7 @@ pub fn analyze(f: &GpuFunction) -> Ranges {
 
 fn block(b: &GpuBlock, threads: i128, r: &mut Ranges, f: &GpuFunction) {
     for op in &b.ops {
-        let ins: Vec<Option<Range>> = op.operands.iter().map(|&v| r.get(v)).collect();
+        let ins = |i: usize| op.operands.get(i).and_then(|&v| r.get(v));
         let result = match &op.kind {
             GpuOpKind::Const(Literal::Int(c)) => Some(Range::exact(i128::from(*c))),
             GpuOpKind::Const(Literal::Bool(b)) => Some(Range::exact(i128::from(*b))),
@@ -149,7 +155,7 @@ fn block(b: &GpuBlock, threads: i128, r: &mut Ranges, f: &GpuFunction) {
                     hi: i128::from(i32::MAX),
                 },
             }),
-            GpuOpKind::Binary(op_kind) => match (ins[0], ins[1]) {
+            GpuOpKind::Binary(op_kind) => match (ins(0), ins(1)) {
                 (Some(a), Some(b)) => {
                     let d = f.ty(op.results[0]).dtype();
                     arith(*op_kind, a, b).filter(|x| x.fits(d))
@@ -158,9 +164,9 @@ fn block(b: &GpuBlock, threads: i128, r: &mut Ranges, f: &GpuFunction) {
             },
             GpuOpKind::Cast => {
                 let (from, to) = (f.ty(op.operands[0]).dtype(), f.ty(op.results[0]).dtype());
-                ins[0].filter(|x| from.is_int() && to.is_int() && x.fits(to))
+                ins(0).filter(|x| from.is_int() && to.is_int() && x.fits(to))
             }
-            GpuOpKind::Select => match (ins[1], ins[2]) {
+            GpuOpKind::Select => match (ins(1), ins(2)) {
                 (Some(a), Some(b)) => Some(Range {
                     lo: a.lo.min(b.lo),
                     hi: a.hi.max(b.hi),
@@ -169,11 +175,11 @@ fn block(b: &GpuBlock, threads: i128, r: &mut Ranges, f: &GpuFunction) {
             },
             GpuOpKind::For => {
                 // iv runs from start towards end; with a positive step it stays in [start, end).
-                if let (Some(s), Some(e), Some(st)) = (ins[0], ins[1], ins[2]) {
+                if let (Some(s), Some(e), Some(st)) = (ins(0), ins(1), ins(2)) {
                     if st.lo > 0 {
-                        if let Some(iv) = op.regions.first().and_then(|body| body.args.first()) {
-                            r.ranges.insert(
-                                *iv,
+                        if let Some(&iv) = op.regions.first().and_then(|body| body.args.first()) {
+                            r.set(
+                                iv,
                                 Range {
                                     lo: s.lo,
                                     hi: s.hi.max(e.hi - 1),
@@ -187,7 +193,7 @@ fn block(b: &GpuBlock, threads: i128, r: &mut Ranges, f: &GpuFunction) {
             _ => None,
         };
         if let (Some(x), Some(&res)) = (result, op.results.first()) {
-            r.ranges.insert(res, x);
+            r.set(res, x);
         }
         for region in &op.regions {
             block(region, threads, r, f);
