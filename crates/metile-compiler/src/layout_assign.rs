@@ -37,7 +37,7 @@ use crate::dist_layout::DistLayout;
 use crate::error::{CompileError, CompileResult};
 use crate::target::*;
 use metile_ir::{Block, DType, Elem, Function, Loc, Op, OpKind, ValueId};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LayoutId(pub u32);
@@ -62,7 +62,7 @@ pub enum Root {
 #[derive(Default)]
 pub struct LayoutTable {
     layouts: Vec<DistLayout>,
-    index: HashMap<DistLayout, LayoutId>,
+    index: FxHashMap<DistLayout, LayoutId>,
 }
 
 impl LayoutTable {
@@ -94,6 +94,9 @@ pub struct Assignment {
     pub offsets_i64: bool,
     /// The `simdgroup_role` body being analysed or lowered, if any.
     pub role: Option<RoleDomain>,
+    /// [`Assignment::blocked`]'s answers: kernels ask for the same few shapes
+    /// over and over, and building a layout is far dearer than finding it here.
+    blocked_cache: Vec<(Vec<usize>, Option<RoleDomain>, LayoutId)>,
 }
 
 /// The threads that run a `simdgroup_role` body: `threads` threads from `base`.
@@ -185,6 +188,14 @@ impl Assignment {
     /// the others (so its reductions never need a threadgroup barrier, which a
     /// role cannot execute).
     pub fn blocked(&mut self, shape: &[usize]) -> CompileResult<LayoutId> {
+        let role = self.role;
+        if let Some(&(_, _, id)) = self
+            .blocked_cache
+            .iter()
+            .find(|(s, r, _)| s.as_slice() == shape && *r == role)
+        {
+            return Ok(id);
+        }
         let err = |e: metile_layout::LayoutError| {
             CompileError::new("kernel", format!("internal layout error: {e}"), Loc::unknown())
         };
@@ -195,7 +206,9 @@ impl Assignment {
                 .map_err(err)?
                 .with_thread_base(role.base),
         };
-        Ok(self.layouts.intern(layout))
+        let id = self.layouts.intern(layout);
+        self.blocked_cache.push((shape.to_vec(), role, id));
+        Ok(id)
     }
 
     /// The default layout over the whole threadgroup (thread-level values).
@@ -282,6 +295,7 @@ pub fn assign(f: &Function, threads: u32) -> CompileResult<Assignment> {
         thread_level: vec![false; f.values.len()],
         offsets_i64: false,
         role: None,
+        blocked_cache: vec![],
     };
     for (i, p) in f.params.iter().enumerate() {
         if f.ty(p.value).is_ptr() {

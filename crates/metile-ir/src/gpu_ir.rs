@@ -483,6 +483,28 @@ impl GpuBuilder {
         results
     }
 
+    /// [`GpuBuilder::emit_at`] for an op with one result (most of them),
+    /// without the result list.
+    pub fn emit1_at(
+        &mut self,
+        depth: usize,
+        kind: GpuOpKind,
+        operands: Vec<GpuValue>,
+        ty: GpuType,
+    ) -> GpuValue {
+        let result = self.new_value(ty);
+        let op = GpuOp {
+            kind,
+            operands,
+            results: vec![result],
+            regions: vec![],
+            loc: self.loc.clone(),
+        };
+        let index = depth.min(self.blocks.len() - 1);
+        self.blocks[index].ops.push(op);
+        result
+    }
+
     /// Appends an op to the innermost block.
     pub fn emit(
         &mut self,

@@ -36,7 +36,7 @@ use crate::layout_assign::{Assignment, LayoutId, Root};
 use crate::target::MAX_THREADGROUP_BYTES;
 use metile_ir::gpu_ir::*;
 use metile_ir::{Block, DType, Elem, Function, Literal, Loc, Op, OpKind, ParamKind, ValueId};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// Most registers one tile may take per thread; beyond this the unrolled code
 /// and register pressure are unreasonable, so the kernel is refused with advice.
@@ -79,15 +79,15 @@ pub struct Lowering<'f> {
     def_depth: Vec<usize>,
     /// The op that defines each value (none for parameters and block arguments).
     def_op: Vec<Option<&'f Op>>,
-    caches: Vec<HashMap<CacheKey, Cached>>,
+    caches: Vec<FxHashMap<CacheKey, Cached>>,
     /// Block index that new ops go to.
     at: usize,
     /// Scratch threadgroup memory, one allocation per dtype.
     scratch: Vec<(DType, GpuValue)>,
     /// Integer and bool constants emitted so far, for algebraic shortcuts.
-    consts: HashMap<GpuValue, i64>,
+    consts: FxHashMap<GpuValue, i64>,
     /// The threadgroup memory of each `shared` op.
-    shared_roots: HashMap<ValueId, GpuValue>,
+    shared_roots: FxHashMap<ValueId, GpuValue>,
     /// Block indices of the open `simdgroup_role` bodies.
     role_depths: Vec<usize>,
     /// The Tile IR op being lowered, for errors.
@@ -107,11 +107,11 @@ pub fn lower(f: &Function, threads: u32) -> CompileResult<GpuFunction> {
         homes: vec![None; f.values.len()],
         def_depth: vec![0; f.values.len()],
         def_op: vec![None; f.values.len()],
-        caches: vec![HashMap::new()],
+        caches: vec![FxHashMap::default()],
         at: 0,
         scratch: vec![],
-        consts: HashMap::new(),
-        shared_roots: HashMap::new(),
+        consts: FxHashMap::default(),
+        shared_roots: FxHashMap::default(),
         role_depths: vec![],
         loc: Loc::unknown(),
         op_name: "kernel".into(),
@@ -177,7 +177,7 @@ impl<'f> Lowering<'f> {
     }
 
     fn emit1(&mut self, kind: GpuOpKind, operands: Vec<GpuValue>, ty: GpuType) -> GpuValue {
-        self.emit(kind, operands, vec![ty])[0]
+        self.b.emit1_at(self.at, kind, operands, ty)
     }
 
     /// Runs `body` with new ops going to block `depth` (an enclosing block).
@@ -204,7 +204,7 @@ impl<'f> Lowering<'f> {
 
     fn push_block(&mut self, arg_types: &[GpuType]) -> Vec<GpuValue> {
         let args = self.b.push_block(arg_types);
-        self.caches.push(HashMap::new());
+        self.caches.push(FxHashMap::default());
         self.at = self.innermost();
         args
     }
