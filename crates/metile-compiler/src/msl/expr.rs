@@ -46,7 +46,23 @@ impl fmt::Display for Name {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Name::Unset => f.write_str("<unset>"),
-            Name::Local(n) => write!(f, "v{n}"),
+            Name::Local(n) => {
+                // The hottest text the emitter writes: digits by hand, not
+                // through the integer formatting machinery.
+                let mut buf = [0u8; 11];
+                let mut i = buf.len();
+                let mut n = *n;
+                loop {
+                    i -= 1;
+                    buf[i] = b'0' + (n % 10) as u8;
+                    n /= 10;
+                    if n == 0 {
+                        break;
+                    }
+                }
+                buf[i - 1] = b'v';
+                f.write_str(std::str::from_utf8(&buf[i - 1..]).unwrap_or("v?"))
+            }
             Name::Text(t) => f.write_str(t),
         }
     }
@@ -208,6 +224,23 @@ fn zero_text(d: DType) -> &'static str {
     }
 }
 
+/// A register array element: `rN[i]`, or `rN` for a one-element array (a scalar).
+struct RegText {
+    reg: RegId,
+    index: u32,
+    single: bool,
+}
+
+impl fmt::Display for RegText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.single {
+            write!(f, "r{}", self.reg.0)
+        } else {
+            write!(f, "r{}[{}]", self.reg.0, self.index)
+        }
+    }
+}
+
 /// The MSL type of a GPU IR type, printed where it is used.
 struct TypeText(GpuType);
 
@@ -312,6 +345,27 @@ impl<'a> BodyWriter<'a> {
         self.set_name(result, Name::Local(result.0));
     }
 
+    /// [`BodyWriter::define`] with the right-hand side written by `rhs` straight
+    /// into the output.
+    fn define_with(
+        &mut self,
+        depth: usize,
+        result: GpuValue,
+        rhs: impl FnOnce(&Self, &mut String) -> EmitResult<()>,
+    ) -> EmitResult<()> {
+        let mut out = std::mem::take(&mut self.out);
+        for _ in 0..depth {
+            out.push_str("  ");
+        }
+        let _ = write!(out, "{} v{} = ", type_text(self.f.ty(result)), result.0);
+        let written = rhs(self, &mut out);
+        out.push_str(";\n");
+        self.out = out;
+        written?;
+        self.set_name(result, Name::Local(result.0));
+        Ok(())
+    }
+
     fn op(&mut self, op: &GpuOp, depth: usize) -> EmitResult<()> {
         let arg = |i: usize| -> EmitResult<Name> {
             op.operands
@@ -340,16 +394,19 @@ impl<'a> BodyWriter<'a> {
                 self.define(depth, op.results[0], &rhs);
             }
             GpuOpKind::Binary(b) => {
-                let rhs = self.binary(*b, op.operands[0], op.operands[1])?;
-                self.define(depth, op.results[0], &rhs);
+                let (x, y) = (op.operands[0], op.operands[1]);
+                self.define_with(depth, op.results[0], |w, out| w.binary(out, *b, x, y))?;
             }
             GpuOpKind::Compare(c) => {
                 let rhs = self.compare(*c, op.operands[0], op.operands[1])?;
                 self.define(depth, op.results[0], &rhs);
             }
             GpuOpKind::Select => {
-                let rhs = format!("{} ? {} : {}", arg(0)?, arg(1)?, arg(2)?);
-                self.define(depth, op.results[0], &rhs);
+                let (c, x, y) = (arg(0)?, arg(1)?, arg(2)?);
+                self.define_with(depth, op.results[0], |_, out| {
+                    let _ = write!(out, "{c} ? {x} : {y}");
+                    Ok(())
+                })?;
             }
             GpuOpKind::Cast => {
                 let to = self.f.ty(op.results[0]).dtype();
@@ -371,7 +428,11 @@ impl<'a> BodyWriter<'a> {
                     .get(usize::from(*lane))
                     .copied()
                     .unwrap_or("x");
-                self.define(depth, op.results[0], &format!("{}.{field}", arg(0)?));
+                let v = arg(0)?;
+                self.define_with(depth, op.results[0], |_, out| {
+                    let _ = write!(out, "{v}.{field}");
+                    Ok(())
+                })?;
             }
             GpuOpKind::Load {
                 width,
@@ -412,8 +473,11 @@ impl<'a> BodyWriter<'a> {
                 }
             }
             GpuOpKind::RegRead { reg, index } => {
-                let rhs = self.reg(*reg, *index);
-                self.define(depth, op.results[0], &rhs);
+                let r = self.reg(*reg, *index);
+                self.define_with(depth, op.results[0], |_, out| {
+                    let _ = write!(out, "{r}");
+                    Ok(())
+                })?;
             }
             GpuOpKind::RegWrite { reg, index } => {
                 let lhs = self.reg(*reg, *index);
@@ -465,11 +529,9 @@ impl<'a> BodyWriter<'a> {
         Ok(())
     }
 
-    fn reg(&self, reg: RegId, index: u32) -> String {
-        match self.f.regs.get(reg.0 as usize) {
-            Some(r) if r.len == 1 => format!("r{}", reg.0),
-            _ => format!("r{}[{index}]", reg.0),
-        }
+    fn reg(&self, reg: RegId, index: u32) -> RegText {
+        let single = self.f.regs.get(reg.0 as usize).is_some_and(|r| r.len == 1);
+        RegText { reg, index, single }
     }
 
     /// `X[i]`, or `*(device const float4*)(X + i)` for a vector access.
@@ -537,26 +599,29 @@ impl<'a> BodyWriter<'a> {
 
     // ------------------------------------------------------------ arithmetic
 
-    /// `a op b` computed in float and rounded back to `d` (f16/bf16).
-    fn via_float(&self, d: DType, expr: &str) -> String {
-        format!("{}({expr})", scalar_type(d))
-    }
-
     /// `as_type<int>(as_type<uint>(a) op as_type<uint>(b))`; constants are
     /// printed directly as unsigned literals.
-    fn wrapping(&self, d: DType, (x, a): (GpuValue, &Name), op: &str, (y, b): (GpuValue, &Name)) -> String {
+    fn wrapping(
+        &self,
+        out: &mut String,
+        d: DType,
+        (x, a): (GpuValue, &Name),
+        op: &str,
+        (y, b): (GpuValue, &Name),
+    ) {
         let u = unsigned_of(d);
-        let operand = |v: GpuValue, text: &Name| match self.ranges.constant(v) {
-            Some(c) if d == DType::I64 => format!("{}UL", c as i64 as u64),
-            Some(c) => format!("{}u", c as i32 as u32),
-            None => format!("as_type<{u}>({text})"),
+        let operand = |out: &mut String, v: GpuValue, text: &Name| {
+            let _ = match self.ranges.constant(v) {
+                Some(c) if d == DType::I64 => write!(out, "{}UL", c as i64 as u64),
+                Some(c) => write!(out, "{}u", c as i32 as u32),
+                None => write!(out, "as_type<{u}>({text})"),
+            };
         };
-        format!(
-            "as_type<{}>({} {op} {})",
-            scalar_type(d),
-            operand(x, a),
-            operand(y, b)
-        )
+        let _ = write!(out, "as_type<{}>(", scalar_type(d));
+        operand(out, x, a);
+        let _ = write!(out, " {op} ");
+        operand(out, y, b);
+        out.push(')');
     }
 
     fn negate_int(&self, d: DType, a: &Name, v: GpuValue) -> String {
@@ -632,7 +697,8 @@ impl<'a> BodyWriter<'a> {
         })
     }
 
-    fn binary(&mut self, op: BinaryOp, x: GpuValue, y: GpuValue) -> EmitResult<String> {
+    /// Writes the right-hand side of `op(x, y)` to `out`.
+    fn binary(&self, out: &mut String, op: BinaryOp, x: GpuValue, y: GpuValue) -> EmitResult<()> {
         let d = self.dtype(x);
         let (a, b) = (self.name(x)?, self.name(y)?);
         let sym = match op {
@@ -645,67 +711,78 @@ impl<'a> BodyWriter<'a> {
             BinaryOp::Xor => "^",
             _ => "",
         };
+        // Writing to a String cannot fail.
+        macro_rules! w {
+            ($($t:tt)*) => {{
+                let _ = write!(out, $($t)*);
+            }};
+        }
         if d.is_float() {
-            let fa = format!("float({a})");
-            let fb = format!("float({b})");
             let native = d != DType::BF16;
-            return Ok(match op {
+            // f16/bf16 ops other than native + - * / compute in float and round once.
+            let narrow = scalar_type(d);
+            match op {
                 BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div if native => {
-                    format!("{a} {sym} {b}")
+                    w!("{a} {sym} {b}")
                 }
                 BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
-                    self.via_float(d, &format!("{fa} {sym} {fb}"))
+                    w!("{narrow}(float({a}) {sym} float({b}))")
                 }
-                BinaryOp::FloorDiv if d == DType::F32 => format!("trunc({a} / {b})"),
-                BinaryOp::FloorDiv => self.via_float(d, &format!("trunc({fa} / {fb})")),
-                BinaryOp::Rem if d == DType::F32 => format!("fmod({a}, {b})"),
-                BinaryOp::Rem => self.via_float(d, &format!("fmod({fa}, {fb})")),
-                BinaryOp::Max if d == DType::F32 => format!("fmax({a}, {b})"),
-                BinaryOp::Max => self.via_float(d, &format!("fmax({fa}, {fb})")),
-                BinaryOp::Min if d == DType::F32 => format!("fmin({a}, {b})"),
-                BinaryOp::Min => self.via_float(d, &format!("fmin({fa}, {fb})")),
+                BinaryOp::FloorDiv if d == DType::F32 => w!("trunc({a} / {b})"),
+                BinaryOp::FloorDiv => w!("{narrow}(trunc(float({a}) / float({b})))"),
+                BinaryOp::Rem if d == DType::F32 => w!("fmod({a}, {b})"),
+                BinaryOp::Rem => w!("{narrow}(fmod(float({a}), float({b})))"),
+                BinaryOp::Max if d == DType::F32 => w!("fmax({a}, {b})"),
+                BinaryOp::Max => w!("{narrow}(fmax(float({a}), float({b})))"),
+                BinaryOp::Min if d == DType::F32 => w!("fmin({a}, {b})"),
+                BinaryOp::Min => w!("{narrow}(fmin(float({a}), float({b})))"),
                 _ => return Err(format!("{op:?} on {d}")),
-            });
+            }
+            return Ok(());
         }
         if d == DType::Bool {
-            return Ok(match op {
-                BinaryOp::And | BinaryOp::Min | BinaryOp::Mul => format!("{a} && {b}"),
-                BinaryOp::Or | BinaryOp::Max => format!("{a} || {b}"),
-                BinaryOp::Xor | BinaryOp::Sub | BinaryOp::Add => format!("{a} != {b}"),
+            match op {
+                BinaryOp::And | BinaryOp::Min | BinaryOp::Mul => w!("{a} && {b}"),
+                BinaryOp::Or | BinaryOp::Max => w!("{a} || {b}"),
+                BinaryOp::Xor | BinaryOp::Sub | BinaryOp::Add => w!("{a} != {b}"),
                 _ => return Err(format!("{op:?} on bool")),
-            });
+            }
+            return Ok(());
         }
         let bits = if d == DType::I64 { 63 } else { 31 };
         let signed = d.is_signed_int();
-        Ok(match op {
+        match op {
             BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul => {
                 if !signed || self.ranges.no_overflow(op, x, y, d) {
-                    format!("{a} {sym} {b}")
+                    w!("{a} {sym} {b}")
                 } else {
-                    self.wrapping(d, (x, &a), sym, (y, &b))
+                    self.wrapping(out, d, (x, &a), sym, (y, &b))
                 }
             }
-            BinaryOp::Div | BinaryOp::FloorDiv | BinaryOp::Rem => self.int_division(op, d, x, y)?,
-            BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => format!("{a} {sym} {b}"),
-            BinaryOp::Max => format!("{a} > {b} ? {a} : {b}"),
-            BinaryOp::Min => format!("{a} < {b} ? {a} : {b}"),
+            BinaryOp::Div | BinaryOp::FloorDiv | BinaryOp::Rem => {
+                out.push_str(&self.int_division(op, d, x, y)?)
+            }
+            BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => w!("{a} {sym} {b}"),
+            BinaryOp::Max => w!("{a} > {b} ? {a} : {b}"),
+            BinaryOp::Min => w!("{a} < {b} ? {a} : {b}"),
             BinaryOp::Shl => {
                 let u = unsigned_of(d);
                 if signed {
-                    format!(
+                    w!(
                         "as_type<{}>(as_type<{u}>({a}) << (as_type<{u}>({b}) & {u}({bits})))",
                         scalar_type(d)
                     )
                 } else {
-                    format!("{a} << ({b} & {bits}u)")
+                    w!("{a} << ({b} & {bits}u)")
                 }
             }
             BinaryOp::Shr => match d {
-                DType::U32 => format!("{a} >> ({b} & {bits}u)"),
-                DType::I64 => format!("{a} >> ({b} & {bits}L)"),
-                _ => format!("{a} >> ({b} & {bits})"),
+                DType::U32 => w!("{a} >> ({b} & {bits}u)"),
+                DType::I64 => w!("{a} >> ({b} & {bits}L)"),
+                _ => w!("{a} >> ({b} & {bits})"),
             },
-        })
+        }
+        Ok(())
     }
 
     fn compare(&mut self, c: CmpOp, x: GpuValue, y: GpuValue) -> EmitResult<String> {
