@@ -16,8 +16,22 @@
 //! broadcast add one without moving data.
 
 use metile_layout::{IntTuple, Layout, LayoutError};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
+
+/// Blocked layouts already built, by (shape, threads, max_vector): every
+/// compilation asks for the default layouts of its few tile shapes, and the
+/// layout algebra that builds one costs far more than a copy.
+type BlockedKey = (Vec<usize>, usize, usize);
+
+/// Bounds the cache (a process compiles few distinct shapes; this only stops a
+/// pathological one from growing it without end).
+const BLOCKED_CACHE_LIMIT: usize = 256;
+
+thread_local! {
+    static BLOCKED: RefCell<HashMap<BlockedKey, DistLayout>> = RefCell::new(HashMap::new());
+}
 
 /// One leaf of a mode: `extent` positions, `stride` apart in the element index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -141,6 +155,22 @@ impl DistLayout {
     /// value mode. Threads beyond the tile's size replicate it. Only sizes that
     /// divide the tile are used, so every shape works without padding.
     pub fn blocked(shape: &[usize], threads: usize, max_vector: usize) -> Result<DistLayout, LayoutError> {
+        let key = (shape.to_vec(), threads, max_vector);
+        if let Some(l) = BLOCKED.with(|c| c.borrow().get(&key).cloned()) {
+            return Ok(l);
+        }
+        let l = DistLayout::build_blocked(shape, threads, max_vector)?;
+        BLOCKED.with(|c| {
+            let mut c = c.borrow_mut();
+            if c.len() >= BLOCKED_CACHE_LIMIT {
+                c.clear();
+            }
+            c.insert(key, l.clone());
+        });
+        Ok(l)
+    }
+
+    fn build_blocked(shape: &[usize], threads: usize, max_vector: usize) -> Result<DistLayout, LayoutError> {
         let rank = shape.len();
         let numel: usize = shape.iter().product();
         let strides = row_major_strides(shape);
