@@ -42,29 +42,57 @@ impl Name {
     }
 }
 
+impl Name {
+    /// Appends the name to `out` (the emitter's hottest text, so not through
+    /// the formatting machinery).
+    pub fn push_to(&self, out: &mut String) {
+        match self {
+            Name::Unset => out.push_str("<unset>"),
+            Name::Local(n) => {
+                out.push('v');
+                push_u32(out, *n);
+            }
+            Name::Text(t) => out.push_str(t),
+        }
+    }
+}
+
 impl fmt::Display for Name {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Name::Unset => f.write_str("<unset>"),
-            Name::Local(n) => {
-                // The hottest text the emitter writes: digits by hand, not
-                // through the integer formatting machinery.
-                let mut buf = [0u8; 11];
-                let mut i = buf.len();
-                let mut n = *n;
-                loop {
-                    i -= 1;
-                    buf[i] = b'0' + (n % 10) as u8;
-                    n /= 10;
-                    if n == 0 {
-                        break;
-                    }
-                }
-                buf[i - 1] = b'v';
-                f.write_str(std::str::from_utf8(&buf[i - 1..]).unwrap_or("v?"))
-            }
             Name::Text(t) => f.write_str(t),
+            _ => {
+                let mut text = String::with_capacity(12);
+                self.push_to(&mut text);
+                f.write_str(&text)
+            }
         }
+    }
+}
+
+/// Appends `a sym b`.
+fn push_infix(out: &mut String, a: &Name, sym: &str, b: &Name) {
+    a.push_to(out);
+    out.push(' ');
+    out.push_str(sym);
+    out.push(' ');
+    b.push_to(out);
+}
+
+/// Appends `n` in decimal.
+fn push_u32(out: &mut String, mut n: u32) {
+    let mut buf = [0u8; 10];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &buf[i..] {
+        out.push(char::from(d));
     }
 }
 
@@ -241,6 +269,20 @@ impl fmt::Display for RegText {
     }
 }
 
+/// Appends the MSL type of a GPU IR type.
+fn push_type(out: &mut String, t: GpuType) {
+    match t {
+        GpuType::Scalar(d) => out.push_str(scalar_type(d)),
+        GpuType::Vector(d, n) => {
+            out.push_str(scalar_type(d));
+            push_u32(out, u32::from(n));
+        }
+        GpuType::Ptr(..) => {
+            let _ = write!(out, "{}", TypeText(t));
+        }
+    }
+}
+
 /// The MSL type of a GPU IR type, printed where it is used.
 struct TypeText(GpuType);
 
@@ -357,7 +399,10 @@ impl<'a> BodyWriter<'a> {
         for _ in 0..depth {
             out.push_str("  ");
         }
-        let _ = write!(out, "{} v{} = ", type_text(self.f.ty(result)), result.0);
+        push_type(&mut out, self.f.ty(result));
+        out.push_str(" v");
+        push_u32(&mut out, result.0);
+        out.push_str(" = ");
         let written = rhs(self, &mut out);
         out.push_str(";\n");
         self.out = out;
@@ -614,7 +659,14 @@ impl<'a> BodyWriter<'a> {
             let _ = match self.ranges.constant(v) {
                 Some(c) if d == DType::I64 => write!(out, "{}UL", c as i64 as u64),
                 Some(c) => write!(out, "{}u", c as i32 as u32),
-                None => write!(out, "as_type<{u}>({text})"),
+                None => {
+                    out.push_str("as_type<");
+                    out.push_str(u);
+                    out.push_str(">(");
+                    text.push_to(out);
+                    out.push(')');
+                    Ok(())
+                }
             };
         };
         let _ = write!(out, "as_type<{}>(", scalar_type(d));
@@ -723,7 +775,7 @@ impl<'a> BodyWriter<'a> {
             let narrow = scalar_type(d);
             match op {
                 BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div if native => {
-                    w!("{a} {sym} {b}")
+                    push_infix(out, &a, sym, &b)
                 }
                 BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
                     w!("{narrow}(float({a}) {sym} float({b}))")
@@ -754,7 +806,7 @@ impl<'a> BodyWriter<'a> {
         match op {
             BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul => {
                 if !signed || self.ranges.no_overflow(op, x, y, d) {
-                    w!("{a} {sym} {b}")
+                    push_infix(out, &a, sym, &b)
                 } else {
                     self.wrapping(out, d, (x, &a), sym, (y, &b))
                 }
@@ -762,7 +814,7 @@ impl<'a> BodyWriter<'a> {
             BinaryOp::Div | BinaryOp::FloorDiv | BinaryOp::Rem => {
                 out.push_str(&self.int_division(op, d, x, y)?)
             }
-            BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => w!("{a} {sym} {b}"),
+            BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => push_infix(out, &a, sym, &b),
             BinaryOp::Max => w!("{a} > {b} ? {a} : {b}"),
             BinaryOp::Min => w!("{a} < {b} ? {a} : {b}"),
             BinaryOp::Shl => {
