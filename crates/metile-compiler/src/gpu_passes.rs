@@ -95,30 +95,32 @@ struct Cse<'a> {
 
 impl Cse<'_> {
     fn block(&mut self, b: &mut GpuBlock) {
-        let mut kept = Vec::with_capacity(b.ops.len());
-        for mut op in std::mem::take(&mut b.ops) {
-            for v in &mut op.operands {
-                *v = self.replace[v.index()];
-            }
-            if let Some(key) = cse_key(&op, self.values) {
-                if let Some(&prev) = self.seen.get(&key) {
-                    self.replace[op.results[0].index()] = prev;
-                    self.merged = true;
-                    continue;
-                }
-                self.seen.insert(key, op.results[0]);
-                self.inserted.push(key);
-            }
-            for region in &mut op.regions {
-                let mark = self.inserted.len();
-                self.block(region);
-                for key in self.inserted.drain(mark..) {
-                    self.seen.remove(&key);
-                }
-            }
-            kept.push(op);
+        b.ops.retain_mut(|op| self.keep(op));
+    }
+
+    /// Rewrites `op`'s operands; false when it repeats an earlier op (whose
+    /// result then stands for its own).
+    fn keep(&mut self, op: &mut GpuOp) -> bool {
+        for v in &mut op.operands {
+            *v = self.replace[v.index()];
         }
-        b.ops = kept;
+        if let Some(key) = cse_key(op, self.values) {
+            if let Some(&prev) = self.seen.get(&key) {
+                self.replace[op.results[0].index()] = prev;
+                self.merged = true;
+                return false;
+            }
+            self.seen.insert(key, op.results[0]);
+            self.inserted.push(key);
+        }
+        for region in &mut op.regions {
+            let mark = self.inserted.len();
+            self.block(region);
+            for key in self.inserted.drain(mark..) {
+                self.seen.remove(&key);
+            }
+        }
+        true
     }
 }
 
