@@ -21,14 +21,15 @@
 mod expr;
 mod names;
 mod ranges;
+mod text;
 
 use crate::error::{CompileError, CompileResult};
 use crate::target::BUFFER_BASE_ALIGNMENT;
-use expr::Name;
 use metile_ir::gpu_ir::*;
 use metile_ir::Loc;
 use std::collections::{BTreeSet, HashSet};
 use std::fmt::Write;
+use text::Name;
 
 /// A builtin kernel input the runtime must provide.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
