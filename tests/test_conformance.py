@@ -8,86 +8,7 @@ import numpy as np
 import pytest
 
 import metile
-
-
-@metile.kernel
-def layernorm(X, W, B, Out, N, eps, BLOCK: metile.constexpr):
-    row = metile.program_id(0)
-    acc = 0.0
-    for i in metile.tile_range(0, N, BLOCK):
-        cols = i + metile.arange(0, BLOCK)
-        acc = acc + metile.load(X + row * N + cols, mask=cols < N)
-    mean = metile.sum(acc) / N
-    var_acc = 0.0
-    for i in metile.tile_range(0, N, BLOCK):
-        cols = i + metile.arange(0, BLOCK)
-        mask = cols < N
-        x = metile.load(X + row * N + cols, mask=mask)
-        d = metile.where(mask, x - mean, 0.0)
-        var_acc = var_acc + d * d
-    rstd = 1.0 / metile.sqrt(metile.sum(var_acc) / N + eps)
-    for i in metile.tile_range(0, N, BLOCK):
-        cols = i + metile.arange(0, BLOCK)
-        mask = cols < N
-        x = metile.load(X + row * N + cols, mask=mask)
-        w = metile.load(W + cols, mask=mask)
-        b = metile.load(B + cols, mask=mask)
-        metile.store(Out + row * N + cols, (x - mean) * rstd * w + b, mask=mask)
-
-
-@metile.kernel
-def rmsnorm(X, W, Out, N, eps, BLOCK: metile.constexpr):
-    row = metile.program_id(0)
-    sq = 0.0
-    for i in metile.tile_range(0, N, BLOCK):
-        cols = i + metile.arange(0, BLOCK)
-        x = metile.load(X + row * N + cols, mask=cols < N)
-        sq = sq + x * x
-    rms = metile.sqrt(metile.sum(sq) / N + eps)
-    for i in metile.tile_range(0, N, BLOCK):
-        cols = i + metile.arange(0, BLOCK)
-        mask = cols < N
-        x = metile.load(X + row * N + cols, mask=mask)
-        w = metile.load(W + cols, mask=mask)
-        metile.store(Out + row * N + cols, x / rms * w, mask=mask)
-
-
-def _gelu(x):
-    return 0.5 * x * (1.0 + metile.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
-
-
-@metile.kernel
-def gemm_epilogue(A, B, C, M, N, K, alpha, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
-                  BLOCK_K: metile.constexpr, ACT: metile.constexpr):
-    pid_m = metile.program_id(0)
-    pid_n = metile.program_id(1)
-    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype="f32")
-    for k in metile.tile_range(0, K, BLOCK_K):
-        a = metile.tile_load(A, pid_m * BLOCK_M, k, K, (BLOCK_M, BLOCK_K))
-        b = metile.tile_load(B, k, pid_n * BLOCK_N, N, (BLOCK_K, BLOCK_N))
-        acc = metile.dot(a, b, acc)
-    if ACT == "relu":
-        acc = metile.maximum(acc, 0.0)
-    elif ACT == "gelu":
-        acc = _gelu(acc)
-    elif ACT == "silu":
-        acc = acc / (1.0 + metile.exp(-acc))
-    elif ACT == "scale":
-        acc = acc * alpha
-    metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N))
-
-
-@metile.kernel
-def gemm_f16(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
-             BLOCK_K: metile.constexpr):
-    pid_m = metile.program_id(0)
-    pid_n = metile.program_id(1)
-    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype="f32")
-    for k in metile.tile_range(0, K, BLOCK_K):
-        a = metile.tile_load(A, pid_m * BLOCK_M, k, K, (BLOCK_M, BLOCK_K))
-        b = metile.tile_load(B, k, pid_n * BLOCK_N, N, (BLOCK_K, BLOCK_N))
-        acc = metile.dot(a, b, acc)
-    metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N))
+from metile.testing.reference_kernels import gemm, gemm_epilogue, layernorm, rmsnorm
 
 
 @metile.kernel
@@ -214,7 +135,7 @@ def test_gemm_f16_inputs_accumulate_in_f32(device, rng):
     a = rng.standard_normal((M, K)).astype(np.float16)
     b = rng.standard_normal((K, N)).astype(np.float16)
     c = np.zeros((M, N), np.float32)
-    gemm_f16[(M // 32, N // 32)](a, b, c, M, N, K, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
+    gemm[(M // 32, N // 32)](a, b, c, M, N, K, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
     ref = a.astype(np.float32) @ b.astype(np.float32)
     np.testing.assert_allclose(c, ref, rtol=1e-3, atol=1e-3)
 

@@ -1,0 +1,1 @@
+"""Helpers for testing meTile kernels and backends."""
