@@ -52,3 +52,32 @@ def test_constexpr_defaults_apply_when_not_passed():
     np.testing.assert_array_equal(out, 7)
     fill[(1,)](out, VALUE=3)
     np.testing.assert_array_equal(out, 3)
+
+
+def test_a_config_sets_constexprs_and_num_sgs(device):
+    @metile.kernel
+    def lanes(Out):
+        metile.store(Out + metile.thread_id(), metile.thread_id())
+
+    cfg = metile.Config(num_sgs=2)
+    assert dict(cfg) == {"num_sgs": 2} and cfg.num_sgs == 2
+    out = np.full(128, -1, np.int32)
+    lanes[(1,)](out, **cfg)
+    np.testing.assert_array_equal(out[:64], np.arange(64))
+    np.testing.assert_array_equal(out[64:], -1)
+
+    @metile.kernel
+    def fill(Out, VALUE: metile.constexpr, BLOCK: metile.constexpr):
+        metile.store(Out + metile.arange(0, BLOCK), VALUE)
+
+    out = np.zeros(16, np.int32)
+    fill[(1,)](out, **metile.Config(VALUE=5, BLOCK=16, num_sgs=1))
+    np.testing.assert_array_equal(out, 5)
+    assert repr(metile.Config(BLOCK=16, num_sgs=1)) == "Config(BLOCK=16, num_sgs=1)"
+
+
+def test_config_validates_num_sgs():
+    import pytest
+
+    with pytest.raises(ValueError, match="num_sgs must be an int from 1 to 32"):
+        metile.Config(num_sgs=64)

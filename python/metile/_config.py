@@ -1,0 +1,43 @@
+"""`metile.Config`: one set of constexpr values plus launch options (`num_sgs`),
+the unit autotuning searches over. A Config is a read-only mapping, so it can also
+be splatted into a launch: `kernel[grid](*args, **config)`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+_LAUNCH_OPTIONS = ("num_sgs",)
+
+
+class Config(Mapping):
+    """`Config(BLOCK=256, num_sgs=4)`: constexprs by name; `num_sgs` (simdgroups of
+    32 threads per threadgroup) is a launch option, left to the compiler when None."""
+
+    def __init__(self, num_sgs: int | None = None, **constexprs: Any) -> None:
+        if num_sgs is not None and (isinstance(num_sgs, bool) or not isinstance(num_sgs, int)
+                                    or not 1 <= num_sgs <= 32):
+            raise ValueError(f"num_sgs must be an int from 1 to 32 (simdgroups of 32 threads), got {num_sgs!r}")
+        self.kwargs = dict(constexprs)
+        self.num_sgs = num_sgs
+
+    def _items(self) -> dict[str, Any]:
+        items = dict(self.kwargs)
+        if self.num_sgs is not None:
+            items["num_sgs"] = self.num_sgs
+        return items
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items())
+
+    def __len__(self) -> int:
+        return len(self._items())
+
+    def __repr__(self) -> str:
+        return "Config(" + ", ".join(f"{k}={v!r}" for k, v in self._items().items()) + ")"
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._items().items())))
