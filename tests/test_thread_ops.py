@@ -82,3 +82,36 @@ def test_thread_values_have_one_element_per_thread():
 
     with pytest.raises(metile.CompilationError, match=r"\[64\] and \[128\]"):
         mixed[(1,)](np.zeros(64, np.int32))
+
+
+@metile.kernel
+def thread_ids_inside_a_role(Out):
+    with metile.simdgroup_role(role=1, num_roles=2):
+        metile.store(Out + metile.thread_id(), metile.thread_id())
+
+
+def test_thread_level_stores_inside_a_role_are_refused_on_every_backend(device):
+    with pytest.raises(metile.CompilationError) as info:
+        thread_ids_inside_a_role[(1,)](np.zeros(128, np.int32))
+    msg = str(info.value)
+    assert "cannot compile `store`" in msg and "inside simdgroup_role" in msg
+    assert "metile.store(Out + metile.thread_id(), metile.thread_id())" in msg
+
+
+@metile.kernel
+def producer_consumer(X, Out, BLOCK: metile.constexpr):
+    staged = metile.shared(BLOCK, "f32")
+    with metile.simdgroup_role(role=0, num_roles=2):
+        offs = metile.arange(0, BLOCK)
+        metile.store(staged + offs, metile.load(X + offs) * 3.0)
+    metile.barrier()
+    with metile.simdgroup_role(role=1, num_roles=2):
+        offs = metile.arange(0, BLOCK)
+        metile.store(Out + offs, metile.load(staged + offs) + 1.0)
+
+
+def test_roles_hand_data_over_through_shared_memory(device, rng):
+    x = rng.standard_normal(96).astype(np.float32)
+    out = np.zeros_like(x)
+    producer_consumer[(1,)](x, out, BLOCK=96)
+    np.testing.assert_array_equal(out, x * np.float32(3) + np.float32(1))

@@ -345,12 +345,15 @@ def roles(X, BLOCK: metile.constexpr):
     tid = metile.thread_id()
     buf = metile.shared(BLOCK)
     with metile.simdgroup_role(role=0, num_roles=2):
-        metile.store(buf + tid, metile.load(X + tid))
+        offs = metile.arange(0, BLOCK)
+        metile.store(buf + offs, metile.load(X + offs))
     metile.barrier()
     with metile.simdgroup_role(role=1, num_roles=2):
-        lane = metile.simd_lane_id()
-        v = metile.simd_shuffle_xor(metile.load(buf + tid), 1)
-        metile.store(X + tid, metile.simd_broadcast(v + lane, 0))
+        offs = metile.arange(0, BLOCK)
+        metile.store(X + offs, metile.load(buf + offs) * 2.0)
+    lane = metile.simd_lane_id()
+    v = metile.simd_shuffle_xor(metile.load(X + tid), 1)
+    metile.store(X + tid, metile.simd_broadcast(v + lane, 0))
 
 
 def test_thread_level_ops_and_simdgroup_roles():
@@ -365,7 +368,7 @@ def test_thread_level_ops_and_simdgroup_roles():
 
 def role_body(X, BLOCK: metile.constexpr):
     def producer():
-        metile.store(X + metile.thread_id(), 1.0)
+        metile.store(X + metile.arange(0, BLOCK), 1.0)
 
     metile.simdgroup_role(0, 2, producer)
 

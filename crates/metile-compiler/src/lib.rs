@@ -16,10 +16,12 @@ pub mod layout_assign;
 pub mod lower;
 pub mod msl;
 pub mod target;
+pub mod tile_checks;
 pub mod tile_passes;
 
 pub use error::{CompileError, CompileResult};
 pub use msl::{MslBuiltin, MslKernel, MslParam};
+pub use tile_checks::check_kernel;
 pub use tile_passes::optimize_tile_ir;
 
 use metile_ir::{gpu_ir::GpuFunction, print_gpu_function, verify, verify_gpu, Function};

@@ -128,6 +128,10 @@ fn trace_kernel(
         // The threadgroup size is only part of the kernel when it reads it.
         func.threads_per_group = None;
     }
+    if let Err(e) = metile_compiler::check_kernel(&func) {
+        let message = format!("cannot compile `{}`: {}", e.op, e.reason);
+        return Err(crate::errors::compilation_error(py, &message, &e.loc));
+    }
     let func = if optimize {
         metile_compiler::optimize_tile_ir(func)
     } else {
