@@ -8,6 +8,7 @@ import pytest
 
 import metile
 from metile import _frontend
+from metile.testing import reference_kernels
 
 
 def ptr(name, dtype="f32"):
@@ -33,62 +34,28 @@ def line_of(fn, text):
     raise AssertionError(f"{text!r} not in {fn.__name__}")
 
 
-def ops_on_line(ir, line):
+def ops_on_line(ir, line, file="test_tracing.py"):
     return [
         m.group(1)
-        for m in re.finditer(rf"^\s*(?:%[\d, %]+ = )?(\w+).*// test_tracing\.py:{line}$", ir, re.MULTILINE)
+        for m in re.finditer(rf"^\s*(?:%[\d, %]+ = )?(\w+).*// {re.escape(file)}:{line}$", ir, re.MULTILINE)
     ]
+
+
+def ops_at(ir, fn, text):
+    """The ops traced from the first line of `fn` containing `text`."""
+    import inspect
+    import os
+
+    return ops_on_line(ir, line_of(fn, text), os.path.basename(inspect.getsourcefile(fn)))
 
 
 # ---------------------------------------------------------------- the seed samples
 
 
-def add(X, Y, Out, N, BLOCK: metile.constexpr):
-    pid = metile.program_id(0)
-    offs = pid * BLOCK + metile.arange(0, BLOCK)
-    mask = offs < N
-    x = metile.load(X + offs, mask=mask)
-    y = metile.load(Y + offs, mask=mask)
-    metile.store(Out + offs, x + y, mask=mask)
-
-
+add = reference_kernels.add.fn
+softmax = reference_kernels.softmax.fn
+gemm = reference_kernels.gemm.fn
 ADD_PARAMS = [ptr("X"), ptr("Y"), ptr("Out"), scalar("N")]
-
-
-def softmax(X, Out, N, BLOCK: metile.constexpr):
-    row = metile.program_id(0)
-    m = -1e38
-    for i in metile.tile_range(0, N, BLOCK):
-        cols = i + metile.arange(0, BLOCK)
-        mask = cols < N
-        x = metile.load(X + row * N + cols, mask=mask)
-        m = metile.maximum(m, x)
-    m = metile.max(m)
-
-    s = 0.0
-    for i in metile.tile_range(0, N, BLOCK):
-        cols = i + metile.arange(0, BLOCK)
-        mask = cols < N
-        x = metile.load(X + row * N + cols, mask=mask)
-        s = s + metile.exp(x - m)
-    s = metile.sum(s)
-
-    for i in metile.tile_range(0, N, BLOCK):
-        cols = i + metile.arange(0, BLOCK)
-        mask = cols < N
-        x = metile.load(X + row * N + cols, mask=mask)
-        metile.store(Out + row * N + cols, metile.exp(x - m) / s, mask=mask)
-
-
-def gemm(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr, BLOCK_K: metile.constexpr):
-    pid_m = metile.program_id(0)
-    pid_n = metile.program_id(1)
-    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype="f32")
-    for k in metile.tile_range(0, K, BLOCK_K):
-        a = metile.tile_load(A, pid_m * BLOCK_M, k, K, (BLOCK_M, BLOCK_K))
-        b = metile.tile_load(B, k, pid_n * BLOCK_N, N, (BLOCK_K, BLOCK_N))
-        acc = metile.dot(a, b, acc)
-    metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N))
 
 
 def test_add_traces_to_the_expected_ops_and_lines():
@@ -98,13 +65,11 @@ def test_add_traces_to_the_expected_ops_and_lines():
     )
     assert "constexprs {BLOCK=256}" in ir
     assert "threads" not in ir.splitlines()[0]  # no thread-level ops: no threadgroup size
-    assert "program_id 0" in ops_on_line(ir, line_of(add, "pid = ")) or "program_id" in ops_on_line(
-        ir, line_of(add, "pid = ")
-    )
-    assert "arange" in ops_on_line(ir, line_of(add, "offs = "))
-    assert "cmp_lt" in ops_on_line(ir, line_of(add, "mask = "))
-    assert "load" in ops_on_line(ir, line_of(add, "x = metile.load"))
-    assert ops_on_line(ir, line_of(add, "metile.store"))[-1] == "store"
+    assert "program_id" in ops_at(ir, add, "pid = ")
+    assert "arange" in ops_at(ir, add, "offs = ")
+    assert "cmp_lt" in ops_at(ir, add, "mask = ")
+    assert "load" in ops_at(ir, add, "x = metile.load")
+    assert ops_at(ir, add, "metile.store")[-1] == "store"
     assert re.search(r"load masked .* : f32\[256\]", ir)
 
 
@@ -118,12 +83,12 @@ def test_softmax_carries_a_python_scalar_into_a_tile():
     # m = -1e38 and s = 0.0 become f32[128] tiles carried around the first two loops.
     assert len(re.findall(r"= for %\d+, %\d+, %\d+, %\d+ : f32\[128\]", ir)) == 2
     assert "constant -1e38 : f32" in ir
-    assert "reduce_max" in ops_on_line(ir, line_of(softmax, "m = metile.max(m)"))
-    assert "reduce_sum" in ops_on_line(ir, line_of(softmax, "s = metile.sum(s)"))
-    assert "max" in ops_on_line(ir, line_of(softmax, "m = metile.maximum(m, x)"))
+    assert "reduce_max" in ops_at(ir, softmax, "m = metile.max(m)")
+    assert "reduce_sum" in ops_at(ir, softmax, "s = metile.sum(s)")
+    assert "max" in ops_at(ir, softmax, "m = metile.maximum(m, x)")
     # The loop op carries the line of its `for` statement.
     first_for = line_of(softmax, "for i in")
-    assert re.search(rf"^  }}  // test_tracing\.py:{first_for}$", ir, re.MULTILINE)
+    assert re.search(rf"^  }}  // reference_kernels\.py:{first_for}$", ir, re.MULTILINE)
 
 
 def test_gemm_carries_the_accumulator():
@@ -131,7 +96,7 @@ def test_gemm_carries_the_accumulator():
     ir = trace(gemm, params, BLOCK_M=64, BLOCK_N=32, BLOCK_K=16).text
     assert re.search(r"= for .* : f32\[64,32\] \{ \^\(%\d+: i32, %\d+: f32\[64,32\]\)", ir)
     assert "tile_load [64,16]" in ir and "tile_load [16,32]" in ir
-    assert "dot" in ops_on_line(ir, line_of(gemm, "acc = metile.dot"))
+    assert "dot" in ops_at(ir, gemm, "acc = metile.dot")
     assert "tile_store [64,32]" in ir
 
 
