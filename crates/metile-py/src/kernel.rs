@@ -87,7 +87,7 @@ pub struct Kernel {
 }
 
 /// Arguments after binding, in parameter order.
-struct Bound_<'py> {
+struct BoundArgs<'py> {
     values: Vec<Option<Bound<'py, PyAny>>>,
     num_sgs: Option<u32>,
 }
@@ -101,7 +101,7 @@ impl Kernel {
         &self,
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<Bound_<'py>> {
+    ) -> PyResult<BoundArgs<'py>> {
         let n = self.params.len();
         if args.len() > n {
             return Err(PyTypeError::new_err(format!(
@@ -158,13 +158,13 @@ impl Kernel {
                 )
             }));
         }
-        Ok(Bound_ { values, num_sgs })
+        Ok(BoundArgs { values, num_sgs })
     }
 
     fn trace_and_compile(
         &self,
         py: Python<'_>,
-        bound: &Bound_<'_>,
+        bound: &BoundArgs<'_>,
         key: &SpecKey,
         device: &Arc<dyn Device>,
     ) -> PyResult<Arc<Specialization>> {
