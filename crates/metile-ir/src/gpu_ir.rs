@@ -32,6 +32,10 @@ use crate::dtype::DType;
 use crate::tile_ir::{BinaryOp, CmpOp, Literal, Loc, ReduceOp, UnaryOp};
 use std::fmt;
 
+#[path = "gpu_ir_values.rs"]
+mod values;
+pub use values::ValueList;
+
 /// An SSA value of a [`GpuFunction`]; an index into [`GpuFunction::values`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct GpuValue(pub u32);
@@ -266,8 +270,8 @@ fn vector_suffix(base: &str, width: u8) -> String {
 #[derive(Clone, Debug, PartialEq)]
 pub struct GpuOp {
     pub kind: GpuOpKind,
-    pub operands: Vec<GpuValue>,
-    pub results: Vec<GpuValue>,
+    pub operands: ValueList,
+    pub results: ValueList,
     pub regions: Vec<GpuBlock>,
     /// The Tile IR op this came from.
     pub loc: Loc,
@@ -467,14 +471,14 @@ impl GpuBuilder {
         &mut self,
         depth: usize,
         kind: GpuOpKind,
-        operands: Vec<GpuValue>,
+        operands: impl Into<ValueList>,
         result_types: Vec<GpuType>,
     ) -> Vec<GpuValue> {
         let results: Vec<GpuValue> = result_types.into_iter().map(|t| self.new_value(t)).collect();
         let op = GpuOp {
             kind,
-            operands,
-            results: results.clone(),
+            operands: operands.into(),
+            results: ValueList::from_slice(&results),
             regions: vec![],
             loc: self.loc.clone(),
         };
@@ -489,14 +493,14 @@ impl GpuBuilder {
         &mut self,
         depth: usize,
         kind: GpuOpKind,
-        operands: Vec<GpuValue>,
+        operands: impl Into<ValueList>,
         ty: GpuType,
     ) -> GpuValue {
         let result = self.new_value(ty);
         let op = GpuOp {
             kind,
-            operands,
-            results: vec![result],
+            operands: operands.into(),
+            results: ValueList::from([result]),
             regions: vec![],
             loc: self.loc.clone(),
         };
@@ -509,7 +513,7 @@ impl GpuBuilder {
     pub fn emit(
         &mut self,
         kind: GpuOpKind,
-        operands: Vec<GpuValue>,
+        operands: impl Into<ValueList>,
         result_types: Vec<GpuType>,
     ) -> Vec<GpuValue> {
         let depth = self.blocks.len() - 1;
@@ -535,11 +539,16 @@ impl GpuBuilder {
     }
 
     /// Appends a region op (`for`, `if`) with already built regions.
-    pub fn emit_region_op(&mut self, kind: GpuOpKind, operands: Vec<GpuValue>, regions: Vec<GpuBlock>) {
+    pub fn emit_region_op(
+        &mut self,
+        kind: GpuOpKind,
+        operands: impl Into<ValueList>,
+        regions: Vec<GpuBlock>,
+    ) {
         let op = GpuOp {
             kind,
-            operands,
-            results: vec![],
+            operands: operands.into(),
+            results: ValueList::new(),
             regions,
             loc: self.loc.clone(),
         };

@@ -123,7 +123,7 @@ impl<'f> Lowering<'f> {
         self.store_yields(body, &slots)?;
         let gpu_body = self.pop_block();
         self.b
-            .emit_region_op(GpuOpKind::For, vec![start, end, step], vec![gpu_body]);
+            .emit_region_op(GpuOpKind::For, [start, end, step], vec![gpu_body]);
         for (slot, &r) in slots.iter().zip(&op.results) {
             self.read_slot(slot, r)?;
         }
@@ -146,7 +146,7 @@ impl<'f> Lowering<'f> {
             self.store_yields(region, &slots)?;
             blocks.push(self.pop_block());
         }
-        self.b.emit_region_op(GpuOpKind::If, vec![cond], blocks);
+        self.b.emit_region_op(GpuOpKind::If, [cond], blocks);
         for (slot, &r) in slots.iter().zip(&op.results) {
             self.read_slot(slot, r)?;
         }
@@ -178,7 +178,7 @@ impl<'f> Lowering<'f> {
         result?;
         let then_b = self.pop_block();
         self.b
-            .emit_region_op(GpuOpKind::If, vec![cond], vec![then_b, GpuBlock::default()]);
+            .emit_region_op(GpuOpKind::If, [cond], vec![then_b, GpuBlock::default()]);
         Ok(())
     }
 }

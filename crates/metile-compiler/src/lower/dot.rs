@@ -73,7 +73,7 @@ impl<'f> Lowering<'f> {
             self.dot_chunk(root, (m, n, k, kc), (la, &av), (lb, &bv), lc, reg, k0)?;
             let body = self.pop_block();
             self.b
-                .emit_region_op(GpuOpKind::For, vec![start, end, step], vec![body]);
+                .emit_region_op(GpuOpKind::For, [start, end, step], vec![body]);
         }
 
         let elems: Vec<GpuValue> = (0..count)
@@ -185,7 +185,7 @@ impl<'f> Lowering<'f> {
                             let dtype = self.dtype_of(root);
                             self.emit1(
                                 GpuOpKind::Extract { lane: lane as u8 },
-                                vec![loaded],
+                                [loaded],
                                 GpuType::Scalar(dtype),
                             )
                         };
@@ -206,7 +206,7 @@ impl<'f> Lowering<'f> {
         }
         let body = self.pop_block();
         self.b
-            .emit_region_op(GpuOpKind::For, vec![zero, end, one], vec![body]);
+            .emit_region_op(GpuOpKind::For, [zero, end, one], vec![body]);
         Ok(())
     }
 

@@ -130,8 +130,8 @@ impl<'f> Lowering<'f> {
     pub(super) fn scalar_op(&mut self, kind: &OpKind, xs: &[GpuValue], dtype: DType) -> GpuValue {
         let scalar = GpuType::Scalar(dtype);
         match kind {
-            OpKind::Unary(u) => self.emit1(GpuOpKind::Unary(*u), vec![xs[0]], scalar),
-            OpKind::Binary(b) => self.emit1(GpuOpKind::Binary(*b), vec![xs[0], xs[1]], scalar),
+            OpKind::Unary(u) => self.emit1(GpuOpKind::Unary(*u), [xs[0]], scalar),
+            OpKind::Binary(b) => self.emit1(GpuOpKind::Binary(*b), [xs[0], xs[1]], scalar),
             OpKind::Compare(c) => self.compare(*c, xs[0], xs[1]),
             OpKind::Select => self.select(xs[0], xs[1], xs[2]),
             OpKind::Cast => self.cast(xs[0], dtype),

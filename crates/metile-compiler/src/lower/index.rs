@@ -25,7 +25,7 @@ impl<'f> Lowering<'f> {
 
     pub(super) fn builtin(&mut self, b: Builtin) -> GpuValue {
         self.top_cached(CacheKey::Builtin(b), |this| {
-            this.emit1(GpuOpKind::Builtin(b), vec![], I32)
+            this.emit1(GpuOpKind::Builtin(b), ValueList::new(), I32)
         })
     }
 

@@ -124,7 +124,7 @@ impl<'f> Lowering<'f> {
             .map(|lane| {
                 self.emit1(
                     GpuOpKind::Extract { lane: lane as u8 },
-                    vec![v],
+                    [v],
                     GpuType::Scalar(acc.dtype),
                 )
             })
@@ -168,8 +168,7 @@ impl<'f> Lowering<'f> {
                 this.reg_write(reg, v as u32, x);
             }
             let else_b = this.pop_block();
-            this.b
-                .emit_region_op(GpuOpKind::If, vec![cond], vec![then_b, else_b]);
+            this.b.emit_region_op(GpuOpKind::If, [cond], vec![then_b, else_b]);
         };
         match acc.aligned {
             Some(cond) => {
@@ -188,8 +187,7 @@ impl<'f> Lowering<'f> {
                     self.reg_write(reg, v as u32, x);
                 }
                 let else_b = self.pop_block();
-                self.b
-                    .emit_region_op(GpuOpKind::If, vec![cond], vec![then_b, else_b]);
+                self.b.emit_region_op(GpuOpKind::If, [cond], vec![then_b, else_b]);
             }
             None => {
                 for start in (0..n).step_by(w) {
@@ -235,8 +233,7 @@ impl<'f> Lowering<'f> {
             self.push_block(&[]);
             self.scalar_stores(acc, 0..n, values);
             let else_b = self.pop_block();
-            self.b
-                .emit_region_op(GpuOpKind::If, vec![cond], vec![then_b, else_b]);
+            self.b.emit_region_op(GpuOpKind::If, [cond], vec![then_b, else_b]);
             return;
         }
         for start in (0..n).step_by(w) {
@@ -258,8 +255,7 @@ impl<'f> Lowering<'f> {
                     self.push_block(&[]);
                     self.scalar_stores(acc, start..start + w, values);
                     let else_b = self.pop_block();
-                    self.b
-                        .emit_region_op(GpuOpKind::If, vec![all], vec![then_b, else_b]);
+                    self.b.emit_region_op(GpuOpKind::If, [all], vec![then_b, else_b]);
                 }
             }
         }

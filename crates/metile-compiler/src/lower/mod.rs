@@ -172,11 +172,16 @@ impl<'f> Lowering<'f> {
         self.b.depth() - 1
     }
 
-    fn emit(&mut self, kind: GpuOpKind, operands: Vec<GpuValue>, types: Vec<GpuType>) -> Vec<GpuValue> {
+    fn emit(
+        &mut self,
+        kind: GpuOpKind,
+        operands: impl Into<ValueList>,
+        types: Vec<GpuType>,
+    ) -> Vec<GpuValue> {
         self.b.emit_at(self.at, kind, operands, types)
     }
 
-    fn emit1(&mut self, kind: GpuOpKind, operands: Vec<GpuValue>, ty: GpuType) -> GpuValue {
+    fn emit1(&mut self, kind: GpuOpKind, operands: impl Into<ValueList>, ty: GpuType) -> GpuValue {
         self.b.emit1_at(self.at, kind, operands, ty)
     }
 
@@ -225,7 +230,7 @@ impl<'f> Lowering<'f> {
     }
 
     fn konst(&mut self, lit: Literal, dtype: DType) -> GpuValue {
-        let v = self.emit1(GpuOpKind::Const(lit), vec![], GpuType::Scalar(dtype));
+        let v = self.emit1(GpuOpKind::Const(lit), ValueList::new(), GpuType::Scalar(dtype));
         if !dtype.is_float() {
             let value = match lit {
                 Literal::Bool(b) => Some(i64::from(b)),
@@ -259,23 +264,23 @@ impl<'f> Lowering<'f> {
                 _ => {}
             }
         }
-        self.emit1(GpuOpKind::Binary(op), vec![x, y], ty)
+        self.emit1(GpuOpKind::Binary(op), [x, y], ty)
     }
 
     fn compare(&mut self, op: metile_ir::CmpOp, x: GpuValue, y: GpuValue) -> GpuValue {
-        self.emit1(GpuOpKind::Compare(op), vec![x, y], GpuType::Scalar(DType::Bool))
+        self.emit1(GpuOpKind::Compare(op), [x, y], GpuType::Scalar(DType::Bool))
     }
 
     fn select(&mut self, c: GpuValue, x: GpuValue, y: GpuValue) -> GpuValue {
         let ty = self.ty_of(x);
-        self.emit1(GpuOpKind::Select, vec![c, x, y], ty)
+        self.emit1(GpuOpKind::Select, [c, x, y], ty)
     }
 
     fn cast(&mut self, v: GpuValue, dtype: DType) -> GpuValue {
         if self.dtype_of(v) == dtype {
             return v;
         }
-        self.emit1(GpuOpKind::Cast, vec![v], GpuType::Scalar(dtype))
+        self.emit1(GpuOpKind::Cast, [v], GpuType::Scalar(dtype))
     }
 
     fn barrier(&mut self) -> CompileResult<()> {
@@ -285,16 +290,20 @@ impl<'f> Lowering<'f> {
                  which cannot run inside simdgroup_role: only some simdgroups execute its body",
             ));
         }
-        self.emit(GpuOpKind::Barrier, vec![], vec![]);
+        self.emit(GpuOpKind::Barrier, ValueList::new(), vec![]);
         Ok(())
     }
 
     fn reg_read(&mut self, reg: RegId, index: u32, dtype: DType) -> GpuValue {
-        self.emit1(GpuOpKind::RegRead { reg, index }, vec![], GpuType::Scalar(dtype))
+        self.emit1(
+            GpuOpKind::RegRead { reg, index },
+            ValueList::new(),
+            GpuType::Scalar(dtype),
+        )
     }
 
     fn reg_write(&mut self, reg: RegId, index: u32, value: GpuValue) {
-        self.emit(GpuOpKind::RegWrite { reg, index }, vec![value], vec![]);
+        self.emit(GpuOpKind::RegWrite { reg, index }, [value], vec![]);
     }
 
     // ------------------------------------------------------ Tile IR values

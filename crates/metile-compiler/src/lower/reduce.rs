@@ -128,7 +128,7 @@ impl<'f> Lowering<'f> {
         };
         if lane_extent == 32 && hardware_ok {
             for p in partial.iter_mut() {
-                *p = self.emit1(GpuOpKind::SimdReduce(red), vec![*p], GpuType::Scalar(acc_dtype));
+                *p = self.emit1(GpuOpKind::SimdReduce(red), [*p], GpuType::Scalar(acc_dtype));
             }
         } else {
             for t in &lane_terms {
@@ -136,11 +136,8 @@ impl<'f> Lowering<'f> {
                 while bit < t.position * t.extent {
                     let mask = self.const_i32(bit as i32);
                     for p in partial.iter_mut() {
-                        let other = self.emit1(
-                            GpuOpKind::SimdShuffleXor,
-                            vec![*p, mask],
-                            GpuType::Scalar(acc_dtype),
-                        );
+                        let other =
+                            self.emit1(GpuOpKind::SimdShuffleXor, [*p, mask], GpuType::Scalar(acc_dtype));
                         *p = self.binary(combine, *p, other);
                     }
                     bit *= 2;

@@ -67,7 +67,7 @@ impl<'f> Lowering<'f> {
             _ => GpuOpKind::SimdBroadcast,
         };
         let ty = self.ty_of(x);
-        let y = self.emit1(kind, vec![x, lane], ty);
+        let y = self.emit1(kind, [x, lane], ty);
         self.set_home(
             op.results[0],
             Home::Regs {
@@ -110,7 +110,7 @@ impl<'f> Lowering<'f> {
         self.mem_store(root, i, zero, 1, None);
         let body = self.pop_block();
         self.b
-            .emit_region_op(GpuOpKind::For, vec![tid, end, step], vec![body]);
+            .emit_region_op(GpuOpKind::For, [tid, end, step], vec![body]);
         self.barrier()
     }
 
@@ -201,7 +201,7 @@ impl<'f> Lowering<'f> {
         self.reg_write(side, 0, s);
         let body = self.pop_block();
         self.b
-            .emit_region_op(GpuOpKind::For, vec![levels.0, levels.1, levels.2], vec![body]);
+            .emit_region_op(GpuOpKind::For, [levels.0, levels.1, levels.2], vec![body]);
 
         // Descend quadrants in Z order while the square is larger than a block.
         self.reg_write(t, 0, t0);
@@ -232,14 +232,14 @@ impl<'f> Lowering<'f> {
             let count = self.bin64(BinaryOp::Mul, rows, cols);
             let not_found = self.emit1(
                 GpuOpKind::Unary(UnaryOp::Not),
-                vec![found],
+                [found],
                 GpuType::Scalar(DType::Bool),
             );
             let below = self.compare(CmpOp::Lt, tv, count);
             let take = self.binary(BinaryOp::And, not_found, below);
             let not_take = self.emit1(
                 GpuOpKind::Unary(UnaryOp::Not),
-                vec![take],
+                [take],
                 GpuType::Scalar(DType::Bool),
             );
             let skip = self.binary(BinaryOp::And, not_found, not_take);
@@ -255,10 +255,10 @@ impl<'f> Lowering<'f> {
         self.reg_write(side, 0, half);
         let then_b = self.pop_block();
         self.b
-            .emit_region_op(GpuOpKind::If, vec![active], vec![then_b, GpuBlock::default()]);
+            .emit_region_op(GpuOpKind::If, [active], vec![then_b, GpuBlock::default()]);
         let body = self.pop_block();
         self.b
-            .emit_region_op(GpuOpKind::For, vec![levels.0, levels.1, levels.2], vec![body]);
+            .emit_region_op(GpuOpKind::For, [levels.0, levels.1, levels.2], vec![body]);
 
         // The remaining t, row-major inside the leaf square clipped to the grid.
         let (s, tv, mv, nv) = (
