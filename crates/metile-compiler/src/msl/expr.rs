@@ -246,8 +246,14 @@ impl<'a> BodyWriter<'a> {
                 has_mask,
                 has_other,
             } => {
+                if !*has_mask {
+                    let (root, index) = (op.operands[0], op.operands[1]);
+                    return self.define_with(depth, op.results[0], |w, out| {
+                        w.push_access(out, root, index, *width)
+                    });
+                }
                 let access = self.access(op.operands[0], op.operands[1], *width)?;
-                let rhs = if *has_mask {
+                let rhs = {
                     let other = if *has_other {
                         arg(op.operands.len() - 1)?.to_string()
                     } else {
@@ -263,33 +269,46 @@ impl<'a> BodyWriter<'a> {
                     // cannot mix an address-space-qualified lvalue with a temporary.
                     let ty = type_text(self.f.ty(op.results[0]));
                     format!("{} ? {ty}({access}) : {other}", arg(2)?)
-                } else {
-                    access
                 };
                 self.define(depth, op.results[0], &rhs);
             }
             GpuOpKind::Store { width, has_mask } => {
-                let access = self.access(op.operands[0], op.operands[1], *width)?;
                 let value = arg(2)?;
-                if *has_mask {
+                let depth = if *has_mask {
                     self.line_fmt(depth, format_args!("if ({}) {{", arg(3)?));
-                    self.line_fmt(depth + 1, format_args!("{access} = {value};"));
-                    self.line(depth, "}");
+                    depth + 1
                 } else {
-                    self.line_fmt(depth, format_args!("{access} = {value};"));
+                    depth
+                };
+                let mut out = std::mem::take(&mut self.out);
+                for _ in 0..depth {
+                    out.push_str("  ");
+                }
+                let written = self.push_access(&mut out, op.operands[0], op.operands[1], *width);
+                out.push_str(" = ");
+                value.push_to(&mut out);
+                out.push_str(";\n");
+                self.out = out;
+                written?;
+                if *has_mask {
+                    self.line(depth - 1, "}");
                 }
             }
             GpuOpKind::RegRead { reg, index } => {
                 let r = self.reg(*reg, *index);
                 self.define_with(depth, op.results[0], |_, out| {
-                    let _ = write!(out, "{r}");
+                    r.push_to(out);
                     Ok(())
                 })?;
             }
             GpuOpKind::RegWrite { reg, index } => {
                 let lhs = self.reg(*reg, *index);
                 let value = arg(0)?;
-                self.line_fmt(depth, format_args!("{lhs} = {value};"));
+                self.indent(depth);
+                lhs.push_to(&mut self.out);
+                self.out.push_str(" = ");
+                value.push_to(&mut self.out);
+                self.out.push_str(";\n");
             }
             GpuOpKind::SimdShuffleXor | GpuOpKind::SimdBroadcast => {
                 let f = if matches!(op.kind, GpuOpKind::SimdShuffleXor) {
@@ -343,9 +362,21 @@ impl<'a> BodyWriter<'a> {
 
     /// `X[i]`, or `*(device const float4*)(X + i)` for a vector access.
     fn access(&self, root: GpuValue, index: GpuValue, width: u8) -> EmitResult<String> {
+        let mut out = String::new();
+        self.push_access(&mut out, root, index, width)?;
+        Ok(out)
+    }
+
+    /// [`BodyWriter::access`] appended to `out` (no temporary string: loads
+    /// and stores are most of a kernel's statements).
+    fn push_access(&self, out: &mut String, root: GpuValue, index: GpuValue, width: u8) -> EmitResult<()> {
         let (r, i) = (self.name(root)?, self.name(index)?);
         if width <= 1 {
-            return Ok(format!("{r}[{i}]"));
+            r.push_to(out);
+            out.push('[');
+            i.push_to(out);
+            out.push(']');
+            return Ok(());
         }
         let GpuType::Ptr(d, space) = self.f.ty(root) else {
             return Err(format!("{root} is not a pointer"));
@@ -356,11 +387,20 @@ impl<'a> BodyWriter<'a> {
         } else {
             ""
         };
-        Ok(format!(
+        let _ = write!(
+            out,
             "*(({} {constness}{}*)({r} + {i}))",
             space.name(),
             vector_type(d, width)
-        ))
+        );
+        Ok(())
+    }
+
+    /// Starts a statement line: the indentation for `depth`.
+    fn indent(&mut self, depth: usize) {
+        for _ in 0..depth {
+            self.out.push_str("  ");
+        }
     }
 
     fn for_loop(&mut self, op: &GpuOp, depth: usize) -> EmitResult<()> {

@@ -205,6 +205,20 @@ pub(super) struct RegText {
     pub single: bool,
 }
 
+impl RegText {
+    /// Appends `rN` or `rN[i]` without the formatting machinery (register
+    /// accesses are a large share of a GEMM's statements).
+    pub fn push_to(&self, out: &mut String) {
+        out.push('r');
+        push_u32(out, self.reg.0);
+        if !self.single {
+            out.push('[');
+            push_u32(out, self.index);
+            out.push(']');
+        }
+    }
+}
+
 impl fmt::Display for RegText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.single {
