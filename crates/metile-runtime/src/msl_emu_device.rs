@@ -6,7 +6,7 @@ use crate::debug::debug_enabled;
 use crate::device::{CompileOptions, CompiledKernel, Device};
 use crate::error::RuntimeError;
 use crate::msl_emu::{Builtin, EmuCompiler, EmuError, EmuKernel, EntryParam, EntrySpec, LaunchArg};
-use metile_compiler::{compile_msl, CompileError, MslBuiltin, MslOptions, MslParam};
+use metile_compiler::{compile_msl, CompileError, MslBuiltin, MslKernel, MslOptions, MslParam};
 use metile_interp::{KernelArg, ScalarValue};
 use metile_ir::Function;
 use std::sync::Arc;
@@ -28,6 +28,8 @@ impl MslEmuDevice {
 
 struct MslEmuKernel {
     kernel: EmuKernel,
+    /// The emitted kernel, kept to map a faulting MSL line back to the kernel source.
+    msl: MslKernel,
     /// For each Buffer/Scalar parameter of the MSL signature, the Tile IR parameter it binds.
     arg_order: Vec<usize>,
     threads_per_group: u32,
@@ -51,12 +53,22 @@ fn compile_error(e: CompileError) -> RuntimeError {
     }
 }
 
-fn emu_error(e: EmuError) -> RuntimeError {
+/// The MSL line a fault message names ("... at line 16 of add.metal").
+fn faulting_line(message: &str) -> Option<u32> {
+    let rest = &message[message.rfind(" at line ")? + " at line ".len()..];
+    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
+
+fn emu_error(e: EmuError, msl: Option<&MslKernel>) -> RuntimeError {
     match e {
         EmuError::Kernel { ref message, .. } if message.contains("out-of-bounds") => {
+            let loc = faulting_line(message)
+                .and_then(|line| msl.and_then(|m| m.loc_of_line(line)))
+                .cloned()
+                .unwrap_or_else(metile_ir::Loc::unknown);
             RuntimeError::OutOfBounds {
                 message: e.to_string(),
-                loc: metile_ir::Loc::unknown(),
+                loc,
             }
         }
         EmuError::Compile { .. } | EmuError::Unsupported(_) | EmuError::BadEntry(_) => {
@@ -110,7 +122,8 @@ impl CompiledKernel for MslEmuKernel {
             });
         }
         // SAFETY: forwarded from the caller's contract (live buffers of the stated length).
-        unsafe { self.kernel.launch(&launch_args, grid, self.threads_per_group) }.map_err(emu_error)
+        unsafe { self.kernel.launch(&launch_args, grid, self.threads_per_group) }
+            .map_err(|e| emu_error(e, Some(&self.msl)))
     }
 }
 
@@ -170,15 +183,33 @@ impl Device for MslEmuDevice {
             kernel_name: msl.kernel_name.clone(),
             params,
         };
-        let kernel = self.compiler.compile(&msl.source, &entry).map_err(emu_error)?;
+        let kernel = self
+            .compiler
+            .compile(&msl.source, &entry)
+            .map_err(|e| emu_error(e, None))?;
+        let threads_per_group = msl.threads_per_group;
         Ok(Arc::new(MslEmuKernel {
             kernel,
+            msl,
             arg_order,
-            threads_per_group: msl.threads_per_group,
+            threads_per_group,
         }))
     }
 
     fn synchronize(&self) -> Result<(), RuntimeError> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::faulting_line;
+
+    #[test]
+    fn the_faulting_msl_line_is_read_from_the_emulator_message() {
+        let message = "out-of-bounds access to buffer argument 0 (device const float*) at byte offset 400; \
+                       the buffer has 400 bytes at line 16 of copy.metal";
+        assert_eq!(faulting_line(message), Some(16));
+        assert_eq!(faulting_line("a wild pointer"), None);
     }
 }

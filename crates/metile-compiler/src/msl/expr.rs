@@ -19,7 +19,7 @@ use super::names::{scalar_type, vector_type};
 use super::ranges::Ranges;
 use super::text::{literal, push_infix, push_type, push_u32, type_text, zero_text, Name, RegText};
 use metile_ir::gpu_ir::*;
-use metile_ir::{BinaryOp, CmpOp, DType, ReduceOp, UnaryOp};
+use metile_ir::{BinaryOp, CmpOp, DType, Loc, ReduceOp, UnaryOp};
 use std::collections::BTreeSet;
 use std::fmt::{self, Write};
 
@@ -79,6 +79,9 @@ pub struct BodyWriter<'a> {
     written: &'a [bool],
     out: String,
     helpers: BTreeSet<Helper>,
+    /// Where in `out` each op's text starts, with the op's kernel source line
+    /// (recorded when the line changes), so faults in the MSL map back to it.
+    op_starts: Vec<(usize, Loc)>,
 }
 
 type EmitResult<T> = Result<T, String>;
@@ -97,11 +100,12 @@ impl<'a> BodyWriter<'a> {
             written,
             out: String::new(),
             helpers: BTreeSet::new(),
+            op_starts: Vec::new(),
         }
     }
 
-    pub fn finish(self) -> (String, BTreeSet<Helper>) {
-        (self.out, self.helpers)
+    pub fn finish(self) -> (String, BTreeSet<Helper>, Vec<(usize, Loc)>) {
+        (self.out, self.helpers, self.op_starts)
     }
 
     pub fn line(&mut self, depth: usize, text: &str) {
@@ -138,6 +142,9 @@ impl<'a> BodyWriter<'a> {
 
     pub fn block(&mut self, b: &GpuBlock, depth: usize) -> EmitResult<()> {
         for op in &b.ops {
+            if self.op_starts.last().is_none_or(|(_, loc)| *loc != op.loc) {
+                self.op_starts.push((self.out.len(), op.loc.clone()));
+            }
             self.op(op, depth)?;
         }
         Ok(())

@@ -90,6 +90,9 @@ pub struct MslKernel {
     /// The byte alignment the kernel assumes for every buffer's base address
     /// (its vector accesses rely on it).
     pub buffer_alignment: usize,
+    /// `(first MSL line, kernel location)` for each run of lines emitted for
+    /// ops of one kernel source line, in order: see [`MslKernel::loc_of_line`].
+    pub line_locs: Vec<(u32, Loc)>,
 }
 
 /// Prints `f` as MSL.
@@ -150,7 +153,7 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
         }
     }
     body.block(&f.body, 1).map_err(|e| emit_error(&e))?;
-    let (text, helpers) = body.finish();
+    let (text, helpers, op_starts) = body.finish();
 
     let mut source = String::new();
     source.push_str("#include <metal_stdlib>\nusing namespace metal;\n\n");
@@ -172,15 +175,44 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
     if signature.is_empty() {
         source.push_str(") {\n");
     }
+    let body_start = source.len();
     source.push_str(&text);
     source.push_str("}\n");
+    let line_locs = line_table(&source, body_start, op_starts);
     Ok(MslKernel {
         source,
         kernel_name,
         params,
         threads_per_group: f.threads_per_group,
         buffer_alignment: BUFFER_BASE_ALIGNMENT,
+        line_locs,
     })
+}
+
+/// `(first MSL line, kernel location)` pairs from byte offsets into the body, in
+/// one pass over the source (offsets arrive in increasing order).
+fn line_table(source: &str, body_start: usize, op_starts: Vec<(usize, Loc)>) -> Vec<(u32, Loc)> {
+    let bytes = source.as_bytes();
+    let (mut line, mut scanned) = (1u32, 0usize);
+    op_starts
+        .into_iter()
+        .map(|(offset, loc)| {
+            let end = (body_start + offset).min(bytes.len());
+            line += bytes[scanned..end].iter().filter(|&&b| b == b'\n').count() as u32;
+            scanned = end;
+            (line, loc)
+        })
+        .collect()
+}
+
+impl MslKernel {
+    /// The kernel source location that MSL line `line` (1-based) was emitted for.
+    pub fn loc_of_line(&self, line: u32) -> Option<&Loc> {
+        let i = self.line_locs.partition_point(|(first, _)| *first <= line);
+        i.checked_sub(1)
+            .map(|i| &self.line_locs[i].1)
+            .filter(|loc| loc.line != 0)
+    }
 }
 
 fn emit_error(reason: &str) -> CompileError {
