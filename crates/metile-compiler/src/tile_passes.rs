@@ -6,6 +6,7 @@ use metile_ir::{
     verify, BinaryOp, Block, CmpOp, DType, Function, IrError, IrResult, Literal, Op, OpKind, Type, ValueId,
 };
 use rustc_hash::FxHashMap;
+use std::collections::hash_map::Entry;
 use std::hash::{Hash, Hasher};
 
 /// Runs every pass to a fixed point, verifying after tracing and after each pass
@@ -221,8 +222,9 @@ struct Cse<'f> {
 
 impl Cse<'_> {
     fn block(&mut self, block: &mut Block) {
-        let mut kept = Vec::with_capacity(block.ops.len());
-        for mut op in std::mem::take(&mut block.ops) {
+        // Compacted in place: moving every op into a fresh Vec costs more than
+        // the hashing for the small blocks tracing produces.
+        block.ops.retain_mut(|op| {
             for v in &mut op.operands {
                 *v = self.replace[v.index()];
             }
@@ -233,18 +235,22 @@ impl Cse<'_> {
                     self.seen.remove(&key);
                 }
             }
-            if let Some(key) = cse_key(&op, self.values) {
-                if let Some(&existing) = self.seen.get(&key) {
-                    self.replace[op.results[0].index()] = existing;
+            let Some(key) = cse_key(op, self.values) else {
+                return true;
+            };
+            match self.seen.entry(key) {
+                Entry::Occupied(existing) => {
+                    self.replace[op.results[0].index()] = *existing.get();
                     self.merged = true;
-                    continue;
+                    false
                 }
-                self.seen.insert(key.clone(), op.results[0]);
-                self.inserted.push(key);
+                Entry::Vacant(slot) => {
+                    self.inserted.push(slot.key().clone());
+                    slot.insert(op.results[0]);
+                    true
+                }
             }
-            kept.push(op);
-        }
-        block.ops = kept;
+        });
     }
 }
 
@@ -253,8 +259,8 @@ pub fn cse(f: &mut Function) -> bool {
     let mut pass = Cse {
         values: &f.values,
         replace: (0..f.values.len() as u32).map(ValueId).collect(),
-        seen: FxHashMap::default(),
-        inserted: vec![],
+        seen: FxHashMap::with_capacity_and_hasher(f.values.len(), Default::default()),
+        inserted: Vec::with_capacity(f.values.len()),
         merged: false,
     };
     // Operands are rewritten as the walk meets them: in SSA every use comes
