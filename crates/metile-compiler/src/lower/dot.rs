@@ -7,7 +7,9 @@
 //! accumulator's layout) with a loop over `k`, reading `a[m][k]` once per
 //! distinct row and `b[k][n]` once per distinct column it owns (vector reads
 //! when its columns are contiguous), and accumulating `acc + a * b` in f32 in
-//! `k` order, like the interpreter.
+//! `k` order, like the interpreter. Index arithmetic without `k` is hoisted to
+//! the top level, and a loop-carried f32 accumulator is accumulated in its own
+//! register array rather than copied in and out (see `in_place_accumulator`).
 //!
 //! `kc` is `K` when `(M + N) * K` elements fit the free threadgroup memory;
 //! otherwise the largest divisor of `K` that fits, and a uniform loop walks the
@@ -19,7 +21,7 @@ use super::{Home, Lowering};
 use crate::error::CompileResult;
 use crate::layout_assign::{Class, LayoutId};
 use metile_ir::gpu_ir::*;
-use metile_ir::{BinaryOp, CmpOp, DType, Op};
+use metile_ir::{BinaryOp, CmpOp, DType, Op, ValueId};
 
 const I32: GpuType = GpuType::Scalar(DType::I32);
 
@@ -54,11 +56,17 @@ impl<'f> Lowering<'f> {
         let bv = self.elems(b, lb)?;
         let accv = self.elems(acc, lc)?;
         let count = accv.len();
-        let reg = self.b.add_reg(DType::F32, count as u32);
-        for (v, &x) in accv.iter().enumerate() {
-            let f = self.cast(x, DType::F32);
-            self.reg_write(reg, v as u32, f);
-        }
+        let reg = match self.in_place_accumulator(acc, &accv) {
+            Some(reg) => reg,
+            None => {
+                let reg = self.b.add_reg(DType::F32, count as u32);
+                for (v, &x) in accv.iter().enumerate() {
+                    let f = self.cast(x, DType::F32);
+                    self.reg_write(reg, v as u32, f);
+                }
+                reg
+            }
+        };
 
         if chunks == 1 {
             let k0 = self.const_i32(0);
@@ -142,17 +150,39 @@ impl<'f> Lowering<'f> {
         self.barrier()?;
 
         // for kk in 0..kc: acc[v] += a[row(v)][kk] * b[kk][col(v)]
-        let (zero, end, one) = (self.const_i32(0), self.const_i32(kc as i32), self.const_i32(1));
-        let kk = self.push_block(&[I32])[0];
+        // a[row][kk] is at `row * kc + kk` and b[kk][col] at `kk * n + (m * kc + col)`:
+        // the parts without `kk` depend only on the thread, so they are computed
+        // once at the top level (per distinct row, per vector run of columns),
+        // leaving one add per a read and one add per b read in the loop.
         let count = self.values_of(lc);
-        let kc_v = self.const_i32(kc as i32);
-        let n_v = self.const_i32(n as i32);
-        let row_t = self.thread_coord(lc, 0);
-        let col_t = self.thread_coord(lc, 1);
-        let b_row = self.binary(BinaryOp::Mul, kk, n_v);
-        let b_row = self.binary(BinaryOp::Add, b_row, b_base);
-        let b_row = self.binary(BinaryOp::Add, b_row, col_t);
         let width = self.dot_b_width(lc, m * kc, n, self.dtype_of(root));
+        let (a_rows, b_runs) = self.at_depth(0, |this| {
+            let kc_v = this.const_i32(kc as i32);
+            let row_t = this.thread_coord(lc, 0);
+            let col_t = this.thread_coord(lc, 1);
+            let b_col = this.binary(BinaryOp::Add, b_base, col_t);
+            let mut a_rows: Vec<(i64, GpuValue)> = vec![];
+            let mut b_runs: Vec<(i64, GpuValue)> = vec![];
+            for v in 0..count {
+                let coords = this.layout(lc).value_coords(v);
+                let (dr, dc) = (coords[0], coords[1]);
+                if !a_rows.iter().any(|&(r, _)| r == dr) {
+                    let dr_v = this.const_i32(dr as i32);
+                    let row = this.binary(BinaryOp::Add, row_t, dr_v);
+                    a_rows.push((dr, this.binary(BinaryOp::Mul, row, kc_v)));
+                }
+                let run_start = dc - dc.rem_euclid(width as i64);
+                if !b_runs.iter().any(|&(c, _)| c == run_start) {
+                    let rs_v = this.const_i32(run_start as i32);
+                    b_runs.push((run_start, this.binary(BinaryOp::Add, b_col, rs_v)));
+                }
+            }
+            (a_rows, b_runs)
+        });
+        let (zero, end, one) = (self.const_i32(0), self.const_i32(kc as i32), self.const_i32(1));
+        let n_v = self.const_i32(n as i32);
+        let kk = self.push_block(&[I32])[0];
+        let b_row = self.binary(BinaryOp::Mul, kk, n_v);
         let mut a_vals: Vec<(i64, GpuValue)> = vec![];
         let mut b_vals: Vec<(i64, GpuValue)> = vec![];
         for v in 0..count {
@@ -161,10 +191,11 @@ impl<'f> Lowering<'f> {
             let a_val = match a_vals.iter().find(|(r, _)| *r == dr) {
                 Some(&(_, x)) => x,
                 None => {
-                    let dr_v = self.const_i32(dr as i32);
-                    let row = self.binary(BinaryOp::Add, row_t, dr_v);
-                    let idx = self.binary(BinaryOp::Mul, row, kc_v);
-                    let idx = self.binary(BinaryOp::Add, idx, kk);
+                    let &(_, base) = a_rows
+                        .iter()
+                        .find(|(r, _)| *r == dr)
+                        .ok_or_else(|| self.internal("a dot row without its index"))?;
+                    let idx = self.binary(BinaryOp::Add, base, kk);
                     let x = self.mem_load(root, idx, 1, None, None);
                     let x = self.cast(x, DType::F32);
                     a_vals.push((dr, x));
@@ -175,8 +206,11 @@ impl<'f> Lowering<'f> {
                 Some(&(_, x)) => x,
                 None => {
                     let run_start = dc - dc.rem_euclid(width as i64);
-                    let dc_v = self.const_i32(run_start as i32);
-                    let idx = self.binary(BinaryOp::Add, b_row, dc_v);
+                    let &(_, col) = b_runs
+                        .iter()
+                        .find(|(c, _)| *c == run_start)
+                        .ok_or_else(|| self.internal("a dot column run without its index"))?;
+                    let idx = self.binary(BinaryOp::Add, b_row, col);
                     let loaded = self.mem_load(root, idx, width as u8, None, None);
                     for lane in 0..width {
                         let x = if width == 1 {
@@ -208,6 +242,30 @@ impl<'f> Lowering<'f> {
         self.b
             .emit_region_op(GpuOpKind::For, [zero, end, one], vec![body]);
         Ok(())
+    }
+
+    /// The register array to accumulate in directly, skipping the copy in and
+    /// out: one when the accumulator is only this dot's, f32, and its elements
+    /// are exactly the current contents of a register array of the same length
+    /// (typically a loop-carried accumulator), read in the block the dot is in.
+    /// The same block matters: in a nested loop the dot would run several times
+    /// on one read of the array, and must start from that value each time.
+    fn in_place_accumulator(&self, acc: ValueId, accv: &[GpuValue]) -> Option<RegId> {
+        if self.uses[acc.index()] != 1
+            || self.elem_dtype(acc) != DType::F32
+            || self.def_depth[acc.index()] != self.innermost()
+        {
+            return None;
+        }
+        let &(reg, _, _) = self.reg_reads.get(accv.first()?)?;
+        let array = &self.b.func().regs[reg.0 as usize];
+        let exact = array.dtype == DType::F32
+            && array.len as usize == accv.len()
+            && accv
+                .iter()
+                .enumerate()
+                .all(|(v, &x)| self.holds(reg, v as u32, x));
+        exact.then_some(reg)
     }
 
     /// Width of the vector reads of b's staged rows: the accumulator layout's

@@ -79,6 +79,8 @@ pub struct Lowering<'f> {
     def_depth: Vec<usize>,
     /// The op that defines each value (none for parameters and block arguments).
     def_op: Vec<Option<&'f Op>>,
+    /// How many op operands name each value, to know when one is used only once.
+    uses: Vec<u32>,
     caches: Vec<FxHashMap<CacheKey, Cached>>,
     /// Block index that new ops go to.
     at: usize,
@@ -88,6 +90,11 @@ pub struct Lowering<'f> {
     consts: FxHashMap<GpuValue, i64>,
     /// The threadgroup memory of each `shared` op.
     shared_roots: FxHashMap<ValueId, GpuValue>,
+    /// What each register read read: register, index and that register's write
+    /// count at the time (see [`Lowering::reg_write`]).
+    reg_reads: FxHashMap<GpuValue, (RegId, u32, u32)>,
+    /// Writes emitted so far to each register array.
+    reg_writes: FxHashMap<RegId, u32>,
     /// Block indices of the open `simdgroup_role` bodies.
     role_depths: Vec<usize>,
     /// The Tile IR op being lowered, for errors.
@@ -107,26 +114,32 @@ pub fn lower(f: &Function, threads: u32) -> CompileResult<GpuFunction> {
         homes: vec![None; f.values.len()],
         def_depth: vec![0; f.values.len()],
         def_op: vec![None; f.values.len()],
+        uses: vec![0; f.values.len()],
         caches: vec![FxHashMap::default()],
         at: 0,
         scratch: vec![],
         consts: FxHashMap::default(),
         shared_roots: FxHashMap::default(),
+        reg_reads: FxHashMap::default(),
+        reg_writes: FxHashMap::default(),
         role_depths: vec![],
         loc: Loc::unknown(),
         op_name: "kernel".into(),
     };
-    fn record<'f>(block: &'f Block, defs: &mut [Option<&'f Op>]) {
+    fn record<'f>(block: &'f Block, defs: &mut [Option<&'f Op>], uses: &mut [u32]) {
         for op in &block.ops {
             for &r in &op.results {
                 defs[r.index()] = Some(op);
             }
+            for &x in &op.operands {
+                uses[x.index()] += 1;
+            }
             for region in &op.regions {
-                record(region, defs);
+                record(region, defs, uses);
             }
         }
     }
-    record(&f.body, &mut l.def_op);
+    record(&f.body, &mut l.def_op, &mut l.uses);
     let offset_dtype = l.a.offset_dtype();
     for (i, p) in f.params.iter().enumerate() {
         let (kind, home_is_ptr) = match p.kind {
@@ -295,14 +308,33 @@ impl<'f> Lowering<'f> {
     }
 
     fn reg_read(&mut self, reg: RegId, index: u32, dtype: DType) -> GpuValue {
-        self.emit1(
+        let v = self.emit1(
             GpuOpKind::RegRead { reg, index },
             ValueList::new(),
             GpuType::Scalar(dtype),
-        )
+        );
+        let writes = self.reg_writes.get(&reg).copied().unwrap_or(0);
+        self.reg_reads.insert(v, (reg, index, writes));
+        v
     }
 
+    /// True when `v` was read from `reg[index]` and no write to `reg` has been
+    /// emitted since, so the register still holds `v`: the read dominates every
+    /// use of `v`, and any write that could run between the read and a use would
+    /// have been emitted after the read (ops are only ever appended to open blocks).
+    fn holds(&self, reg: RegId, index: u32, v: GpuValue) -> bool {
+        let writes = self.reg_writes.get(&reg).copied().unwrap_or(0);
+        self.reg_reads.get(&v) == Some(&(reg, index, writes))
+    }
+
+    /// Writes `reg[index]`, unless it already holds `value` (a carried value
+    /// accumulated in place by `dot` and yielded unchanged would otherwise be
+    /// copied onto itself).
     fn reg_write(&mut self, reg: RegId, index: u32, value: GpuValue) {
+        if self.holds(reg, index, value) {
+            return;
+        }
+        *self.reg_writes.entry(reg).or_insert(0) += 1;
         self.emit(GpuOpKind::RegWrite { reg, index }, [value], vec![]);
     }
 
