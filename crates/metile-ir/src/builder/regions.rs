@@ -142,6 +142,49 @@ impl Builder {
         self.broadcast_to(v, &ty.shape)
     }
 
+    /// Builds `for iv in range(start, end, step)` carrying `inits` in one call:
+    /// `body` gets the loop variable and the carried values and returns the next
+    /// carried values, which are converted to the carried types. For code that
+    /// knows its carried types up front (the frontend learns them by tracing).
+    pub fn build_for(
+        &mut self,
+        (start, end, step): (Operand, Operand, Operand),
+        inits: &[ValueId],
+        body: impl FnOnce(&mut Builder, ValueId, &[ValueId]) -> IrResult<Vec<ValueId>>,
+    ) -> IrResult<Vec<ValueId>> {
+        let start = self.loop_bound(start, "the loop start")?;
+        let end = self.loop_bound(end, "the loop end")?;
+        let step = self.loop_bound(step, "the loop step")?;
+        let types: Vec<Type> = inits.iter().map(|&v| self.ty(v).clone()).collect();
+        let mut arg_types = vec![Type::scalar(DType::I32)];
+        arg_types.extend(types.iter().cloned());
+        let args = self.push_block(&arg_types);
+        let yielded = body(self, args[0], &args[1..]);
+        let converted = yielded.and_then(|ys| {
+            if ys.len() != types.len() {
+                ir_bail!(
+                    "the loop body yields {} values for {} carried ones",
+                    ys.len(),
+                    types.len()
+                );
+            }
+            ys.iter()
+                .zip(&types)
+                .map(|(&y, t)| self.convert_to(y, t))
+                .collect::<IrResult<Vec<_>>>()
+        });
+        let ys = match converted {
+            Ok(ys) => ys,
+            Err(e) => {
+                self.pop_block()?;
+                return Err(e);
+            }
+        };
+        self.yield_values(&ys);
+        let block = self.pop_block()?;
+        self.finish_for(start, end, step, inits, block)
+    }
+
     /// Appends `for iv in range(start, end, step)` with `body` (already ending in a
     /// yield); `inits` must have the types of `body`'s carried arguments.
     pub fn finish_for(

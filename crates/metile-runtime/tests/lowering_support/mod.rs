@@ -315,22 +315,10 @@ pub fn for_loop(
     inits: &[ValueId],
     body: impl FnOnce(&mut Builder, ValueId, &[ValueId]) -> Vec<ValueId>,
 ) -> Vec<ValueId> {
-    let start = b.loop_bound(start, "start").unwrap();
-    let end = b.loop_bound(end, "end").unwrap();
-    let step = b.loop_bound(step, "step").unwrap();
-    let types: Vec<Type> = inits.iter().map(|&v| b.ty(v).clone()).collect();
-    let mut arg_types = vec![Type::scalar(DType::I32)];
-    arg_types.extend(types.iter().cloned());
-    let args = b.push_block(&arg_types);
-    let ys = body(b, args[0], &args[1..]);
-    let ys: Vec<ValueId> = ys
-        .iter()
-        .zip(&types)
-        .map(|(&y, t)| b.convert_to(y, t).unwrap())
-        .collect();
-    b.yield_values(&ys);
-    let block = b.pop_block().unwrap();
-    b.finish_for(start, end, step, inits, block).unwrap()
+    b.build_for((start, end, step), inits, |b, iv, carried| {
+        Ok(body(b, iv, carried))
+    })
+    .unwrap()
 }
 
 /// `if cond` with both branches yielding values of `types`.
