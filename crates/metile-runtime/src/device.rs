@@ -36,6 +36,17 @@ pub trait Device: Send + Sync {
     ) -> Result<Arc<dyn CompiledKernel>, RuntimeError>;
     /// Waits until every launched kernel has finished.
     fn synchronize(&self) -> Result<(), RuntimeError>;
+    /// Times the device work `run` launches with the device's own clock (GPU
+    /// events or command-buffer timestamps), in milliseconds, waiting for it to
+    /// finish. `None` where the device has no clock of its own: callers then time
+    /// `run` followed by [`Device::synchronize`] with the wall clock.
+    fn time_ms(
+        &self,
+        run: &mut dyn FnMut() -> Result<(), RuntimeError>,
+    ) -> Option<Result<f64, RuntimeError>> {
+        let _ = run;
+        None
+    }
 }
 
 /// Every backend name, in the order `METILE_DEVICE` documents them.

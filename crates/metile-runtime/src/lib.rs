@@ -3,6 +3,7 @@
 pub mod cpu;
 pub mod debug;
 pub mod device;
+pub mod disk_cache;
 pub mod error;
 pub mod msl_emu;
 pub mod msl_emu_device;

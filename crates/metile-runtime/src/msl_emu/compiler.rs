@@ -2,9 +2,10 @@
 //! cache of compiled kernels.
 
 use super::kernel::EmuKernel;
-use super::shim::{self, hex};
+use super::shim;
 use super::wrapper::{self, EntrySpec};
 use super::{lint, EmuError};
+use crate::disk_cache::{cache_root, hex};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -282,15 +283,7 @@ pub(crate) fn source_file_name(kernel_name: &str) -> String {
 }
 
 fn default_cache_dir() -> PathBuf {
-    let base = match std::env::var_os("METILE_CACHE_DIR") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => match (std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME")) {
-            (Some(xdg), _) if !xdg.is_empty() => PathBuf::from(xdg).join("metile"),
-            (_, Some(home)) if !home.is_empty() => PathBuf::from(home).join(".cache").join("metile"),
-            _ => std::env::temp_dir().join("metile"),
-        },
-    };
-    base.join("msl-emu")
+    cache_root().join("msl-emu")
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! where clang finds them with `-I`.
 
 use super::EmuError;
+use crate::disk_cache::hex;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
@@ -45,10 +46,6 @@ pub(crate) fn shim_hash() -> String {
         hasher.update([0]);
     }
     hex(&hasher.finalize())
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Writes the shim under `cache_dir/shim-<hash>` unless already there and
