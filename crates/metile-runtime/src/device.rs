@@ -29,6 +29,11 @@ pub trait CompiledKernel: Send + Sync {
 pub trait Device: Send + Sync {
     /// The name `METILE_DEVICE` uses for this backend.
     fn name(&self) -> &'static str;
+    /// The hardware behind the backend (GPU model, compute capability, ...), for
+    /// cache keys and reports; the backend's name where there is nothing more to say.
+    fn model(&self) -> String {
+        self.name().to_string()
+    }
     fn compile(
         &self,
         func: Arc<Function>,
