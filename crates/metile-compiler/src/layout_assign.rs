@@ -35,7 +35,7 @@
 
 use crate::dist_layout::DistLayout;
 use crate::error::{CompileError, CompileResult};
-use crate::target::*;
+use crate::target::Target;
 use metile_ir::{Block, DType, Elem, Function, Loc, Op, OpKind, ValueId};
 use rustc_hash::FxHashMap;
 
@@ -83,6 +83,8 @@ impl LayoutTable {
 
 pub struct Assignment {
     pub threads: u32,
+    /// The GPU the kernel is lowered for.
+    pub target: Target,
     pub layouts: LayoutTable,
     classes: Vec<Class>,
     /// Values produced by a broadcast of a `Fixed` tile (cheap to re-derive).
@@ -108,57 +110,58 @@ pub struct RoleDomain {
 
 /// The simdgroups with `sgid * num_roles / num_sgs == role`, as a thread range
 /// (they are consecutive); `None` when no simdgroup has the role.
-pub fn role_domain(threads: u32, role: u32, num_roles: u32) -> Option<RoleDomain> {
-    let sgs = (threads / SIMD_WIDTH).max(1);
+pub fn role_domain(threads: u32, simd_width: u32, role: u32, num_roles: u32) -> Option<RoleDomain> {
+    let sgs = (threads / simd_width).max(1);
     let members: Vec<u32> = (0..sgs)
         .filter(|&s| u64::from(s) * u64::from(num_roles) / u64::from(sgs) == u64::from(role))
         .collect();
     let (&first, &last) = (members.first()?, members.last()?);
     Some(RoleDomain {
-        base: (first * SIMD_WIDTH) as usize,
-        threads: ((last - first + 1) * SIMD_WIDTH) as usize,
+        base: (first * simd_width) as usize,
+        threads: ((last - first + 1) * simd_width) as usize,
     })
 }
 
 /// Chooses the threadgroup size; see the module docs for the rule.
-pub fn choose_threads(f: &Function, num_sgs: Option<u32>) -> CompileResult<u32> {
+pub fn choose_threads(f: &Function, num_sgs: Option<u32>, target: &Target) -> CompileResult<u32> {
+    let (simd_width, max_threads) = (target.simd_width, target.max_threads_per_group);
     let kernel_err = |reason: String| CompileError::new("kernel", reason, Loc::unknown());
     if let Some(t) = f.threads_per_group {
         let t = u32::try_from(t).unwrap_or(u32::MAX);
-        if t == 0 || t % SIMD_WIDTH != 0 {
+        if t == 0 || t % simd_width != 0 {
             return Err(kernel_err(format!(
-                "the kernel was traced for {t} threads per threadgroup; it must be a positive multiple of {SIMD_WIDTH}"
+                "the kernel was traced for {t} threads per threadgroup; it must be a positive multiple of {simd_width}"
             )));
         }
-        if t > MAX_THREADS_PER_GROUP {
+        if t > max_threads {
             return Err(kernel_err(format!(
-                "the kernel needs {t} threads per threadgroup; at most {MAX_THREADS_PER_GROUP} are allowed"
+                "the kernel needs {t} threads per threadgroup; at most {max_threads} are allowed"
             )));
         }
         if let Some(n) = num_sgs {
-            if n.saturating_mul(SIMD_WIDTH) != t {
+            if n.saturating_mul(simd_width) != t {
                 return Err(kernel_err(format!(
                     "num_sgs={n} asks for {} threads, but the kernel uses thread-level ops traced for {t} threads",
-                    n.saturating_mul(SIMD_WIDTH)
+                    n.saturating_mul(simd_width)
                 )));
             }
         }
         return Ok(t);
     }
     if let Some(n) = num_sgs {
-        let threads = n.saturating_mul(SIMD_WIDTH);
-        if n == 0 || threads > MAX_THREADS_PER_GROUP {
+        let threads = n.saturating_mul(simd_width);
+        if n == 0 || threads > max_threads {
             return Err(kernel_err(format!(
-                "num_sgs={n} asks for {threads} threads per threadgroup; between {SIMD_WIDTH} and {MAX_THREADS_PER_GROUP} are allowed"
+                "num_sgs={n} asks for {threads} threads per threadgroup; between {simd_width} and {max_threads} are allowed"
             )));
         }
         return Ok(threads);
     }
     let largest = f.values.iter().map(|t| t.numel()).max().unwrap_or(1);
-    let wanted = largest / (SIMD_WIDTH as usize * DEFAULT_ELEMENTS_PER_THREAD);
-    let sgs = wanted.clamp(1, MAX_DEFAULT_SIMDGROUPS as usize);
+    let wanted = largest / (simd_width as usize * target.default_elements_per_thread);
+    let sgs = wanted.clamp(1, target.max_default_simdgroups as usize);
     let sgs = 1usize << (usize::BITS - 1 - sgs.leading_zeros());
-    Ok(sgs as u32 * SIMD_WIDTH)
+    Ok(sgs as u32 * simd_width)
 }
 
 impl Assignment {
@@ -199,10 +202,11 @@ impl Assignment {
         let err = |e: metile_layout::LayoutError| {
             CompileError::new("kernel", format!("internal layout error: {e}"), Loc::unknown())
         };
+        let (simd, lanes) = (self.target.simd_width, self.target.max_vector_lanes);
         let layout = match self.role {
-            None => DistLayout::blocked(shape, self.threads as usize, MAX_VECTOR_LANES).map_err(err)?,
-            Some(role) => DistLayout::blocked(shape, SIMD_WIDTH as usize, MAX_VECTOR_LANES)
-                .and_then(|l| l.replicated(role.threads / SIMD_WIDTH as usize))
+            None => DistLayout::blocked(shape, self.threads as usize, lanes).map_err(err)?,
+            Some(role) => DistLayout::blocked(shape, simd as usize, lanes)
+                .and_then(|l| l.replicated(role.threads / simd as usize))
                 .map_err(err)?
                 .with_thread_base(role.base),
         };
@@ -285,9 +289,10 @@ impl Assignment {
 }
 
 /// Assigns classes, layouts and pointer roots to every value of `f`.
-pub fn assign(f: &Function, threads: u32) -> CompileResult<Assignment> {
+pub fn assign(f: &Function, threads: u32, target: &Target) -> CompileResult<Assignment> {
     let mut a = Assignment {
         threads,
+        target: target.clone(),
         layouts: LayoutTable::default(),
         classes: vec![Class::Uniform; f.values.len()],
         broadcast_derived: vec![false; f.values.len()],
@@ -525,10 +530,10 @@ pub fn enter_role(a: &Assignment, op: &Op, role: u32, num_roles: u32) -> Compile
             "simdgroup_role cannot be nested in another simdgroup_role".into()
         ));
     }
-    role_domain(a.threads, role, num_roles).ok_or_else(|| {
+    role_domain(a.threads, a.target.simd_width, role, num_roles).ok_or_else(|| {
         err(format!(
             "role {role} of {num_roles} gets no simdgroup: the threadgroup has {} simdgroups; use num_roles <= num_sgs",
-            (a.threads / SIMD_WIDTH).max(1)
+            (a.threads / a.target.simd_width).max(1)
         ))
     })
 }

@@ -22,6 +22,7 @@ pub mod tile_passes;
 pub use error::{CompileError, CompileResult};
 pub use msl::{MslBuiltin, MslKernel, MslParam};
 pub use tile_checks::check_kernel;
+pub use target::{Target, TargetKind};
 pub use tile_passes::optimize_tile_ir;
 
 use metile_ir::{gpu_ir::GpuFunction, print_gpu_function, verify, verify_gpu, Function};
@@ -47,10 +48,10 @@ pub struct MslCompilation {
 
 /// Lowers a Tile IR function to GPU IR for the threadgroup size the options and
 /// the default rule choose, verified.
-pub fn compile_gpu_ir(func: &Function, options: &MslOptions) -> CompileResult<GpuFunction> {
+pub fn compile_gpu_ir(func: &Function, options: &MslOptions, target: &Target) -> CompileResult<GpuFunction> {
     verify(func).map_err(|e| CompileError::internal("tracing", e))?;
-    let threads = layout_assign::choose_threads(func, options.num_sgs)?;
-    let mut gpu = lower::lower(func, threads)?;
+    let threads = layout_assign::choose_threads(func, options.num_sgs, target)?;
+    let mut gpu = lower::lower(func, threads, target)?;
     verify_gpu(&gpu).map_err(|e| CompileError::internal("lowering", e))?;
     // A pass that changed nothing leaves the IR the last verification accepted,
     // so only a changing pass is verified again.
@@ -65,7 +66,7 @@ pub fn compile_gpu_ir(func: &Function, options: &MslOptions) -> CompileResult<Gp
 
 /// Compiles a Tile IR function to one MSL kernel.
 pub fn compile_msl(func: &Function, options: &MslOptions) -> CompileResult<MslCompilation> {
-    let gpu = compile_gpu_ir(func, options)?;
+    let gpu = compile_gpu_ir(func, options, &Target::apple())?;
     let kernel = msl::emit_msl(&gpu)?;
     let gpu_ir = options.keep_gpu_ir.then(|| print_gpu_function(&gpu));
     Ok(MslCompilation { kernel, gpu_ir })

@@ -1,19 +1,134 @@
-//! What the lowering needs to know about Apple GPUs (see msl-reference.md §6):
-//! simdgroup width, threadgroup limits and the widest vector memory access.
+//! What layout assignment and lowering need to know about a GPU, as a value:
+//! one [`Target`] per GPU family, so the lowering stays one generic path and
+//! only the numbers here differ between backends.
+//!
+//! Apple's figures are msl-reference.md §6. NVIDIA's are the CUDA programming
+//! guide's per compute capability: warps of 32 threads, 1024 threads per block,
+//! 48 KiB of shared memory per block without the opt-in attribute and
+//! 163 KiB (sm_80) / 227 KiB (sm_90) with it; grids of 2^31-1 blocks along x and
+//! 65535 along y and z.
 
-/// Threads per simdgroup on every Apple GPU.
-pub const SIMD_WIDTH: u32 = 32;
-/// Metal's limit on threads per threadgroup.
-pub const MAX_THREADS_PER_GROUP: u32 = 1024;
-/// Metal's limit on threadgroup memory per threadgroup, in bytes.
-pub const MAX_THREADGROUP_BYTES: usize = 32 * 1024;
-/// The widest vector access: 4 lanes and at most 16 bytes.
-pub const MAX_VECTOR_LANES: usize = 4;
-pub const MAX_VECTOR_BYTES: usize = 16;
-/// Simdgroups per threadgroup chosen by the default rule: at most this many.
-pub const MAX_DEFAULT_SIMDGROUPS: u32 = 8;
-/// Elements per thread the default rule aims for in the largest tile.
-pub const DEFAULT_ELEMENTS_PER_THREAD: usize = 4;
-/// The byte alignment the kernels assume for every buffer base address (the
-/// widest vector access); the runtime guarantees it.
-pub const BUFFER_BASE_ALIGNMENT: usize = 16;
+/// A hardware matrix-multiply shape the backend can emit (`m×n×k` per
+/// simdgroup or warp). No backend emits one yet; the list is where the tensor
+/// core and `simdgroup_matrix` paths will describe themselves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MatrixAtom {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+}
+
+/// Which family a target belongs to (decides the emitter, never the lowering).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TargetKind {
+    Apple,
+    /// An NVIDIA GPU of compute capability `major.minor`.
+    Nvidia { major: u32, minor: u32 },
+}
+
+/// One GPU family's limits and preferences.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Target {
+    pub kind: TargetKind,
+    /// Threads per simdgroup (Apple) or warp (NVIDIA).
+    pub simd_width: u32,
+    /// The most threads one threadgroup (block) may have.
+    pub max_threads_per_group: u32,
+    /// The most threadgroup (shared) memory one threadgroup may use, in bytes.
+    pub max_threadgroup_bytes: usize,
+    /// Shared memory above this many bytes needs the backend to raise the
+    /// kernel's limit before launch (CUDA's opt-in attribute); equal to
+    /// `max_threadgroup_bytes` where no opt-in exists.
+    pub default_threadgroup_bytes: usize,
+    /// The widest vector memory access: at most this many lanes and bytes.
+    pub max_vector_lanes: usize,
+    pub max_vector_bytes: usize,
+    /// The default threadgroup-size rule uses at most this many simdgroups.
+    pub max_default_simdgroups: u32,
+    /// Elements per thread the default rule aims for in the largest tile.
+    pub default_elements_per_thread: usize,
+    /// The byte alignment the kernels assume for every buffer base address
+    /// (the widest vector access); the runtime guarantees or checks it.
+    pub buffer_base_alignment: usize,
+    /// The most threadgroups along each grid axis.
+    pub max_grid: [u64; 3],
+    /// Matrix-multiply shapes the backend emits natively (none yet).
+    pub matrix_atoms: Vec<MatrixAtom>,
+}
+
+impl Target {
+    /// Every Apple GPU meTile supports (Apple7 and later).
+    pub fn apple() -> Target {
+        Target {
+            kind: TargetKind::Apple,
+            simd_width: 32,
+            max_threads_per_group: 1024,
+            max_threadgroup_bytes: 32 * 1024,
+            default_threadgroup_bytes: 32 * 1024,
+            max_vector_lanes: 4,
+            max_vector_bytes: 16,
+            max_default_simdgroups: 8,
+            default_elements_per_thread: 4,
+            buffer_base_alignment: 16,
+            max_grid: [u64::from(u32::MAX), u64::from(u32::MAX), u64::from(u32::MAX)],
+            matrix_atoms: Vec::new(),
+        }
+    }
+
+    /// An NVIDIA GPU of compute capability `major.minor` (sm_70 and later).
+    pub fn nvidia(major: u32, minor: u32) -> Target {
+        let max_shared_kib = match (major, minor) {
+            (7, 0) | (7, 2) => 96,
+            (7, _) => 64,
+            (8, 0) | (8, 7) => 163,
+            (8, _) | (12, _) => 99,
+            (m, _) if m >= 9 => 227,
+            _ => 48,
+        };
+        Target {
+            kind: TargetKind::Nvidia { major, minor },
+            simd_width: 32,
+            max_threads_per_group: 1024,
+            max_threadgroup_bytes: max_shared_kib * 1024,
+            default_threadgroup_bytes: 48 * 1024,
+            max_vector_lanes: 4,
+            max_vector_bytes: 16,
+            max_default_simdgroups: 8,
+            default_elements_per_thread: 4,
+            buffer_base_alignment: 16,
+            max_grid: [(1 << 31) - 1, 65535, 65535],
+            matrix_atoms: Vec::new(),
+        }
+    }
+
+    /// `sm_90` for an NVIDIA target, `apple` otherwise (cache keys, messages).
+    pub fn arch_name(&self) -> String {
+        match self.kind {
+            TargetKind::Apple => "apple".to_string(),
+            TargetKind::Nvidia { major, minor } => format!("sm_{major}{minor}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvidia_shared_memory_follows_the_compute_capability() {
+        assert_eq!(Target::nvidia(9, 0).max_threadgroup_bytes, 227 * 1024);
+        assert_eq!(Target::nvidia(8, 0).max_threadgroup_bytes, 163 * 1024);
+        assert_eq!(Target::nvidia(8, 6).max_threadgroup_bytes, 99 * 1024);
+        assert_eq!(Target::nvidia(9, 0).default_threadgroup_bytes, 48 * 1024);
+        assert_eq!(Target::nvidia(9, 0).arch_name(), "sm_90");
+        assert_eq!(Target::nvidia(9, 0).max_grid, [2_147_483_647, 65535, 65535]);
+    }
+
+    #[test]
+    fn apple_keeps_metal_limits() {
+        let t = Target::apple();
+        assert_eq!(t.max_threadgroup_bytes, 32 * 1024);
+        assert_eq!(t.default_threadgroup_bytes, t.max_threadgroup_bytes);
+        assert_eq!(t.arch_name(), "apple");
+    }
+}

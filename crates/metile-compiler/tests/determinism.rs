@@ -44,7 +44,7 @@ fn gpu_ir_of_every_kernel_verifies() {
                 num_sgs,
                 keep_gpu_ir: false,
             };
-            let gpu = compile_gpu_ir(&f, &options).unwrap();
+            let gpu = compile_gpu_ir(&f, &options, &metile_compiler::Target::apple()).unwrap();
             verify_gpu(&gpu).unwrap_or_else(|e| panic!("{}: {e}\n{}", f.name, print_gpu_function(&gpu)));
         }
     }

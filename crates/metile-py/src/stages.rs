@@ -98,7 +98,7 @@ pub fn compile_msl_py(
         keep_gpu_ir: false,
     };
     let compiled = py.detach(|| -> Result<_, CompileError> {
-        let gpu = compile_gpu_ir(&f, &options)?;
+        let gpu = compile_gpu_ir(&f, &options, &metile_compiler::Target::apple())?;
         let kernel = emit_msl(&gpu)?;
         Ok(PyMslCompilation {
             kernel,

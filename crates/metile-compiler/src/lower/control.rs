@@ -154,7 +154,7 @@ impl<'f> Lowering<'f> {
     }
 
     pub(super) fn simdgroup_role(&mut self, op: &'f Op, role: u32, num_roles: u32) -> CompileResult<()> {
-        let num_sgs = (self.a.threads / crate::target::SIMD_WIDTH).max(1);
+        let num_sgs = (self.a.threads / self.a.target.simd_width).max(1);
         let cond = self.at_depth(0, |this| {
             let sg = this.builtin(Builtin::SimdgroupIndex);
             let roles = this.const_i32(num_roles as i32);

@@ -16,7 +16,6 @@ use super::Lowering;
 use crate::dist_layout::DistLayout;
 use crate::error::CompileResult;
 use crate::layout_assign::LayoutId;
-use crate::target::MAX_THREADGROUP_BYTES;
 use metile_ir::gpu_ir::*;
 use metile_ir::{BinaryOp, CmpOp, DType};
 
@@ -39,16 +38,17 @@ impl<'f> Lowering<'f> {
 
     /// Elements of `dtype` the scratch may grow to without passing the limit.
     pub(super) fn scratch_capacity(&self, dtype: DType) -> usize {
-        MAX_THREADGROUP_BYTES.saturating_sub(self.bytes_besides_scratch(dtype)) / dtype.size_bytes()
+        self.a.target.max_threadgroup_bytes.saturating_sub(self.bytes_besides_scratch(dtype)) / dtype.size_bytes()
     }
 
     /// The scratch allocation of `dtype`, grown to at least `len` elements.
     pub(super) fn scratch(&mut self, dtype: DType, len: usize) -> CompileResult<GpuValue> {
         let others = self.bytes_besides_scratch(dtype);
         let need = rounded(len * dtype.size_bytes());
-        if others + need > MAX_THREADGROUP_BYTES {
+        let max_bytes = self.a.target.max_threadgroup_bytes;
+        if others + need > max_bytes {
             return Err(self.err(format!(
-                "needs {} bytes of threadgroup memory ({need} for this op); at most {MAX_THREADGROUP_BYTES} are allowed",
+                "needs {} bytes of threadgroup memory ({need} for this op); at most {max_bytes} are allowed",
                 others + need
             )));
         }

@@ -19,7 +19,6 @@
 use super::{Home, Lowering};
 use crate::error::CompileResult;
 use crate::layout_assign::{Class, LayoutId};
-use crate::target::{MAX_VECTOR_BYTES, MAX_VECTOR_LANES};
 use metile_ir::gpu_ir::*;
 use metile_ir::{BinaryOp, CmpOp, DType, Literal, Op, OpKind, ValueId};
 
@@ -67,7 +66,8 @@ impl<'f> Lowering<'f> {
         if !aligned_runs {
             return 1;
         }
-        let max = MAX_VECTOR_LANES.min(MAX_VECTOR_BYTES / dtype.size_bytes()).max(1);
+        let t = &self.a.target;
+        let max = t.max_vector_lanes.min(t.max_vector_bytes / dtype.size_bytes()).max(1);
         (w0 as usize).min(max)
     }
 

@@ -33,7 +33,7 @@ mod thread_ops;
 use crate::axis_info::{self, AxisInfos};
 use crate::error::{CompileError, CompileResult};
 use crate::layout_assign::{Assignment, LayoutId, Root};
-use crate::target::MAX_THREADGROUP_BYTES;
+use crate::target::Target;
 use metile_ir::gpu_ir::*;
 use metile_ir::{Block, DType, Elem, Function, Literal, Loc, Op, OpKind, ParamKind, ValueId};
 use rustc_hash::FxHashMap;
@@ -103,8 +103,8 @@ pub struct Lowering<'f> {
 }
 
 /// Lowers a verified Tile IR function to GPU IR for `threads` threads per threadgroup.
-pub fn lower(f: &Function, threads: u32) -> CompileResult<GpuFunction> {
-    let a = crate::layout_assign::assign(f, threads)?;
+pub fn lower(f: &Function, threads: u32, target: &Target) -> CompileResult<GpuFunction> {
+    let a = crate::layout_assign::assign(f, threads, target)?;
     let info = axis_info::analyze(f);
     let mut l = Lowering {
         f,
@@ -158,10 +158,11 @@ pub fn lower(f: &Function, threads: u32) -> CompileResult<GpuFunction> {
     }
     l.block(&f.body)?;
     let bytes = l.b.func().threadgroup_bytes();
-    if bytes > MAX_THREADGROUP_BYTES {
+    let max_bytes = l.a.target.max_threadgroup_bytes;
+    if bytes > max_bytes {
         return Err(CompileError::new(
             "kernel",
-            format!("needs {bytes} bytes of threadgroup memory; at most {MAX_THREADGROUP_BYTES} are allowed"),
+            format!("needs {bytes} bytes of threadgroup memory; at most {max_bytes} are allowed"),
             Loc::unknown(),
         ));
     }

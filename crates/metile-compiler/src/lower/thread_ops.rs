@@ -14,7 +14,6 @@
 use super::{Home, Lowering};
 use crate::error::CompileResult;
 use crate::layout_assign::Class;
-use crate::target::MAX_THREADGROUP_BYTES;
 use metile_ir::gpu_ir::*;
 use metile_ir::{BinaryOp, CmpOp, DType, Literal, Op, OpKind, SwizzlePattern, UnaryOp};
 
@@ -88,9 +87,10 @@ impl<'f> Lowering<'f> {
         }
         let before = self.b.func().threadgroup_bytes();
         let bytes = (size * dtype.size_bytes()).div_ceil(16) * 16;
-        if before + bytes > MAX_THREADGROUP_BYTES {
+        let max_bytes = self.a.target.max_threadgroup_bytes;
+        if before + bytes > max_bytes {
             return Err(self.err(format!(
-                "needs {} bytes of threadgroup memory ({bytes} for this allocation); at most {MAX_THREADGROUP_BYTES} \
+                "needs {} bytes of threadgroup memory ({bytes} for this allocation); at most {max_bytes} \
                  are allowed",
                 before + bytes
             )));

@@ -24,7 +24,7 @@ mod ranges;
 mod text;
 
 use crate::error::{CompileError, CompileResult};
-use crate::target::BUFFER_BASE_ALIGNMENT;
+use crate::target::Target;
 use metile_ir::gpu_ir::*;
 use metile_ir::Loc;
 use std::collections::{BTreeSet, HashSet};
@@ -184,7 +184,7 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
         kernel_name,
         params,
         threads_per_group: f.threads_per_group,
-        buffer_alignment: BUFFER_BASE_ALIGNMENT,
+        buffer_alignment: Target::apple().buffer_base_alignment,
         line_locs,
     })
 }
