@@ -1,7 +1,8 @@
 //! meTile's compiler: Tile IR passes, and (per target) layout assignment, lowering
 //! to GPU IR, GPU IR passes and the source emitters.
 //!
-//! The Apple GPU path is [`compile_msl`]: layout assignment
+//! The Apple GPU path is [`compile_msl`], the NVIDIA one [`compile_cuda`] (the
+//! same lowering for a different [`Target`] value, then the CUDA emitter): layout assignment
 //! ([`layout_assign`], on [`dist_layout`] and [`axis_info`]), lowering to GPU IR
 //! ([`lower`]), GPU IR clean-up ([`gpu_passes`]) with the GPU IR verifier after
 //! each step, and the MSL emitter ([`msl`]). `docs/lowering.md` describes the
@@ -9,6 +10,7 @@
 //! and what is refused.
 
 pub mod axis_info;
+pub mod cuda;
 pub mod dist_layout;
 pub mod error;
 pub mod gpu_passes;
@@ -19,6 +21,7 @@ pub mod target;
 pub mod tile_checks;
 pub mod tile_passes;
 
+pub use cuda::{CudaKernel, CudaParam};
 pub use error::{CompileError, CompileResult};
 pub use msl::{MslBuiltin, MslKernel, MslParam};
 pub use tile_checks::check_kernel;
@@ -70,4 +73,21 @@ pub fn compile_msl(func: &Function, options: &MslOptions) -> CompileResult<MslCo
     let kernel = msl::emit_msl(&gpu)?;
     let gpu_ir = options.keep_gpu_ir.then(|| print_gpu_function(&gpu));
     Ok(MslCompilation { kernel, gpu_ir })
+}
+
+/// The result of [`compile_cuda`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CudaCompilation {
+    pub kernel: CudaKernel,
+    /// The GPU IR, printed, when [`MslOptions::keep_gpu_ir`] was set.
+    pub gpu_ir: Option<String>,
+}
+
+/// Compiles a Tile IR function to one CUDA C++ kernel for an NVIDIA `target`
+/// (needs no GPU: the runtime hands the source to NVRTC).
+pub fn compile_cuda(func: &Function, options: &MslOptions, target: &Target) -> CompileResult<CudaCompilation> {
+    let gpu = compile_gpu_ir(func, options, target)?;
+    let kernel = cuda::emit_cuda(&gpu, target)?;
+    let gpu_ir = options.keep_gpu_ir.then(|| print_gpu_function(&gpu));
+    Ok(CudaCompilation { kernel, gpu_ir })
 }

@@ -1,4 +1,10 @@
-//! GPU IR ops as MSL statements, keeping the Tile IR's element semantics:
+//! GPU IR ops as MSL or CUDA C++ statements, keeping the Tile IR's element
+//! semantics. Both languages are C++ dialects: the walk, the names and the
+//! semantic guards are shared, and [`Lang`] decides the few spellings that
+//! differ (vector types, address spaces, shuffles, barriers, float math
+//! functions, int-to-half casts). The CUDA prelude (`cuda/prelude.cuh`) defines
+//! MSL's scalar type names, `as_type` and `simd_sum`/`simd_max`/`simd_min` so
+//! the rest reads the same. The rules:
 //!
 //! * integer `+ - * neg <<` wrap: printed through unsigned `as_type` unless the
 //!   range analysis proves no overflow (signed overflow is undefined in MSL);
@@ -17,7 +23,7 @@
 
 use super::names::{scalar_type, vector_type};
 use super::ranges::Ranges;
-use super::text::{literal, push_infix, push_type, push_u32, type_text, zero_text, Name, RegText};
+use super::text::{literal, push_infix, push_type, push_u32, type_text, zero_text, Lang, Name, RegText};
 use metile_ir::gpu_ir::*;
 use metile_ir::{BinaryOp, CmpOp, DType, Loc, ReduceOp, UnaryOp};
 use std::collections::BTreeSet;
@@ -71,6 +77,7 @@ fn unsigned_of(d: DType) -> &'static str {
 }
 
 pub struct BodyWriter<'a> {
+    lang: Lang,
     f: &'a GpuFunction,
     ranges: &'a Ranges,
     /// The spelling of each value, indexed by value.
@@ -88,12 +95,14 @@ type EmitResult<T> = Result<T, String>;
 
 impl<'a> BodyWriter<'a> {
     pub fn new(
+        lang: Lang,
         f: &'a GpuFunction,
         ranges: &'a Ranges,
         names: Vec<Name>,
         written: &'a [bool],
     ) -> BodyWriter<'a> {
         BodyWriter {
+            lang,
             f,
             ranges,
             names,
@@ -129,6 +138,11 @@ impl<'a> BodyWriter<'a> {
         }
     }
 
+    /// Names a value defined outside the body (threadgroup memory in CUDA).
+    pub fn set_value_name(&mut self, v: GpuValue, name: Name) {
+        self.set_name(v, name);
+    }
+
     fn set_name(&mut self, v: GpuValue, name: Name) {
         if self.names.len() <= v.index() {
             self.names.resize(v.index() + 1, Name::Unset);
@@ -138,6 +152,22 @@ impl<'a> BodyWriter<'a> {
 
     fn dtype(&self, v: GpuValue) -> DType {
         self.f.ty(v).dtype()
+    }
+
+    /// The spelling of a GPU IR type in the output language.
+    fn type_of(&self, t: GpuType) -> String {
+        match (self.lang, t) {
+            (Lang::Cuda, GpuType::Vector(d, n)) => self.vector_of(d, n),
+            (Lang::Cuda, GpuType::Ptr(d, _)) => format!("{}*", scalar_type(d)),
+            _ => type_text(t).to_string(),
+        }
+    }
+
+    fn vector_of(&self, d: DType, lanes: u8) -> String {
+        match self.lang {
+            Lang::Msl => vector_type(d, lanes),
+            Lang::Cuda => format!("metile_vec<{}, {lanes}>", scalar_type(d)),
+        }
     }
 
     pub fn block(&mut self, b: &GpuBlock, depth: usize) -> EmitResult<()> {
@@ -151,7 +181,7 @@ impl<'a> BodyWriter<'a> {
     }
 
     fn define(&mut self, depth: usize, result: GpuValue, rhs: &str) {
-        let ty = type_text(self.f.ty(result));
+        let ty = self.type_of(self.f.ty(result));
         self.line_fmt(depth, format_args!("{ty} v{} = {rhs};", result.0));
         self.set_name(result, Name::Local(result.0));
     }
@@ -168,7 +198,10 @@ impl<'a> BodyWriter<'a> {
         for _ in 0..depth {
             out.push_str("  ");
         }
-        push_type(&mut out, self.f.ty(result));
+        match self.lang {
+            Lang::Msl => push_type(&mut out, self.f.ty(result)),
+            Lang::Cuda => out.push_str(&self.type_of(self.f.ty(result))),
+        }
         out.push_str(" v");
         push_u32(&mut out, result.0);
         out.push_str(" = ");
@@ -228,7 +261,7 @@ impl<'a> BodyWriter<'a> {
                 self.define(depth, op.results[0], &rhs);
             }
             GpuOpKind::MakeVector => {
-                let ty = type_text(self.f.ty(op.results[0]));
+                let ty = self.type_of(self.f.ty(op.results[0]));
                 let mut rhs = format!("{ty}(");
                 for i in 0..op.operands.len() {
                     let sep = if i == 0 { "" } else { ", " };
@@ -267,14 +300,14 @@ impl<'a> BodyWriter<'a> {
                         let d = self.dtype(op.operands[0]);
                         let z = zero_text(d);
                         if *width > 1 {
-                            format!("{}({z})", vector_type(d, *width))
+                            format!("{}({z})", self.vector_of(d, *width))
                         } else {
                             z.to_string()
                         }
                     };
                     // The access is made an rvalue of the result type: a ternary
                     // cannot mix an address-space-qualified lvalue with a temporary.
-                    let ty = type_text(self.f.ty(op.results[0]));
+                    let ty = self.type_of(self.f.ty(op.results[0]));
                     format!("{} ? {ty}({access}) : {other}", arg(2)?)
                 };
                 self.define(depth, op.results[0], &rhs);
@@ -317,6 +350,19 @@ impl<'a> BodyWriter<'a> {
                 value.push_to(&mut self.out);
                 self.out.push_str(";\n");
             }
+            GpuOpKind::SimdShuffleXor | GpuOpKind::SimdBroadcast if self.lang == Lang::Cuda => {
+                let f = if matches!(op.kind, GpuOpKind::SimdShuffleXor) {
+                    "__shfl_xor_sync"
+                } else {
+                    "__shfl_sync"
+                };
+                let (x, lane) = (arg(0)?, arg(1)?);
+                let rhs = match self.dtype(op.operands[0]) {
+                    DType::Bool => format!("{f}(0xffffffffu, int({x}), {lane}) != 0"),
+                    _ => format!("{f}(0xffffffffu, {x}, {lane})"),
+                };
+                self.define(depth, op.results[0], &rhs);
+            }
             GpuOpKind::SimdShuffleXor | GpuOpKind::SimdBroadcast => {
                 let f = if matches!(op.kind, GpuOpKind::SimdShuffleXor) {
                     "simd_shuffle_xor"
@@ -341,7 +387,10 @@ impl<'a> BodyWriter<'a> {
                 };
                 self.define(depth, op.results[0], &format!("{f}({})", arg(0)?));
             }
-            GpuOpKind::Barrier => self.line(depth, "threadgroup_barrier(mem_flags::mem_threadgroup);"),
+            GpuOpKind::Barrier => match self.lang {
+                Lang::Msl => self.line(depth, "threadgroup_barrier(mem_flags::mem_threadgroup);"),
+                Lang::Cuda => self.line(depth, "__syncthreads();"),
+            },
             GpuOpKind::For => self.for_loop(op, depth)?,
             GpuOpKind::If => {
                 let cond = arg(0)?;
@@ -394,12 +443,15 @@ impl<'a> BodyWriter<'a> {
         } else {
             ""
         };
-        let _ = write!(
-            out,
-            "*(({} {constness}{}*)({r} + {i}))",
-            space.name(),
-            vector_type(d, width)
-        );
+        let _ = match self.lang {
+            Lang::Msl => write!(
+                out,
+                "*(({} {constness}{}*)({r} + {i}))",
+                space.name(),
+                vector_type(d, width)
+            ),
+            Lang::Cuda => write!(out, "*(({constness}{}*)({r} + {i}))", self.vector_of(d, width)),
+        };
         Ok(())
     }
 
@@ -501,10 +553,12 @@ impl<'a> BodyWriter<'a> {
     fn unary(&mut self, u: UnaryOp, v: GpuValue) -> EmitResult<String> {
         let d = self.dtype(v);
         let a = self.name(v)?;
+        let lang = self.lang;
         let math = |name: &str| -> String {
+            let f = lang.transcendental(name);
             match d {
-                DType::F32 => format!("precise::{name}({a})"),
-                DType::F16 | DType::BF16 => format!("{}(precise::{name}(float({a})))", scalar_type(d)),
+                DType::F32 => format!("{f}({a})"),
+                DType::F16 | DType::BF16 => format!("{}({f}(float({a})))", scalar_type(d)),
                 _ => a.to_string(),
             }
         };
@@ -526,8 +580,8 @@ impl<'a> BodyWriter<'a> {
             UnaryOp::Sqrt => math("sqrt"),
             UnaryOp::Tanh => math("tanh"),
             UnaryOp::Abs => match d {
-                DType::F32 => format!("fabs({a})"),
-                DType::F16 | DType::BF16 => format!("{}(fabs(float({a})))", scalar_type(d)),
+                DType::F32 => format!("{}({a})", lang.float_fn("fabs")),
+                DType::F16 | DType::BF16 => format!("{}({}(float({a})))", scalar_type(d), lang.float_fn("fabs")),
                 DType::I32 | DType::I64 => format!("{a} < 0 ? {} : {a}", self.negate_int(d, &a, v)),
                 DType::U32 | DType::Bool => a.to_string(),
             },
@@ -582,6 +636,7 @@ impl<'a> BodyWriter<'a> {
             let native = d != DType::BF16;
             // f16/bf16 ops other than native + - * / compute in float and round once.
             let narrow = scalar_type(d);
+            let [trunc, fmod, fmax, fmin] = ["trunc", "fmod", "fmax", "fmin"].map(|n| self.lang.float_fn(n));
             match op {
                 BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div if native => {
                     push_infix(out, &a, sym, &b)
@@ -589,14 +644,14 @@ impl<'a> BodyWriter<'a> {
                 BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
                     w!("{narrow}(float({a}) {sym} float({b}))")
                 }
-                BinaryOp::FloorDiv if d == DType::F32 => w!("trunc({a} / {b})"),
-                BinaryOp::FloorDiv => w!("{narrow}(trunc(float({a}) / float({b})))"),
-                BinaryOp::Rem if d == DType::F32 => w!("fmod({a}, {b})"),
-                BinaryOp::Rem => w!("{narrow}(fmod(float({a}), float({b})))"),
-                BinaryOp::Max if d == DType::F32 => w!("fmax({a}, {b})"),
-                BinaryOp::Max => w!("{narrow}(fmax(float({a}), float({b})))"),
-                BinaryOp::Min if d == DType::F32 => w!("fmin({a}, {b})"),
-                BinaryOp::Min => w!("{narrow}(fmin(float({a}), float({b})))"),
+                BinaryOp::FloorDiv if d == DType::F32 => w!("{trunc}({a} / {b})"),
+                BinaryOp::FloorDiv => w!("{narrow}({trunc}(float({a}) / float({b})))"),
+                BinaryOp::Rem if d == DType::F32 => w!("{fmod}({a}, {b})"),
+                BinaryOp::Rem => w!("{narrow}({fmod}(float({a}), float({b})))"),
+                BinaryOp::Max if d == DType::F32 => w!("{fmax}({a}, {b})"),
+                BinaryOp::Max => w!("{narrow}({fmax}(float({a}), float({b})))"),
+                BinaryOp::Min if d == DType::F32 => w!("{fmin}({a}, {b})"),
+                BinaryOp::Min => w!("{narrow}({fmin}(float({a}), float({b})))"),
                 _ => return Err(format!("{op:?} on {d}")),
             }
             return Ok(());
@@ -704,6 +759,11 @@ impl<'a> BodyWriter<'a> {
                 self.helpers.insert(Helper::BfloatFromLong);
                 format!("metile_bfloat_from_long(long({a}))")
             }
+            // CUDA's __half has several integer constructors, so `half(long)`
+            // would be ambiguous: its round-to-nearest intrinsics say which.
+            (DType::I32, DType::F16) if self.lang == Lang::Cuda => format!("__int2half_rn({a})"),
+            (DType::U32, DType::F16) if self.lang == Lang::Cuda => format!("__uint2half_rn({a})"),
+            (DType::I64, DType::F16) if self.lang == Lang::Cuda => format!("__ll2half_rn({a})"),
             (_, t) if t.is_float() => format!("{to_ty}({a})"),
             // Integer to integer: bit-exact wrapping conversions.
             (DType::I64, DType::I32) => format!("as_type<int>(uint({a}))"),

@@ -18,10 +18,10 @@
 //! (wrapping integer arithmetic, guarded division, saturating casts, f16/bf16
 //! math through f32, `precise::` transcendental functions).
 
-mod expr;
-mod names;
-mod ranges;
-mod text;
+pub(crate) mod expr;
+pub(crate) mod names;
+pub(crate) mod ranges;
+pub(crate) mod text;
 
 use crate::error::{CompileError, CompileResult};
 use crate::target::Target;
@@ -29,7 +29,7 @@ use metile_ir::gpu_ir::*;
 use metile_ir::Loc;
 use std::collections::{BTreeSet, HashSet};
 use std::fmt::Write;
-use text::Name;
+use text::{Lang, Name};
 
 /// A builtin kernel input the runtime must provide.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -143,7 +143,7 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
     }
 
     let ranges = ranges::analyze(f);
-    let mut body = expr::BodyWriter::new(f, &ranges, value_names, &written);
+    let mut body = expr::BodyWriter::new(Lang::Msl, f, &ranges, value_names, &written);
     for (i, r) in f.regs.iter().enumerate() {
         let ty = names::scalar_type(r.dtype);
         if r.len == 1 {
@@ -191,7 +191,7 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
 
 /// `(first MSL line, kernel location)` pairs from byte offsets into the body, in
 /// one pass over the source (offsets arrive in increasing order).
-fn line_table(source: &str, body_start: usize, op_starts: Vec<(usize, Loc)>) -> Vec<(u32, Loc)> {
+pub(crate) fn line_table(source: &str, body_start: usize, op_starts: Vec<(usize, Loc)>) -> Vec<(u32, Loc)> {
     let bytes = source.as_bytes();
     let (mut line, mut scanned) = (1u32, 0usize);
     op_starts
@@ -224,7 +224,7 @@ fn emit_error(reason: &str) -> CompileError {
 }
 
 /// Whether some store writes through each value (a pointer root), by value.
-fn stored_roots(f: &GpuFunction) -> Vec<bool> {
+pub(crate) fn stored_roots(f: &GpuFunction) -> Vec<bool> {
     let mut out = vec![false; f.values.len()];
     f.walk(&mut |op| {
         if matches!(op.kind, GpuOpKind::Store { .. }) {

@@ -8,6 +8,32 @@ use metile_ir::{DType, Literal};
 use std::fmt::{self, Write};
 use std::rc::Rc;
 
+/// The language a kernel body is written in (see `expr.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lang {
+    Msl,
+    Cuda,
+}
+
+impl Lang {
+    /// A single-precision C math function: MSL overloads `fabs` for float,
+    /// CUDA spells the float version `fabsf`.
+    pub fn float_fn(self, name: &str) -> String {
+        match self {
+            Lang::Msl => name.to_string(),
+            Lang::Cuda => format!("{name}f"),
+        }
+    }
+
+    /// A correctly rounded (not fast-math) transcendental function on float.
+    pub fn transcendental(self, name: &str) -> String {
+        match self {
+            Lang::Msl => format!("precise::{name}"),
+            Lang::Cuda => format!("{name}f"),
+        }
+    }
+}
+
 /// How a value is spelled in the MSL body. Most values are `vN` locals, printed
 /// from their number when used; parameters, threadgroup memory and constants
 /// carry their text (shared, so using a name never copies it).

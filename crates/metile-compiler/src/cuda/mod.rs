@@ -1,0 +1,256 @@
+//! The CUDA C++ emitter: the same GPU IR walk as the MSL emitter
+//! (`msl::expr::BodyWriter` with [`Lang::Cuda`]), wrapped in a CUDA kernel that
+//! NVRTC compiles.
+//!
+//! Shape of the output (byte-identical for the same GPU IR in every process):
+//! the parts of `prelude.cuh` the kernel needs (MSL's type names and `as_type`,
+//! `cuda_fp16.h`/`cuda_bf16.h` only for kernels that use f16/bf16, the aligned
+//! vector type, warp reductions), the helper functions, then one
+//! `extern "C" __global__` kernel with `__launch_bounds__(threads)`. Its
+//! parameters are the kernel's arguments in order: `[const] T*` for buffers
+//! (const when never stored through) and `T` by value for scalars. The body
+//! starts with the builtins it uses (`tid`, `lane`, `sgid`, `tgpig`, `tgpg`,
+//! with simdgroups = warps: `lane = tid % 32`, `sgid = tid / 32`) and one
+//! pointer into the dynamic shared memory per threadgroup allocation (each
+//! 16-byte aligned), then the statements the MSL emitter would write, spelled
+//! for CUDA.
+
+use crate::error::{CompileError, CompileResult};
+use crate::msl::names;
+use crate::msl::text::{Lang, Name};
+use crate::msl::{expr, line_table, ranges, stored_roots};
+use crate::target::Target;
+use metile_ir::gpu_ir::*;
+use metile_ir::{DType, Loc};
+use std::collections::HashSet;
+use std::fmt::Write;
+
+const PRELUDE: &str = include_str!("prelude.cuh");
+
+/// One parameter of the emitted kernel, in signature order.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum CudaParam {
+    /// A device pointer to elements of `dtype`; `written` when the kernel
+    /// stores through it.
+    Buffer {
+        dtype: DType,
+        tile_param_index: usize,
+        written: bool,
+    },
+    /// A scalar passed by value.
+    Scalar { dtype: DType, tile_param_index: usize },
+}
+
+/// An emitted kernel and what the runtime needs to launch it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CudaKernel {
+    pub source: String,
+    pub kernel_name: String,
+    pub params: Vec<CudaParam>,
+    pub threads_per_group: u32,
+    /// Dynamic shared memory per block, in bytes.
+    pub shared_bytes: usize,
+    /// Above this many bytes of shared memory the runtime must raise the
+    /// kernel's limit before launching it.
+    pub default_shared_bytes: usize,
+    /// The byte alignment the kernel assumes for every buffer's base address.
+    pub buffer_alignment: usize,
+    /// `(first CUDA line, kernel location)` for each run of lines emitted for
+    /// ops of one kernel source line, in order: see [`CudaKernel::loc_of_line`].
+    pub line_locs: Vec<(u32, Loc)>,
+}
+
+impl CudaKernel {
+    /// The kernel source location that CUDA line `line` (1-based) was emitted for.
+    pub fn loc_of_line(&self, line: u32) -> Option<&Loc> {
+        let i = self.line_locs.partition_point(|(first, _)| *first <= line);
+        i.checked_sub(1)
+            .map(|i| &self.line_locs[i].1)
+            .filter(|loc| loc.line != 0)
+    }
+}
+
+/// The prelude's `// @section name` parts, in order.
+fn prelude_section(name: &str) -> &'static str {
+    let marker = format!("// @section {name}\n");
+    let Some(start) = PRELUDE.find(&marker).map(|i| i + marker.len()) else {
+        return "";
+    };
+    let end = PRELUDE[start..]
+        .find("// @section ")
+        .map_or(PRELUDE.len(), |i| start + i);
+    &PRELUDE[start..end]
+}
+
+/// What the body uses that decides the prelude: dtypes, vectors, reductions.
+#[derive(Default)]
+struct Uses {
+    f16: bool,
+    bf16: bool,
+    vectors: bool,
+    reductions: bool,
+    builtins: [bool; 5],
+}
+
+fn uses(f: &GpuFunction) -> Uses {
+    let mut u = Uses::default();
+    for t in &f.values {
+        let d = t.dtype();
+        u.f16 |= d == DType::F16;
+        u.bf16 |= d == DType::BF16;
+        u.vectors |= matches!(t, GpuType::Vector(..));
+    }
+    for r in &f.regs {
+        u.f16 |= r.dtype == DType::F16;
+        u.bf16 |= r.dtype == DType::BF16;
+    }
+    f.walk(&mut |op| match op.kind {
+        GpuOpKind::SimdReduce(_) => u.reductions = true,
+        GpuOpKind::Builtin(b) => {
+            let i = match b {
+                Builtin::ThreadIndex => 0,
+                Builtin::SimdLane => 1,
+                Builtin::SimdgroupIndex => 2,
+                Builtin::ThreadgroupPosition(_) => 3,
+                Builtin::ThreadgroupsPerGrid(_) => 4,
+            };
+            u.builtins[i] = true;
+        }
+        _ => {}
+    });
+    u
+}
+
+/// Prints `f` as one CUDA C++ kernel for `target`.
+pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> {
+    let mut taken = HashSet::new();
+    let kernel_name = names::identifier(&f.name, &mut taken);
+    let mut value_names = vec![Name::Unset; f.values.len()];
+    let mut params = Vec::new();
+    let mut signature = Vec::new();
+
+    let written = stored_roots(f);
+    for p in &f.params {
+        let name = names::identifier(&p.name, &mut taken);
+        match p.kind {
+            GpuParamKind::Buffer(d) => {
+                let is_written = written[p.value.index()];
+                let constness = if is_written { "" } else { "const " };
+                signature.push(format!("{constness}{}* {name}", names::scalar_type(d)));
+                params.push(CudaParam::Buffer {
+                    dtype: d,
+                    tile_param_index: p.tile_index,
+                    written: is_written,
+                });
+            }
+            GpuParamKind::Scalar(d) => {
+                signature.push(format!("{} {name}", names::scalar_type(d)));
+                params.push(CudaParam::Scalar {
+                    dtype: d,
+                    tile_param_index: p.tile_index,
+                });
+            }
+        }
+        value_names[p.value.index()] = Name::text(name);
+    }
+
+    let used = uses(f);
+    let ranges = ranges::analyze(f);
+    let mut body = expr::BodyWriter::new(Lang::Cuda, f, &ranges, value_names, &written);
+    let simd = target.simd_width;
+    let builtin_lines = [
+        "const uint tid = threadIdx.x;".to_string(),
+        format!("const uint lane = threadIdx.x % {simd}u;"),
+        format!("const uint sgid = threadIdx.x / {simd}u;"),
+        "const uint3 tgpig = blockIdx;".to_string(),
+        "const uint3 tgpg = gridDim;".to_string(),
+    ];
+    for (line, used) in builtin_lines.iter().zip(used.builtins) {
+        if used {
+            body.line(1, line);
+        }
+    }
+    let mut shared_bytes = 0usize;
+    if !f.threadgroup.is_empty() {
+        body.line(1, "extern __shared__ __align__(16) unsigned char metile_smem[];");
+    }
+    for (i, a) in f.threadgroup.iter().enumerate() {
+        let ty = names::scalar_type(a.dtype);
+        body.line(
+            1,
+            &format!("{ty}* tg{i} = reinterpret_cast<{ty}*>(metile_smem + {shared_bytes});"),
+        );
+        body.set_value_name(a.value, Name::text(format!("tg{i}")));
+        shared_bytes += a.bytes().div_ceil(16).max(1) * 16;
+    }
+    for (i, r) in f.regs.iter().enumerate() {
+        let ty = names::scalar_type(r.dtype);
+        if r.len == 1 {
+            body.line(1, &format!("{ty} r{i};"));
+        } else {
+            body.line(1, &format!("{ty} r{i}[{}];", r.len));
+        }
+    }
+    body.block(&f.body, 1).map_err(|e| emit_error(&e))?;
+    let (text, helpers, op_starts) = body.finish();
+
+    let mut source = String::new();
+    let _ = writeln!(
+        source,
+        "// meTile kernel `{}`: {} threads per block, {shared_bytes} bytes of shared memory, for {}.\n",
+        f.name.replace(['\n', '\r'], " "),
+        f.threads_per_group,
+        target.arch_name()
+    );
+    source.push_str(prelude_section("base"));
+    let sections = [
+        (used.f16, "f16"),
+        (used.bf16, "bf16"),
+        (used.vectors, "vec"),
+        (used.reductions, "reduce"),
+    ];
+    for (wanted, name) in sections {
+        if wanted {
+            source.push_str(prelude_section(name));
+        }
+    }
+    source.push('\n');
+    for h in &helpers {
+        source.push_str(&expr::helper_source(*h).replace("static inline ", "static __device__ inline "));
+        source.push('\n');
+    }
+    let _ = writeln!(
+        source,
+        "extern \"C\" __global__ void __launch_bounds__({}) {kernel_name}(",
+        f.threads_per_group
+    );
+    for (i, s) in signature.iter().enumerate() {
+        let sep = if i + 1 < signature.len() { "," } else { ") {" };
+        let _ = writeln!(source, "    {s}{sep}");
+    }
+    if signature.is_empty() {
+        source.push_str(") {\n");
+    }
+    let body_start = source.len();
+    source.push_str(&text);
+    source.push_str("}\n");
+    let line_locs = line_table(&source, body_start, op_starts);
+    Ok(CudaKernel {
+        source,
+        kernel_name,
+        params,
+        threads_per_group: f.threads_per_group,
+        shared_bytes,
+        default_shared_bytes: target.default_threadgroup_bytes,
+        buffer_alignment: target.buffer_base_alignment,
+        line_locs,
+    })
+}
+
+fn emit_error(reason: &str) -> CompileError {
+    CompileError::new(
+        "kernel",
+        format!("internal CUDA emitter error: {reason}"),
+        Loc::unknown(),
+    )
+}

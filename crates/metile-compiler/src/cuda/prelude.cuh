@@ -1,0 +1,58 @@
+// @section base
+// MSL's scalar type names and bit cast, so the shared kernel body reads the same
+// in both languages; `long` is 64 bits on the LP64 hosts NVRTC compiles for.
+typedef unsigned int uint;
+typedef unsigned short ushort;
+typedef unsigned long ulong;
+static_assert(sizeof(long) == 8, "meTile's CUDA kernels need a 64-bit long");
+
+template <typename T, typename F>
+static __device__ __forceinline__ T as_type(F x) {
+  static_assert(sizeof(T) == sizeof(F), "as_type needs types of one size");
+  T r;
+  memcpy(&r, &x, sizeof(T));
+  return r;
+}
+// @section f16
+#include <cuda_fp16.h>
+typedef __half half;
+// @section bf16
+#include <cuda_bf16.h>
+typedef __nv_bfloat16 bfloat;
+// @section vec
+// A vector of 2 or 4 lanes aligned to its size, so a whole vector moves in one
+// memory access.
+template <typename T, int N> struct metile_vec;
+template <typename T> struct alignas(2 * sizeof(T)) metile_vec<T, 2> {
+  T x, y;
+  __device__ __forceinline__ metile_vec() {}
+  __device__ __forceinline__ explicit metile_vec(T s) : x(s), y(s) {}
+  __device__ __forceinline__ metile_vec(T a, T b) : x(a), y(b) {}
+};
+template <typename T> struct alignas(4 * sizeof(T)) metile_vec<T, 4> {
+  T x, y, z, w;
+  __device__ __forceinline__ metile_vec() {}
+  __device__ __forceinline__ explicit metile_vec(T s) : x(s), y(s), z(s), w(s) {}
+  __device__ __forceinline__ metile_vec(T a, T b, T c, T d) : x(a), y(b), z(c), w(d) {}
+};
+// @section reduce
+// Warp reductions with MSL's simd_sum/simd_max/simd_min meaning: every lane gets
+// the result (a butterfly: each lane combines the same values in the same order).
+// The lowering uses them for f32/i32/u32 sums and i32/u32 max/min; integer sums wrap.
+static __device__ __forceinline__ float metile_add(float a, float b) { return a + b; }
+static __device__ __forceinline__ int metile_add(int a, int b) { return int(uint(a) + uint(b)); }
+static __device__ __forceinline__ uint metile_add(uint a, uint b) { return a + b; }
+template <typename T> static __device__ __forceinline__ T metile_max(T a, T b) { return a > b ? a : b; }
+template <typename T> static __device__ __forceinline__ T metile_min(T a, T b) { return a < b ? a : b; }
+template <typename T> static __device__ __forceinline__ T simd_sum(T x) {
+  for (int m = 16; m > 0; m >>= 1) x = metile_add(x, __shfl_xor_sync(0xffffffffu, x, m));
+  return x;
+}
+template <typename T> static __device__ __forceinline__ T simd_max(T x) {
+  for (int m = 16; m > 0; m >>= 1) x = metile_max(x, __shfl_xor_sync(0xffffffffu, x, m));
+  return x;
+}
+template <typename T> static __device__ __forceinline__ T simd_min(T x) {
+  for (int m = 16; m > 0; m >>= 1) x = metile_min(x, __shfl_xor_sync(0xffffffffu, x, m));
+  return x;
+}

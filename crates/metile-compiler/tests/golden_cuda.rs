@@ -1,0 +1,62 @@
+//! Golden CUDA C++ for the seed kernels (produced without a GPU): any change to
+//! the emitted text shows up as a snapshot diff to review (`cargo insta review`).
+
+mod common;
+
+use metile_compiler::{compile_cuda, CudaParam, MslOptions, Target};
+use metile_ir::DType;
+
+fn compile(f: &metile_ir::Function) -> metile_compiler::CudaKernel {
+    compile_cuda(f, &MslOptions::default(), &Target::nvidia(9, 0))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .kernel
+}
+
+#[test]
+fn add_cuda() {
+    let k = compile(&common::add(256, DType::F32));
+    assert_eq!(k.threads_per_group, 64);
+    assert!(matches!(
+        k.params[2],
+        CudaParam::Buffer {
+            written: true,
+            dtype: DType::F32,
+            ..
+        }
+    ));
+    insta::assert_snapshot!("add_cuda", k.source);
+}
+
+#[test]
+fn add_bf16_cuda() {
+    let k = compile(&common::add(1024, DType::BF16));
+    assert!(k.source.contains("#include <cuda_bf16.h>"));
+    assert!(!k.source.contains("#include <cuda_fp16.h>"));
+    insta::assert_snapshot!("add_bf16_cuda", k.source);
+}
+
+#[test]
+fn softmax_cuda() {
+    let k = compile(&common::softmax(1024));
+    assert_eq!(k.threads_per_group, 256);
+    insta::assert_snapshot!("softmax_cuda", k.source);
+}
+
+#[test]
+fn gemm_f16_cuda() {
+    let k = compile(&common::gemm(64, 64, 32, DType::F16));
+    assert!(k.shared_bytes > 0);
+    insta::assert_snapshot!("gemm_f16_cuda", k.source);
+}
+
+#[test]
+fn cuda_line_table_maps_back_to_kernel_lines() {
+    let k = compile(&common::add(256, DType::F32));
+    let store_line = k
+        .source
+        .lines()
+        .position(|l| l.contains("Out[") || l.contains("metile_vec<float, 4>*)(Out"))
+        .expect("a store") as u32
+        + 1;
+    assert!(k.loc_of_line(store_line).is_some());
+}
