@@ -21,7 +21,17 @@ def _backends():
 BACKENDS = _backends()
 
 
-@pytest.fixture(params=BACKENDS)
+def _backend_params():
+    """Every backend asked for; those absent here are skipped with the reason."""
+    wanted = os.environ.get("METILE_TEST_DEVICES")
+    names = [n.strip() for n in wanted.split(",")] if wanted else list(_ALL)
+    return [
+        n if n in BACKENDS else pytest.param(n, marks=pytest.mark.skip(reason=f"no {n} device here"))
+        for n in names
+    ]
+
+
+@pytest.fixture(params=_backend_params())
 def device(request):
     previous = metile.get_device()
     metile.set_device(request.param)

@@ -4,6 +4,7 @@
 //! (pointer or scalar, and the dtype).
 
 use crate::buffer::Buffer;
+use crate::device_args::{cuda_object_arg, is_cuda_object, stage_host, ArgContext};
 use metile_interp::{KernelArg, ScalarValue};
 use metile_ir::DType;
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
@@ -97,19 +98,33 @@ fn scalar_from_int(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResul
     ))
 }
 
+/// A host array argument: used in place, or staged on a device with memory of its own.
+fn host_arg(
+    arr: &Bound<'_, PyUntypedArray>,
+    ctx: &mut ArgContext<'_>,
+    what: &dyn Fn() -> String,
+) -> PyResult<(ArgKind, KernelArg)> {
+    let (kind, arg) = array_arg(arr, what)?;
+    match (ctx.memory, arg) {
+        (Some(memory), KernelArg::Buffer { ptr, len, dtype }) => {
+            Ok((kind, stage_host(arr.py(), ctx, memory, (ptr, len, dtype))?))
+        }
+        (_, arg) => Ok((kind, arg)),
+    }
+}
+
 /// Converts the runtime argument for parameter `name`.
-pub fn convert_arg(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<(ArgKind, KernelArg)> {
+pub fn convert_arg(obj: &Bound<'_, PyAny>, name: &str, ctx: &mut ArgContext<'_>) -> PyResult<(ArgKind, KernelArg)> {
     let describe = || format!("argument '{name}'");
     let what: &dyn Fn() -> String = &describe;
     if let Ok(arr) = obj.cast::<PyUntypedArray>() {
         if arr.ndim() == 0 {
             return numpy_scalar_arg(obj, &arr.dtype(), what);
         }
-        return array_arg(arr, what);
+        return host_arg(arr, ctx, what);
     }
     if let Ok(buf) = obj.cast::<Buffer>() {
-        let array = buf.get().array.bind(obj.py());
-        return array_arg(array.cast::<PyUntypedArray>()?, what);
+        return buf.get().kernel_arg(obj.py(), ctx.memory, what);
     }
     if obj.is_instance_of::<PyBool>() {
         let b: bool = obj.extract()?;
@@ -128,7 +143,7 @@ pub fn convert_arg(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<(ArgKind, Ker
             KernelArg::Scalar(ScalarValue::F32(x as f32)),
         ));
     }
-    slow_arg(obj, what)
+    slow_arg(obj, ctx, what)
 }
 
 fn numpy_scalar_arg(
@@ -151,12 +166,19 @@ fn numpy_scalar_arg(
 }
 
 /// numpy scalars, DLPack producers and other array-likes; refuses the rest.
-fn slow_arg(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResult<(ArgKind, KernelArg)> {
+fn slow_arg(
+    obj: &Bound<'_, PyAny>,
+    ctx: &mut ArgContext<'_>,
+    what: &dyn Fn() -> String,
+) -> PyResult<(ArgKind, KernelArg)> {
     let py = obj.py();
     let np = py.import("numpy")?;
     if obj.is_instance(&np.getattr("generic")?)? {
         let descr = obj.getattr("dtype")?;
         return numpy_scalar_arg(obj, descr.cast::<numpy::PyArrayDescr>()?, what);
+    }
+    if is_cuda_object(obj)? {
+        return cuda_object_arg(obj, ctx, what);
     }
     let array = if obj.hasattr("__dlpack__")? {
         Some(np.call_method1("from_dlpack", (obj,))?)
@@ -167,7 +189,7 @@ fn slow_arg(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResult<(ArgK
     };
     if let Some(array) = array {
         // Both conversions are views of the producer's memory, so stores reach it.
-        return array_arg(array.cast::<PyUntypedArray>()?, what);
+        return host_arg(array.cast::<PyUntypedArray>()?, ctx, what);
     }
     let type_name = obj.get_type().name()?;
     let hint = if obj.is_instance_of::<pyo3::types::PyList>() || obj.is_instance_of::<pyo3::types::PyTuple>()

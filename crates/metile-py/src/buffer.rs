@@ -1,16 +1,49 @@
 //! `metile.Buffer`: memory that kernels and numpy share. On the CPU backends (and
 //! on Apple's unified memory) a buffer is one C-contiguous numpy array used in
 //! place, so `numpy()` is a view, not a copy.
+//!
+//! On a device with memory of its own (cuda) the buffer also owns a device
+//! allocation, made at its first launch there. Launches use it in place; the
+//! host array is refreshed from it only when Python reads the buffer
+//! (`numpy()`, `__array__`, a launch on a CPU backend), which waits for the
+//! kernels writing it. Handing out the host view may let Python change it, so the
+//! next launch uploads it again: alternate kernel launches with `numpy()` calls
+//! and every call pays a round trip over PCIe.
 
-use crate::args::dtype_of_descr;
-use numpy::{PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::PyTypeError;
+use crate::args::{array_arg, dtype_of_descr, ArgKind};
+use metile_interp::KernelArg;
+use metile_runtime::{DeviceAllocation, DeviceMemory};
+use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
+use std::sync::{Arc, Mutex};
 
 #[pyclass(module = "metile._metile", name = "Buffer", frozen)]
 pub struct Buffer {
     pub array: Py<PyAny>,
+    device: Mutex<Option<DeviceCopy>>,
+}
+
+/// Which of the two copies holds the buffer's current contents.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Current {
+    Both,
+    /// Kernels may have written the device copy since the last download.
+    Device,
+    /// Python may have written the host array since the last upload.
+    Host,
+}
+
+struct DeviceCopy {
+    alloc: Arc<dyn DeviceAllocation>,
+    /// The device that owns the allocation (kept for downloads).
+    device: Arc<dyn metile_runtime::Device>,
+    current: Current,
+}
+
+fn runtime_err(e: metile_runtime::RuntimeError) -> PyErr {
+    PyRuntimeError::new_err(e.to_string())
 }
 
 /// numpy's name for a meTile dtype string (`"f32"`, `"float32"`, `np.float32`, ...).
@@ -51,7 +84,92 @@ impl Buffer {
         dtype_of_descr(&arr.dtype(), &|| "the buffer's data".to_string())?;
         Ok(Buffer {
             array: array.unbind(),
+            device: Mutex::new(None),
         })
+    }
+
+    fn host_array<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyUntypedArray>, *mut u8, usize)> {
+        let arr = self.array.bind(py).cast::<PyUntypedArray>()?.clone();
+        let bytes = arr.len() * arr.dtype().itemsize();
+        // SAFETY: a live C-contiguous array (the constructor made it so).
+        let ptr = unsafe { (*arr.as_array_ptr()).fields.data } as *mut u8;
+        Ok((arr, ptr, bytes))
+    }
+
+    /// Brings the host array up to date; `handing_out` marks it as possibly
+    /// changed by Python afterwards.
+    fn sync_to_host(&self, py: Python<'_>, handing_out: bool) -> PyResult<()> {
+        let mut guard = self
+            .device
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("buffer state poisoned"))?;
+        let Some(copy) = guard.as_mut() else {
+            return Ok(());
+        };
+        if copy.current == Current::Device {
+            let (_arr, ptr, bytes) = self.host_array(py)?;
+            let memory = copy
+                .device
+                .memory()
+                .ok_or_else(|| PyRuntimeError::new_err("the buffer's device has no memory of its own"))?;
+            let src = copy.alloc.ptr();
+            let (ptr, bytes) = (ptr as usize, bytes);
+            // SAFETY: the host array has `bytes` bytes and stays alive (self holds
+            // it); the allocation was made with the same size.
+            py.detach(|| unsafe { memory.download(src, ptr as *mut u8, bytes) })
+                .map_err(runtime_err)?;
+            copy.current = Current::Both;
+        }
+        if handing_out {
+            copy.current = Current::Host;
+        }
+        Ok(())
+    }
+
+    /// The buffer as a kernel argument on the current device.
+    pub fn kernel_arg(
+        &self,
+        py: Python<'_>,
+        memory: Option<&dyn DeviceMemory>,
+        what: &dyn Fn() -> String,
+    ) -> PyResult<(ArgKind, KernelArg)> {
+        let Some(memory) = memory else {
+            // A host launch reads and may write the host array.
+            self.sync_to_host(py, true)?;
+            return array_arg(self.array.bind(py).cast::<PyUntypedArray>()?, what);
+        };
+        let (arr, ptr, bytes) = self.host_array(py)?;
+        let (kind, _) = array_arg(&arr, what)?;
+        let ArgKind::Pointer(dtype) = kind else {
+            return Err(PyTypeError::new_err("a buffer is not a scalar"));
+        };
+        let mut guard = self
+            .device
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("buffer state poisoned"))?;
+        if guard.is_none() {
+            let device = crate::device_state::current_device(py)?;
+            let alloc = memory.alloc(bytes).map_err(runtime_err)?;
+            *guard = Some(DeviceCopy {
+                alloc,
+                device,
+                current: Current::Host,
+            });
+        }
+        let copy = guard.as_mut().ok_or_else(|| PyRuntimeError::new_err("no device copy"))?;
+        if copy.current == Current::Host {
+            // SAFETY: the host array has `bytes` bytes; so has the allocation.
+            unsafe { memory.upload(copy.alloc.ptr(), ptr, bytes) }.map_err(runtime_err)?;
+        }
+        copy.current = Current::Device;
+        Ok((
+            kind,
+            KernelArg::Buffer {
+                ptr: copy.alloc.ptr() as *mut u8,
+                len: arr.len(),
+                dtype,
+            },
+        ))
     }
 }
 
@@ -104,9 +222,11 @@ impl Buffer {
         Buffer::new(py, Some(array), None, None)
     }
 
-    /// The buffer's memory as a numpy array (a view: writes go both ways).
-    fn numpy(&self, py: Python<'_>) -> Py<PyAny> {
-        self.array.clone_ref(py)
+    /// The buffer's memory as a numpy array (a view: writes go both ways; on
+    /// cuda, the host copy brought up to date first).
+    fn numpy(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.sync_to_host(py, true)?;
+        Ok(self.array.clone_ref(py))
     }
 
     #[getter]
@@ -141,6 +261,7 @@ impl Buffer {
         dtype: Option<&Bound<'_, PyAny>>,
         copy: Option<bool>,
     ) -> PyResult<Py<PyAny>> {
+        self.sync_to_host(py, true)?;
         let arr = self.array.bind(py);
         let out = match (dtype, copy) {
             (Some(d), _) => arr.call_method1("astype", (d,))?,

@@ -4,6 +4,7 @@
 //! dispatches — all in Rust but the trace itself.
 
 use crate::args::{convert_arg, ArgKind};
+use crate::device_args::{copy_back, ArgContext, Staged};
 use crate::device_state::{current_device, runtime_error_to_py};
 use crate::tracing::PyTileFunction;
 use metile_interp::KernelArg;
@@ -241,7 +242,7 @@ fn parse_grid(grid: &Bound<'_, PyAny>) -> PyResult<[u32; 3]> {
 
 /// Keeps raw buffer pointers movable to the thread that runs the launch; the
 /// Python objects that own the memory stay referenced by the caller meanwhile.
-struct SendArgs(Vec<KernelArg>);
+struct SendArgs(Vec<KernelArg>, Vec<Staged>);
 // SAFETY: the pointers refer to memory kept alive by the launching Python frame,
 // which blocks until the launch returns.
 unsafe impl Send for SendArgs {}
@@ -346,6 +347,12 @@ impl Launcher {
         let kernel = self.kernel.get();
         let bound = kernel.bind(args, kwargs)?;
         let device = current_device(py)?;
+        let mut ctx = ArgContext {
+            memory: device.memory(),
+            device_name: device.name(),
+            staged: Vec::new(),
+            index: 0,
+        };
         let mut kinds = Vec::with_capacity(kernel.runtime_params.len());
         let mut kernel_args = Vec::with_capacity(kernel.runtime_params.len());
         let mut constexprs = Vec::new();
@@ -354,7 +361,8 @@ impl Launcher {
             if kernel.is_constexpr[i] {
                 constexprs.push(const_key(value)?);
             } else {
-                let (kind, arg) = convert_arg(value, &kernel.params[i])?;
+                ctx.index = kernel_args.len();
+                let (kind, arg) = convert_arg(value, &kernel.params[i], &mut ctx)?;
                 kinds.push(kind);
                 kernel_args.push(arg);
             }
@@ -377,12 +385,20 @@ impl Launcher {
             }
         };
         let grid = self.grid;
-        let send = SendArgs(kernel_args);
+        let send = SendArgs(kernel_args, ctx.staged);
+        let memory = ctx.memory;
         let result = py.detach(move || {
             let args = send;
             // SAFETY: every buffer argument is a live, C-contiguous array owned by
-            // objects in `args` (the Python tuple), which outlive this call.
-            unsafe { spec.compiled.launch(&args.0, grid) }
+            // objects in `args` (the Python tuple), which outlive this call, or a
+            // device allocation staged for it.
+            unsafe { spec.compiled.launch(&args.0, grid) }?;
+            match memory {
+                Some(memory) if !args.1.is_empty() => {
+                    copy_back(memory, &args.1, &|i| spec.compiled.writes_param(i))
+                }
+                _ => Ok(()),
+            }
         });
         result.map_err(|e| runtime_error_to_py(py, e))
     }

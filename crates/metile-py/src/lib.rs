@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 
 pub mod args;
 pub mod buffer;
+pub mod device_args;
 pub mod device_state;
 pub mod errors;
 pub mod kernel;

@@ -1,5 +1,5 @@
 //! Looking at compilation stages from Python without launching: the MSL (and GPU
-//! IR) a traced kernel compiles to. Used by the benchmarks and by people tuning
+//! IR) or the CUDA C++ a traced kernel compiles to. Used by the benchmarks and by people tuning
 //! kernels; `METILE_DEBUG` prints the same text during normal launches.
 
 use std::sync::OnceLock;
@@ -115,9 +115,60 @@ pub fn compile_msl_py(
     })
 }
 
+/// The NVIDIA target named `sm_XY` (compute capability X.Y).
+fn nvidia_target(arch: &str) -> PyResult<metile_compiler::Target> {
+    let digits = arch.strip_prefix("sm_").filter(|d| d.len() >= 2 && d.chars().all(|c| c.is_ascii_digit()));
+    let parsed = digits.and_then(|d| {
+        let (major, minor) = d.split_at(d.len() - 1);
+        Some((major.parse::<u32>().ok()?, minor.parse::<u32>().ok()?))
+    });
+    match parsed {
+        Some((major, minor)) if major >= 7 => Ok(metile_compiler::Target::nvidia(major, minor)),
+        _ => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "arch must name an NVIDIA architecture from sm_70 on, such as 'sm_80' or 'sm_90', got '{arch}'"
+        ))),
+    }
+}
+
+/// `{"cuda": str, "kernel_name": str, "threads_per_group": int, "shared_bytes": int}`
+/// for a traced kernel: the CUDA C++ the cuda backend hands NVRTC for `arch`
+/// (no GPU needed).
+#[pyfunction]
+#[pyo3(name = "compile_cuda", signature = (func, num_sgs=None, arch="sm_90"))]
+pub fn compile_cuda_py<'py>(
+    py: Python<'py>,
+    func: &Bound<'_, PyTileFunction>,
+    num_sgs: Option<u32>,
+    arch: &str,
+) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    let target = nvidia_target(arch)?;
+    let f = func.get().func.clone();
+    let options = MslOptions {
+        num_sgs,
+        keep_gpu_ir: false,
+    };
+    let compiled = py
+        .detach(|| metile_compiler::compile_cuda(&f, &options, &target))
+        .map_err(|e| {
+            compilation_error(
+                py,
+                &format!("cannot compile `{}` for NVIDIA GPUs: {}", e.op, e.reason),
+                &e.loc,
+            )
+        })?;
+    let k = compiled.kernel;
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("cuda", k.source)?;
+    d.set_item("kernel_name", k.kernel_name)?;
+    d.set_item("threads_per_group", k.threads_per_group)?;
+    d.set_item("shared_bytes", k.shared_bytes)?;
+    Ok(d)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyMslCompilation>()?;
     m.add_function(wrap_pyfunction!(compile_msl_py, m)?)?;
+    m.add_function(wrap_pyfunction!(compile_cuda_py, m)?)?;
     // A mapping to Python code that checks (isinstance(x, Mapping)).
     m.py()
         .import("collections.abc")?

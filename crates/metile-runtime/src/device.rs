@@ -24,6 +24,39 @@ pub trait CompiledKernel: Send + Sync {
     /// Buffer arguments must point to live allocations of the stated length that
     /// no one else mutates during the launch.
     unsafe fn launch(&self, args: &[KernelArg], grid: [u32; 3]) -> Result<(), RuntimeError>;
+
+    /// Whether the kernel may store through its pointer parameter `index` (a
+    /// staged host array is copied back only then). True unless the backend knows.
+    fn writes_param(&self, index: usize) -> bool {
+        let _ = index;
+        true
+    }
+}
+
+/// Memory of its own on a device whose kernels cannot read host memory (CUDA):
+/// on such a device every buffer argument of a launch is a device address.
+pub trait DeviceMemory: Send + Sync {
+    /// A new allocation of `bytes` bytes, freed when the last reference goes.
+    fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceAllocation>, RuntimeError>;
+    /// Copies host bytes to device memory, ordered after earlier launches.
+    ///
+    /// # Safety
+    /// `src` must be readable for `bytes` bytes and `dst` a device allocation of
+    /// at least `bytes` bytes.
+    unsafe fn upload(&self, dst: u64, src: *const u8, bytes: usize) -> Result<(), RuntimeError>;
+    /// Copies device memory to the host once earlier launches have finished.
+    ///
+    /// # Safety
+    /// `dst` must be writable for `bytes` bytes and `src` a device allocation of
+    /// at least `bytes` bytes.
+    unsafe fn download(&self, src: u64, dst: *mut u8, bytes: usize) -> Result<(), RuntimeError>;
+}
+
+/// A device allocation (see [`DeviceMemory`]).
+pub trait DeviceAllocation: Send + Sync {
+    /// Its device address.
+    fn ptr(&self) -> u64;
+    fn bytes(&self) -> usize;
 }
 
 pub trait Device: Send + Sync {
@@ -52,6 +85,11 @@ pub trait Device: Send + Sync {
         let _ = run;
         None
     }
+    /// The device's own memory, where kernels cannot read host memory; `None`
+    /// where they use host (or unified) memory in place.
+    fn memory(&self) -> Option<&dyn DeviceMemory> {
+        None
+    }
 }
 
 /// Every backend name, in the order `METILE_DEVICE` documents them.
@@ -62,8 +100,9 @@ pub fn open_device(name: &str) -> Result<Arc<dyn Device>, RuntimeError> {
     match name {
         "cpu" => Ok(Arc::new(crate::cpu::CpuDevice)),
         "msl-emu" => Ok(Arc::new(crate::msl_emu_device::MslEmuDevice::open()?)),
-        "metal" | "cuda" => Err(RuntimeError::Unavailable(format!(
-            "the {name} backend is not available in this build; available: cpu, msl-emu"
+        "cuda" => Ok(crate::cuda::CudaDevice::open()?),
+        "metal" => Err(RuntimeError::Unavailable(format!(
+            "the {name} backend is not available in this build; available: cpu, msl-emu, cuda"
         ))),
         other => Err(RuntimeError::Unavailable(format!(
             "unknown device '{other}'; choose one of {}",
@@ -72,10 +111,12 @@ pub fn open_device(name: &str) -> Result<Arc<dyn Device>, RuntimeError> {
     }
 }
 
-/// The default device: `METILE_DEVICE` if set, else the best one present.
+/// The default device: `METILE_DEVICE` if set, else the best one present (cuda
+/// when an NVIDIA driver, NVRTC and a GPU are there, else cpu).
 pub fn default_device_name() -> String {
     match std::env::var("METILE_DEVICE") {
         Ok(name) if !name.trim().is_empty() => name.trim().to_string(),
+        _ if crate::cuda::available() => "cuda".to_string(),
         _ => "cpu".to_string(),
     }
 }

@@ -1,6 +1,7 @@
 //! meTile runtime: the device interface and its backends, compiled-kernel launch.
 
 pub mod cpu;
+pub mod cuda;
 pub mod debug;
 pub mod device;
 pub mod disk_cache;
@@ -8,6 +9,9 @@ pub mod error;
 pub mod msl_emu;
 pub mod msl_emu_device;
 
-pub use device::{default_device_name, open_device, CompileOptions, CompiledKernel, Device, DEVICE_NAMES};
+pub use device::{
+    default_device_name, open_device, CompileOptions, CompiledKernel, Device, DeviceAllocation, DeviceMemory,
+    DEVICE_NAMES,
+};
 pub use error::RuntimeError;
 pub use metile_interp::{KernelArg, ScalarValue};

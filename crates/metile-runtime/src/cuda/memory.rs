@@ -1,0 +1,107 @@
+//! Device allocations and copies for `metile.Buffer` and for staging host
+//! arrays. Copies use the synchronous driver calls on the legacy default stream,
+//! so an upload lands before later launches and a download waits for earlier ones.
+
+use super::driver::{describe, is_sticky};
+use super::Context;
+use crate::device::{DeviceAllocation, DeviceMemory};
+use crate::error::RuntimeError;
+use cudarc::driver::sys as cu;
+use std::sync::Arc;
+
+pub struct CudaMemory {
+    context: Arc<Context>,
+}
+
+impl CudaMemory {
+    pub(super) fn new(context: Arc<Context>) -> CudaMemory {
+        CudaMemory { context }
+    }
+}
+
+fn copy_error(code: cu::CUresult, what: &str) -> RuntimeError {
+    if is_sticky(code) {
+        RuntimeError::Device(format!(
+            "a {what} found the GPU faulted by an earlier kernel: {}. The CUDA context is now unusable; \
+             restart the process to use the GPU again",
+            describe(code)
+        ))
+    } else {
+        RuntimeError::Device(format!("CUDA {what} failed: {}", describe(code)))
+    }
+}
+
+struct CudaAllocation {
+    context: Arc<Context>,
+    ptr: u64,
+    bytes: usize,
+}
+
+impl DeviceAllocation for CudaAllocation {
+    fn ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Drop for CudaAllocation {
+    fn drop(&mut self) {
+        if self.ptr != 0 && self.context.bind().is_ok() {
+            // SAFETY: the allocation came from cuMemAlloc and is freed once; a
+            // failure (a faulted context) leaves nothing to do.
+            unsafe {
+                cu::cuMemFree_v2(self.ptr);
+            }
+        }
+    }
+}
+
+impl DeviceMemory for CudaMemory {
+    fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceAllocation>, RuntimeError> {
+        let mut ptr: cu::CUdeviceptr = 0;
+        if bytes > 0 {
+            self.context.bind()?;
+            // SAFETY: the driver writes one device address.
+            let code = unsafe { cu::cuMemAlloc_v2(&mut ptr, bytes) };
+            if code != cu::CUresult::CUDA_SUCCESS {
+                return Err(copy_error(code, &format!("allocation of {bytes} bytes")));
+            }
+        }
+        Ok(Arc::new(CudaAllocation {
+            context: self.context.clone(),
+            ptr,
+            bytes,
+        }))
+    }
+
+    unsafe fn upload(&self, dst: u64, src: *const u8, bytes: usize) -> Result<(), RuntimeError> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.context.bind()?;
+        // SAFETY: the caller guarantees `bytes` readable host bytes at `src` and a
+        // device allocation of at least `bytes` at `dst`.
+        let code = unsafe { cu::cuMemcpyHtoD_v2(dst, src.cast(), bytes) };
+        if code != cu::CUresult::CUDA_SUCCESS {
+            return Err(copy_error(code, "copy to the GPU"));
+        }
+        Ok(())
+    }
+
+    unsafe fn download(&self, src: u64, dst: *mut u8, bytes: usize) -> Result<(), RuntimeError> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.context.bind()?;
+        // SAFETY: the caller guarantees `bytes` writable host bytes at `dst` and a
+        // device allocation of at least `bytes` at `src`.
+        let code = unsafe { cu::cuMemcpyDtoH_v2(dst.cast(), src, bytes) };
+        if code != cu::CUresult::CUDA_SUCCESS {
+            return Err(copy_error(code, "copy from the GPU"));
+        }
+        Ok(())
+    }
+}

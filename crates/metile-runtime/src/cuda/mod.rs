@@ -1,0 +1,448 @@
+//! The cuda backend: Tile IR → GPU IR for the detected GPU's [`Target`] → CUDA
+//! C++ (`metile_compiler::compile_cuda`) → a cubin from NVRTC (cached in memory
+//! and on disk) → launches on the legacy default stream of the device's primary
+//! context, the stream and context torch and CuPy use by default, so kernels
+//! are ordered with their work without extra synchronisation.
+//!
+//! Buffer arguments are device addresses (metile-py stages host arrays through
+//! [`DeviceMemory`]). A fault on the GPU (an illegal address, say) is sticky:
+//! the context refuses all later work, and the process must restart to use the
+//! GPU again; the error says so and names the last kernel launched.
+
+mod driver;
+mod memory;
+mod nvrtc;
+
+pub use driver::load_libraries;
+
+use crate::debug::debug_enabled;
+use crate::device::{CompileOptions, CompiledKernel, Device, DeviceMemory};
+use crate::disk_cache::{cache_key, DiskCache};
+use crate::error::RuntimeError;
+use cudarc::driver::sys as cu;
+use driver::{check, describe, is_sticky};
+use metile_compiler::{compile_cuda, CompileError, CudaKernel, CudaParam, MslOptions, Target};
+use metile_interp::{KernelArg, ScalarValue};
+use metile_ir::Function;
+use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The primary context of one GPU. Raw driver handles are plain pointers the
+/// driver lets any thread use once the context is made current there.
+struct Context {
+    ctx: cu::CUcontext,
+}
+// SAFETY: a CUDA context may be used from any thread (each call makes it current).
+unsafe impl Send for Context {}
+// SAFETY: as above; the driver serialises access internally.
+unsafe impl Sync for Context {}
+
+impl Context {
+    /// Makes the context current on the calling thread.
+    fn bind(&self) -> Result<(), RuntimeError> {
+        // SAFETY: the context was retained at open and is never released.
+        check(unsafe { cu::cuCtxSetCurrent(self.ctx) }, "context activation")
+    }
+}
+
+pub struct CudaDevice {
+    context: Arc<Context>,
+    model: String,
+    target: Target,
+    nvrtc_version: (i32, i32),
+    disk: DiskCache,
+    /// Loaded kernels by cache key (source, architecture, NVRTC version).
+    loaded: Mutex<HashMap<String, Arc<Loaded>>>,
+    /// The name of the last kernel launched, for fault messages.
+    last_kernel: Arc<Mutex<Arc<str>>>,
+    memory: memory::CudaMemory,
+}
+
+/// A loaded module and its kernel function.
+struct Loaded {
+    function: cu::CUfunction,
+}
+// SAFETY: module handles are usable from any thread with the context current.
+unsafe impl Send for Loaded {}
+// SAFETY: as above.
+unsafe impl Sync for Loaded {}
+
+impl CudaDevice {
+    /// The process's cuda device (GPU 0 of `CUDA_VISIBLE_DEVICES`), opened once.
+    pub fn open() -> Result<Arc<CudaDevice>, RuntimeError> {
+        static DEVICE: OnceLock<Result<Arc<CudaDevice>, String>> = OnceLock::new();
+        DEVICE
+            .get_or_init(|| CudaDevice::open_first().map(Arc::new).map_err(|e| e.to_string()))
+            .clone()
+            .map_err(RuntimeError::Unavailable)
+    }
+
+    fn open_first() -> Result<CudaDevice, RuntimeError> {
+        load_libraries()?;
+        let unavailable = |what: &str, code| {
+            RuntimeError::Unavailable(format!("the cuda backend cannot start: {what} failed: {}", describe(code)))
+        };
+        // SAFETY: cuInit may be called any number of times.
+        let code = unsafe { cu::cuInit(0) };
+        if code == cu::CUresult::CUDA_ERROR_NO_DEVICE {
+            return Err(RuntimeError::Unavailable(
+                "the cuda backend found the NVIDIA driver but no GPU (none is visible to this process)".into(),
+            ));
+        }
+        if code != cu::CUresult::CUDA_SUCCESS {
+            return Err(unavailable("driver initialisation", code));
+        }
+        let mut count = 0;
+        // SAFETY: the driver writes one int.
+        let code = unsafe { cu::cuDeviceGetCount(&mut count) };
+        if code != cu::CUresult::CUDA_SUCCESS {
+            return Err(unavailable("counting GPUs", code));
+        }
+        if count == 0 {
+            return Err(RuntimeError::Unavailable(
+                "the cuda backend found the NVIDIA driver but no GPU (none is visible to this process)".into(),
+            ));
+        }
+        let mut dev: cu::CUdevice = 0;
+        // SAFETY: device 0 exists (count > 0).
+        check(unsafe { cu::cuDeviceGet(&mut dev, 0) }, "device lookup")?;
+        let attribute = |a: cu::CUdevice_attribute| -> Result<i32, RuntimeError> {
+            let mut v = 0;
+            // SAFETY: the driver writes one int for a valid device.
+            check(unsafe { cu::cuDeviceGetAttribute(&mut v, a, dev) }, "device query")?;
+            Ok(v)
+        };
+        let major = attribute(cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+        let minor = attribute(cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+        let optin = attribute(cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
+        let mut name = [0 as std::ffi::c_char; 256];
+        // SAFETY: the buffer holds 256 bytes; the driver NUL-terminates.
+        check(unsafe { cu::cuDeviceGetName(name.as_mut_ptr(), 256, dev) }, "device name")?;
+        // SAFETY: NUL-terminated by the driver.
+        let gpu_name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        let mut ctx: cu::CUcontext = std::ptr::null_mut();
+        // SAFETY: retains the device's primary context (shared with torch/CuPy).
+        check(unsafe { cu::cuDevicePrimaryCtxRetain(&mut ctx, dev) }, "context creation")?;
+        let context = Arc::new(Context { ctx });
+        context.bind()?;
+        let mut target = Target::nvidia(major.max(0) as u32, minor.max(0) as u32);
+        // The device's own opt-in limit wins over the table (a new GPU, MIG...).
+        if optin > 0 {
+            target.max_threadgroup_bytes = optin as usize;
+        }
+        let nvrtc_version = nvrtc::version()?;
+        Ok(CudaDevice {
+            memory: memory::CudaMemory::new(context.clone()),
+            context,
+            model: format!("{gpu_name} (sm_{major}{minor})"),
+            target,
+            nvrtc_version,
+            disk: DiskCache::open("cuda"),
+            loaded: Mutex::new(HashMap::new()),
+            last_kernel: Arc::new(Mutex::new(Arc::from("(none)"))),
+        })
+    }
+
+    /// The target description lowering uses for this GPU.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    fn load(&self, kernel: &CudaKernel) -> Result<Arc<Loaded>, RuntimeError> {
+        let arch = self.target.arch_name();
+        let version = format!("{}.{}", self.nvrtc_version.0, self.nvrtc_version.1);
+        let key = cache_key(&[kernel.source.as_bytes(), arch.as_bytes(), version.as_bytes()]);
+        if let Some(l) = self.loaded.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return Ok(l);
+        }
+        let file = format!("{}.cu", kernel.kernel_name);
+        let cubin = match nvrtc::compile_cached(&self.disk, &kernel.source, &file, &arch, self.nvrtc_version)? {
+            Ok(cubin) => cubin,
+            Err(failure) => {
+                let loc = failure.line.and_then(|l| kernel.loc_of_line(l)).cloned();
+                let at = failure.line.map(|l| format!(" (CUDA line {l})")).unwrap_or_default();
+                return Err(RuntimeError::Compile {
+                    message: format!(
+                        "NVRTC cannot compile the CUDA C++ of `{}`{at} for {arch}:\n{}",
+                        kernel.kernel_name, failure.log
+                    ),
+                    loc,
+                });
+            }
+        };
+        self.context.bind()?;
+        let mut module: cu::CUmodule = std::ptr::null_mut();
+        // SAFETY: `cubin` is a complete cubin image NVRTC produced.
+        check(
+            unsafe { cu::cuModuleLoadData(&mut module, cubin.as_ptr().cast()) },
+            "module load",
+        )?;
+        let name = CString::new(kernel.kernel_name.as_str())
+            .map_err(|_| RuntimeError::Device("kernel name with a NUL byte".into()))?;
+        let mut function: cu::CUfunction = std::ptr::null_mut();
+        // SAFETY: the module is loaded; the name is NUL-terminated.
+        check(
+            unsafe { cu::cuModuleGetFunction(&mut function, module, name.as_ptr()) },
+            "kernel lookup",
+        )?;
+        if kernel.shared_bytes > kernel.default_shared_bytes {
+            let bytes = i32::try_from(kernel.shared_bytes).unwrap_or(i32::MAX);
+            // SAFETY: a valid function; the size is within the device's opt-in limit
+            // (lowering refuses more).
+            check(
+                unsafe {
+                    cu::cuFuncSetAttribute(
+                        function,
+                        cu::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        bytes,
+                    )
+                },
+                "shared-memory opt-in",
+            )?;
+        }
+        let loaded = Arc::new(Loaded { function });
+        if let Ok(mut m) = self.loaded.lock() {
+            m.insert(key, loaded.clone());
+        }
+        Ok(loaded)
+    }
+
+    fn fault(&self, code: cu::CUresult, what: &str) -> RuntimeError {
+        fault_error(code, what, &self.last_kernel)
+    }
+}
+
+/// A driver failure; a sticky one names the kernel and the process state.
+fn fault_error(code: cu::CUresult, what: &str, last_kernel: &Mutex<Arc<str>>) -> RuntimeError {
+    if is_sticky(code) {
+        let kernel = last_kernel.lock().map(|k| k.to_string()).unwrap_or_default();
+        RuntimeError::Device(format!(
+            "the GPU faulted running kernel `{kernel}` (the last one launched before this {what}): {}. \
+             The CUDA context is now unusable: every later GPU call in this process fails; restart the \
+             process to use the GPU again",
+            describe(code)
+        ))
+    } else {
+        RuntimeError::Device(format!("CUDA {what} failed: {}", describe(code)))
+    }
+}
+
+fn compile_error(e: CompileError) -> RuntimeError {
+    RuntimeError::Compile {
+        message: format!("cannot compile `{}` for NVIDIA GPUs: {}", e.op, e.reason),
+        loc: (e.loc.line != 0).then_some(e.loc),
+    }
+}
+
+struct CudaLaunchable {
+    context: Arc<Context>,
+    loaded: Arc<Loaded>,
+    name: Arc<str>,
+    params: Vec<CudaParam>,
+    threads: u32,
+    shared_bytes: u32,
+    alignment: usize,
+    last_kernel: Arc<Mutex<Arc<str>>>,
+    /// Tile parameter indices some store writes through.
+    written: Vec<bool>,
+}
+
+/// A scalar's bits, low bytes first, as the kernel parameter reads them.
+fn scalar_bits(s: &ScalarValue) -> u64 {
+    match *s {
+        ScalarValue::Bool(b) => u64::from(b),
+        ScalarValue::I32(v) => u64::from(v as u32),
+        ScalarValue::U32(v) => u64::from(v),
+        ScalarValue::I64(v) => v as u64,
+        ScalarValue::F32(v) => u64::from(v.to_bits()),
+        ScalarValue::F16(v) => u64::from(v.to_bits()),
+        ScalarValue::BF16(v) => u64::from(v.to_bits()),
+    }
+}
+
+impl CompiledKernel for CudaLaunchable {
+    unsafe fn launch(&self, args: &[KernelArg], grid: [u32; 3]) -> Result<(), RuntimeError> {
+        let mut values: Vec<u64> = Vec::with_capacity(self.params.len());
+        for p in &self.params {
+            let (index, is_buffer) = match p {
+                CudaParam::Buffer { tile_param_index, .. } => (*tile_param_index, true),
+                CudaParam::Scalar { tile_param_index, .. } => (*tile_param_index, false),
+            };
+            let value = match (args.get(index), is_buffer) {
+                (Some(KernelArg::Buffer { ptr, .. }), true) => {
+                    let address = *ptr as u64;
+                    if address % self.alignment as u64 != 0 {
+                        return Err(RuntimeError::BadArguments(format!(
+                            "argument {index} of `{}` starts at device address {address:#x}, which is not \
+                             {}-byte aligned as the kernel's vector accesses need; pass a tensor that starts \
+                             its allocation (e.g. .clone() a sliced view)",
+                            self.name, self.alignment
+                        )));
+                    }
+                    address
+                }
+                (Some(KernelArg::Scalar(s)), false) => scalar_bits(s),
+                _ => {
+                    return Err(RuntimeError::BadArguments(format!(
+                        "`{}` needs a {} for argument {index}",
+                        self.name,
+                        if is_buffer { "buffer" } else { "scalar" }
+                    )))
+                }
+            };
+            values.push(value);
+        }
+        let mut pointers: Vec<*mut c_void> = values.iter_mut().map(|v| (v as *mut u64).cast()).collect();
+        self.context.bind()?;
+        if let Ok(mut last) = self.last_kernel.lock() {
+            if !Arc::ptr_eq(&last, &self.name) {
+                *last = self.name.clone();
+            }
+        }
+        // SAFETY: every parameter slot points at a live u64 holding the argument's
+        // bits (the driver reads each parameter's size from the kernel's layout);
+        // buffer addresses are device allocations the caller keeps alive.
+        let code = unsafe {
+            cu::cuLaunchKernel(
+                self.loaded.function,
+                grid[0],
+                grid[1],
+                grid[2],
+                self.threads,
+                1,
+                1,
+                self.shared_bytes,
+                std::ptr::null_mut(),
+                pointers.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        if code != cu::CUresult::CUDA_SUCCESS {
+            return Err(fault_error(code, "launch", &self.last_kernel));
+        }
+        Ok(())
+    }
+
+    fn writes_param(&self, index: usize) -> bool {
+        self.written.get(index).copied().unwrap_or(false)
+    }
+}
+
+impl Device for CudaDevice {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn model(&self) -> String {
+        self.model.clone()
+    }
+
+    fn compile(
+        &self,
+        func: Arc<Function>,
+        options: &CompileOptions,
+    ) -> Result<Arc<dyn CompiledKernel>, RuntimeError> {
+        let gpu_options = MslOptions {
+            num_sgs: options.num_sgs,
+            keep_gpu_ir: debug_enabled("gpu_ir"),
+        };
+        let compiled = compile_cuda(&func, &gpu_options, &self.target).map_err(compile_error)?;
+        if let Some(gpu_ir) = &compiled.gpu_ir {
+            eprintln!("// GPU IR of {}\n{gpu_ir}", func.name);
+        }
+        let kernel = compiled.kernel;
+        if debug_enabled("cuda") {
+            eprintln!("// CUDA C++ of {}\n{}", func.name, kernel.source);
+        }
+        let loaded = self.load(&kernel)?;
+        let mut written = vec![false; func.params.len()];
+        for p in &kernel.params {
+            if let CudaParam::Buffer {
+                tile_param_index,
+                written: true,
+                ..
+            } = p
+            {
+                if let Some(w) = written.get_mut(*tile_param_index) {
+                    *w = true;
+                }
+            }
+        }
+        Ok(Arc::new(CudaLaunchable {
+            context: self.context.clone(),
+            loaded,
+            name: Arc::from(kernel.kernel_name.as_str()),
+            params: kernel.params,
+            threads: kernel.threads_per_group,
+            shared_bytes: u32::try_from(kernel.shared_bytes).unwrap_or(u32::MAX),
+            alignment: kernel.buffer_alignment.max(1),
+            last_kernel: self.last_kernel.clone(),
+            written,
+        }))
+    }
+
+    fn synchronize(&self) -> Result<(), RuntimeError> {
+        self.context.bind()?;
+        // SAFETY: waits for the current context's work.
+        let code = unsafe { cu::cuCtxSynchronize() };
+        if code != cu::CUresult::CUDA_SUCCESS {
+            return Err(self.fault(code, "synchronisation"));
+        }
+        Ok(())
+    }
+
+    fn time_ms(
+        &self,
+        run: &mut dyn FnMut() -> Result<(), RuntimeError>,
+    ) -> Option<Result<f64, RuntimeError>> {
+        Some(self.time_with_events(run))
+    }
+
+    fn memory(&self) -> Option<&dyn DeviceMemory> {
+        Some(&self.memory)
+    }
+}
+
+impl CudaDevice {
+    fn time_with_events(&self, run: &mut dyn FnMut() -> Result<(), RuntimeError>) -> Result<f64, RuntimeError> {
+        self.context.bind()?;
+        let event = || -> Result<cu::CUevent, RuntimeError> {
+            let mut e: cu::CUevent = std::ptr::null_mut();
+            // SAFETY: the driver writes one event handle.
+            check(unsafe { cu::cuEventCreate(&mut e, 0) }, "event creation")?;
+            Ok(e)
+        };
+        let (start, end) = (event()?, event()?);
+        let timed = (|| {
+            // SAFETY: valid events recorded on the legacy default stream.
+            check(unsafe { cu::cuEventRecord(start, std::ptr::null_mut()) }, "event record")?;
+            run()?;
+            self.context.bind()?;
+            // SAFETY: as above.
+            check(unsafe { cu::cuEventRecord(end, std::ptr::null_mut()) }, "event record")?;
+            // SAFETY: waits for the recorded event.
+            let code = unsafe { cu::cuEventSynchronize(end) };
+            if code != cu::CUresult::CUDA_SUCCESS {
+                return Err(self.fault(code, "timing"));
+            }
+            let mut ms = 0f32;
+            // SAFETY: both events have completed.
+            check(unsafe { driver::event_elapsed_ms(&mut ms, start, end) }?, "event timing")?;
+            Ok(f64::from(ms))
+        })();
+        // SAFETY: the events are no longer used.
+        unsafe {
+            cu::cuEventDestroy_v2(start);
+            cu::cuEventDestroy_v2(end);
+        }
+        timed
+    }
+}
+
+/// Whether a cuda device can be opened here (driver, NVRTC and a GPU).
+pub fn available() -> bool {
+    load_libraries().is_ok() && CudaDevice::open().is_ok()
+}
