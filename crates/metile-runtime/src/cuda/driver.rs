@@ -27,17 +27,23 @@ fn nvrtc_dirs() -> Vec<PathBuf> {
     }
     dirs.push(PathBuf::from("/usr/local/cuda/lib64"));
     dirs.push(PathBuf::from("/usr/local/cuda/targets/x86_64-linux/lib"));
-    if let Ok(entries) = std::fs::read_dir("/usr/local") {
-        let mut versioned: Vec<PathBuf> = entries
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("cuda-")))
-            .map(|p| p.join("lib64"))
-            .collect();
-        versioned.sort();
-        dirs.extend(versioned.into_iter().rev());
-    }
+    dirs.extend(versioned_toolkits().into_iter().map(|t| t.join("lib64")));
     dirs
+}
+
+/// `/usr/local/cuda-X.Y` toolkits, newest first.
+pub fn versioned_toolkits() -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir("/usr/local") else {
+        return Vec::new();
+    };
+    let mut versioned: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("cuda-")))
+        .collect();
+    versioned.sort();
+    versioned.reverse();
+    versioned
 }
 
 /// Loads the newest `libnvrtc.so.N` found in `nvrtc_dirs` globally (with its

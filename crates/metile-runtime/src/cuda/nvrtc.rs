@@ -78,6 +78,28 @@ fn nvrtc_check(code: nvrtc::nvrtcResult, what: &str) -> Result<(), RuntimeError>
     }
 }
 
+/// The CUDA toolkit's include folder (for `cuda_fp16.h` and `cuda_bf16.h`, which
+/// NVRTC 13 no longer bundles), if one is installed.
+fn toolkit_include_dir() -> Option<&'static str> {
+    static DIR: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let mut roots: Vec<std::path::PathBuf> = ["CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"]
+            .iter()
+            .filter_map(|v| std::env::var_os(v).filter(|v| !v.is_empty()))
+            .map(std::path::PathBuf::from)
+            .collect();
+        roots.push("/usr/local/cuda".into());
+        roots.push("/usr/local/cuda/targets/x86_64-linux".into());
+        roots.extend(super::driver::versioned_toolkits());
+        roots
+            .into_iter()
+            .map(|r| r.join("include"))
+            .find(|d| d.join("cuda_fp16.h").is_file())
+            .and_then(|d| d.to_str().map(str::to_string))
+    })
+    .as_deref()
+}
+
 fn compile(source: &str, file: &str, arch: &str) -> Result<Result<Vec<u8>, NvrtcFailure>, RuntimeError> {
     let nul = |s: &str| {
         CString::new(s).map_err(|_| RuntimeError::Device("CUDA source with a NUL byte".to_string()))
@@ -90,11 +112,14 @@ fn compile(source: &str, file: &str, arch: &str) -> Result<Result<Vec<u8>, Nvrtc
     };
     nvrtc_check(code, "program creation")?;
     let prog = Program(prog);
-    let options = [
+    let mut options = vec![
         format!("--gpu-architecture={arch}"),
         "--std=c++17".to_string(),
         "--device-as-default-execution-space".to_string(),
     ];
+    if let Some(dir) = toolkit_include_dir() {
+        options.push(format!("--include-path={dir}"));
+    }
     let options: Vec<CString> = options.iter().map(|o| nul(o)).collect::<Result<_, _>>()?;
     let option_ptrs: Vec<*const c_char> = options.iter().map(|o| o.as_ptr()).collect();
     // SAFETY: the option strings outlive the call.
