@@ -165,7 +165,7 @@ def test_cuda_tensors_are_refused_on_host_devices():
 
 
 @needs_cuda
-def test_a_gpu_fault_names_the_kernel_and_the_process_state():
+def test_a_gpu_fault_names_the_kernel_and_the_process_state(tmp_path):
     script = textwrap.dedent("""
         import numpy as np, metile
         metile.set_device("cuda")
@@ -182,7 +182,9 @@ def test_a_gpu_fault_names_the_kernel_and_the_process_state():
         except RuntimeError as e:
             print("ERR", e)
     """)
+    path = tmp_path / "fault.py"  # kernels are read from their source file
+    path.write_text(script)
     env = dict(os.environ, METILE_DEVICE="cuda")
-    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=120)
     assert "ERR" in r.stdout, r.stdout + r.stderr
     assert "`wild`" in r.stdout and "restart the process" in r.stdout

@@ -116,6 +116,8 @@ fn compile(source: &str, file: &str, arch: &str) -> Result<Result<Vec<u8>, Nvrtc
         format!("--gpu-architecture={arch}"),
         "--std=c++17".to_string(),
         "--device-as-default-execution-space".to_string(),
+        // Every Tile IR op rounds on its own: no contraction of a*b+c into an fma.
+        "--fmad=false".to_string(),
     ];
     if let Some(dir) = toolkit_include_dir() {
         options.push(format!("--include-path={dir}"));
