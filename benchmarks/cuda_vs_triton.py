@@ -6,8 +6,9 @@ Run on a machine with a GPU, torch and triton:
 
 Prints (and writes with --out) markdown tables:
 * GB/s of add, softmax, layernorm and rmsnorm (the `metile.testing.reference_kernels`
-  and Triton kernels with the same loops and block sizes), counting each input
-  read once and each output written once, with the ratio meTile / Triton;
+  and Triton kernels with the same loops and block sizes, each at its best of 4
+  or 8 warps per program), counting each input read once and each output
+  written once, with the ratio meTile / Triton;
 * host launch overhead of a cached kernel (µs per launch of a tiny add) for
   meTile (Buffer and torch arguments), Triton and torch;
 * first-launch time in a fresh process with an empty cache, and with the disk
@@ -123,48 +124,62 @@ def check(name, out, ref, tol):
     return err
 
 
-def bandwidth_rows():
+WARPS = (4, 8)  # simdgroups (warps) per program tried for both; each reports its best
+
+
+def best(make):
+    """The fastest (ms, warps) of `make(warps)` over WARPS."""
+    return min((median_ms(make(w)), w) for w in WARPS)
+
+
+def add_row(n, block=1024):
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    out = torch.full_like(x, float("nan"))
+    grid = (triton.cdiv(n, block),)
+    rk.add[grid](x, y, out, n, BLOCK=block)
+    check(f"add {n}", out, x + y, 1e-6)
+    m = best(lambda w: lambda: rk.add[grid](x, y, out, n, BLOCK=block, num_sgs=w))
+    t = best(lambda w: lambda: t_add[grid](x, y, out, n, BLOCK=block, num_warps=w))
+    return (f"add 2^{n.bit_length() - 1} f32", 3 * n * 4, m, t)
+
+
+def row_kernel_rows(shape, dtype, tol, block=1024, eps=1e-5):
+    rows_n, n = shape
+    size = torch.finfo(dtype).bits // 8
+    x = torch.randn(shape, device="cuda").to(dtype)
+    w = torch.randn(n, device="cuda").to(dtype)
+    b = torch.randn(n, device="cuda").to(dtype)
+    out = torch.empty_like(x)
+    xf = x.float()
+    tag = f"{rows_n}x{n} {str(dtype).removeprefix('torch.')}"
+    g = (rows_n,)
+    cases = [
+        ("softmax", lambda s: lambda: rk.softmax[g](x, out, n, BLOCK=block, num_sgs=s),
+         lambda s: lambda: t_softmax[g](x, out, n, BLOCK=block, num_warps=s),
+         torch.softmax(xf, -1), 2 * x.numel()),
+        ("layernorm", lambda s: lambda: rk.layernorm[g](x, w, b, out, n, eps, BLOCK=block, num_sgs=s),
+         lambda s: lambda: t_layernorm[g](x, w, b, out, n, eps, BLOCK=block, num_warps=s),
+         torch.nn.functional.layer_norm(xf, (n,), w.float(), b.float(), eps), 2 * x.numel() + 2 * n),
+        ("rmsnorm", lambda s: lambda: rk.rmsnorm[g](x, w, out, n, eps, BLOCK=block, num_sgs=s),
+         lambda s: lambda: t_rmsnorm[g](x, w, out, n, eps, BLOCK=block, num_warps=s),
+         xf / torch.sqrt((xf * xf).mean(-1, keepdim=True) + eps) * w.float(), 2 * x.numel() + n),
+    ]
     rows = []
-    block = 1024
-    for n in (1 << 24, 1 << 28):
-        x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
-        out = torch.full_like(x, float("nan"))
-        grid = (triton.cdiv(n, block),)
-        m = lambda: rk.add[grid](x, y, out, n, BLOCK=block)  # noqa: E731
-        t = lambda: t_add[grid](x, y, out, n, BLOCK=block)  # noqa: E731
-        m()
-        check(f"add {n}", out, x + y, 1e-6)
-        rows.append((f"add 2^{n.bit_length() - 1} f32", 3 * n * 4, median_ms(m), median_ms(t)))
-        del x, y, out
-    eps = 1e-5
+    for name, m, t, ref, elems in cases:
+        for which, make in (("meTile", m), ("Triton", t)):
+            for warps in WARPS:
+                out.fill_(float("nan"))
+                make(warps)()
+                check(f"{name} {tag} ({which}, {warps} warps)", out.float(), ref, tol)
+        rows.append((f"{name} {tag}", elems * size, best(m), best(t)))
+    return rows
+
+
+def bandwidth_rows():
+    rows = [add_row(1 << 24), add_row(1 << 28)]
     for shape in ((4096, 4096), (2048, 16384)):
         for dtype, tol in ((torch.float32, 1e-5), (torch.bfloat16, 2e-2)):
-            rows_n, n = shape
-            size = torch.finfo(dtype).bits // 8
-            x = torch.randn(shape, device="cuda").to(dtype)
-            w = torch.randn(n, device="cuda").to(dtype)
-            b = torch.randn(n, device="cuda").to(dtype)
-            out = torch.empty_like(x)
-            xf = x.float()
-            tag = f"{rows_n}x{n} {str(dtype).removeprefix('torch.')}"
-            cases = [
-                ("softmax", lambda: rk.softmax[(rows_n,)](x, out, n, BLOCK=block),
-                 lambda: t_softmax[(rows_n,)](x, out, n, BLOCK=block), torch.softmax(xf, -1), 2 * x.numel()),
-                ("layernorm", lambda: rk.layernorm[(rows_n,)](x, w, b, out, n, eps, BLOCK=block),
-                 lambda: t_layernorm[(rows_n,)](x, w, b, out, n, eps, BLOCK=block),
-                 torch.nn.functional.layer_norm(xf, (n,), w.float(), b.float(), eps), 2 * x.numel() + 2 * n),
-                ("rmsnorm", lambda: rk.rmsnorm[(rows_n,)](x, w, out, n, eps, BLOCK=block),
-                 lambda: t_rmsnorm[(rows_n,)](x, w, out, n, eps, BLOCK=block),
-                 xf / torch.sqrt((xf * xf).mean(-1, keepdim=True) + eps) * w.float(), 2 * x.numel() + n),
-            ]
-            for name, m, t, ref, elems in cases:
-                out.fill_(float("nan"))
-                m()
-                check(f"{name} {tag} (meTile)", out.float(), ref, tol)
-                out.fill_(float("nan"))
-                t()
-                check(f"{name} {tag} (Triton)", out.float(), ref, tol)
-                rows.append((f"{name} {tag}", elems * size, median_ms(m), median_ms(t)))
+            rows += row_kernel_rows(shape, dtype, tol)
     return rows
 
 
@@ -239,19 +254,20 @@ def first_launch_ms():
     return result
 
 
+def gemm_row(size):
+    a, b = torch.randn(size, size, device="cuda"), torch.randn(size, size, device="cuda")
+    c = torch.full((size, size), float("nan"), device="cuda")
+    grid = (size // 64, size // 64)
+    run = lambda: rk.gemm[grid](a, b, c, size, size, size, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32)  # noqa: E731
+    run()
+    err = check(f"gemm {size}", c, a.double() @ b.double(), 1e-5)
+    flop = 2 * size**3
+    return size, err, flop / median_ms(run) / 1e9, flop / median_ms(lambda: torch.matmul(a, b)) / 1e9
+
+
 def gemm_rows():
     torch.backends.cuda.matmul.allow_tf32 = False
-    rows = []
-    for size in (1024, 4096):
-        a, b = torch.randn(size, size, device="cuda"), torch.randn(size, size, device="cuda")
-        c = torch.full((size, size), float("nan"), device="cuda")
-        grid = (size // 64, size // 64)
-        m = lambda: rk.gemm[grid](a, b, c, size, size, size, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32)  # noqa: E731
-        m()
-        err = check(f"gemm {size}", c, a.double() @ b.double(), 1e-5)
-        flop = 2 * size**3
-        rows.append((size, err, flop / median_ms(m) / 1e9, flop / median_ms(lambda: torch.matmul(a, b)) / 1e9))
-    return rows
+    return [gemm_row(size) for size in (1024, 4096)]
 
 
 def main():
@@ -260,10 +276,11 @@ def main():
     args = parser.parse_args()
     metile.set_device("cuda")
     lines = [f"device: {torch.cuda.get_device_name()}; torch {torch.__version__}, triton {triton.__version__}", ""]
-    lines += ["| kernel | bytes | meTile GB/s | Triton GB/s | meTile / Triton |", "|---|---|---|---|---|"]
-    for name, nbytes, m_ms, t_ms in bandwidth_rows():
-        lines.append(f"| {name} | {nbytes / 2**20:.0f} MiB | {nbytes / m_ms / 1e6:.0f} | {nbytes / t_ms / 1e6:.0f} "
-                     f"| {t_ms / m_ms:.2f} |")
+    lines += ["| kernel | bytes | meTile GB/s (warps) | Triton GB/s (warps) | meTile / Triton |",
+              "|---|---|---|---|---|"]
+    for name, nbytes, (m_ms, m_w), (t_ms, t_w) in bandwidth_rows():
+        lines.append(f"| {name} | {nbytes / 2**20:.0f} MiB | {nbytes / m_ms / 1e6:.0f} ({m_w}) "
+                     f"| {nbytes / t_ms / 1e6:.0f} ({t_w}) | {t_ms / m_ms:.2f} |")
     lines += ["", "| cached launch, host time | µs per launch |", "|---|---|"]
     lines += [f"| {k} | {v:.1f} |" for k, v in launch_overhead_us().items()]
     lines += ["", "| first launch in a new process | empty cache (ms) | disk cache (ms) |", "|---|---|---|"]

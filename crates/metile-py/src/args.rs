@@ -4,7 +4,7 @@
 //! (pointer or scalar, and the dtype).
 
 use crate::buffer::Buffer;
-use crate::device_args::{cuda_object_arg, is_cuda_object, stage_host, ArgContext};
+use crate::device_args::{cuda_object_arg, is_cuda_object, stage_host, torch_tensor_arg, ArgContext};
 use metile_interp::{KernelArg, ScalarValue};
 use metile_ir::DType;
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
@@ -142,6 +142,11 @@ pub fn convert_arg(obj: &Bound<'_, PyAny>, name: &str, ctx: &mut ArgContext<'_>)
             ArgKind::Scalar(DType::F32),
             KernelArg::Scalar(ScalarValue::F32(x as f32)),
         ));
+    }
+    if ctx.memory.is_some() {
+        if let Some(arg) = torch_tensor_arg(obj, what)? {
+            return Ok(arg);
+        }
     }
     slow_arg(obj, ctx, what)
 }

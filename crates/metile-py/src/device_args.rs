@@ -237,6 +237,55 @@ fn cuda_array_interface_arg(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -
     ))
 }
 
+/// A CUDA `torch.Tensor` read through torch's C-implemented accessors, the fast
+/// path for the most common producer (its `__dlpack__` is Python code costing
+/// tens of microseconds per tensor); `None` for anything else.
+pub fn torch_tensor_arg(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResult<Option<(ArgKind, KernelArg)>> {
+    let py = obj.py();
+    let ty = obj.get_type();
+    if ty.name()? != "Tensor" || ty.module()? != "torch" {
+        return Ok(None);
+    }
+    if !obj.getattr(pyo3::intern!(py, "is_cuda"))?.extract::<bool>()? {
+        return Ok(None);
+    }
+    let dtype_name = obj.getattr(pyo3::intern!(py, "dtype"))?.str()?;
+    let dtype = match dtype_name.to_str()? {
+        "torch.float32" => DType::F32,
+        "torch.float16" => DType::F16,
+        "torch.bfloat16" => DType::BF16,
+        "torch.int32" => DType::I32,
+        "torch.uint32" => DType::U32,
+        "torch.int64" => DType::I64,
+        "torch.bool" => DType::Bool,
+        other => {
+            return Err(PyTypeError::new_err(format!(
+                "{} has dtype {other}, which meTile does not support; supported dtypes: {SUPPORTED_DTYPES}",
+                what()
+            )))
+        }
+    };
+    if !obj.call_method0(pyo3::intern!(py, "is_contiguous"))?.extract::<bool>()? {
+        return Err(PyValueError::new_err(format!(
+            "{} is a non-contiguous CUDA tensor (shape {}, strides {}); kernels address memory linearly, \
+             so pass .contiguous() instead",
+            what(),
+            obj.getattr("shape")?.str()?,
+            obj.call_method0("stride")?.str()?
+        )));
+    }
+    let ptr: u64 = obj.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
+    let len: usize = obj.call_method0(pyo3::intern!(py, "numel"))?.extract()?;
+    Ok(Some((
+        ArgKind::Pointer(dtype),
+        KernelArg::Buffer {
+            ptr: ptr as *mut u8,
+            len,
+            dtype,
+        },
+    )))
+}
+
 /// A CUDA tensor as a kernel argument used in place, or a TypeError when the
 /// current device cannot read CUDA memory.
 pub fn cuda_object_arg(

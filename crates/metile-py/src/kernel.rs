@@ -385,8 +385,16 @@ impl Launcher {
             }
         };
         let grid = self.grid;
-        let send = SendArgs(kernel_args, ctx.staged);
         let memory = ctx.memory;
+        if memory.is_some() && ctx.staged.is_empty() {
+            // A GPU launch only enqueues work: releasing the GIL around it would
+            // cost more than the launch itself.
+            // SAFETY: every buffer argument is a device address of an object in
+            // `args` (the Python tuple), which outlives this call.
+            let launched = unsafe { spec.compiled.launch(&kernel_args, grid) };
+            return launched.map_err(|e| runtime_error_to_py(py, e));
+        }
+        let send = SendArgs(kernel_args, ctx.staged);
         let result = py.detach(move || {
             let args = send;
             // SAFETY: every buffer argument is a live, C-contiguous array owned by
