@@ -5,6 +5,7 @@
 
 pub mod builder;
 pub mod dtype;
+mod effects;
 pub mod error;
 pub mod gpu_ir;
 pub mod gpu_printer;
