@@ -70,7 +70,7 @@ def _key_value(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if hasattr(value, "dtype"):
-        return (str(value.dtype), tuple(getattr(value, "shape", ())))
+        return (value.dtype, tuple(getattr(value, "shape", ())))
     return type(value).__name__
 
 
@@ -175,7 +175,7 @@ class Autotuner:
             if k not in named:
                 raise TypeError(f"{self.__name__}: the autotune key argument '{k}' was not passed")
             values.append(_key_value(named[k]))
-        dtypes = tuple(str(v.dtype) for v in named.values() if hasattr(v, "dtype"))
+        dtypes = tuple(v.dtype for v in named.values() if hasattr(v, "dtype"))
         return (get_device(), tuple(values), dtypes)
 
     # ---------------------------------------------------------------- search
@@ -290,12 +290,22 @@ class TunedLauncher:
             )
         self.tuner = tuner
         self.grid = grid
+        self._launchers: dict[tuple, Any] = {}
 
     def _launcher(self, args: tuple, kwargs: dict[str, Any]) -> Any:
         tuner = self.tuner
         named = tuner._named(args, kwargs)
-        best = tuner._winner(tuner._key_of(named), self.grid, args, kwargs, named)
-        return tuner.kernel[_grid_for(self.grid, named, best)].configure(**best)
+        key = tuner._key_of(named)
+        launcher = self._launchers.get(key)
+        if launcher is None:
+            best = tuner._winner(key, self.grid, args, kwargs, named)
+            launcher = tuner.kernel[_grid_for(self.grid, named, best)].configure(**best)
+            if not callable(self.grid):
+                # A callable grid may read arguments beyond the key: evaluate it per launch.
+                self._launchers[key] = launcher
+        else:
+            tuner.best_config = tuner._winners[key]
+        return launcher
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         self._launcher(args, kwargs)(*args, **kwargs)
