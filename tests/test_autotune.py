@@ -54,9 +54,9 @@ def tuned(kernel, configs, **options):
 
 def test_the_search_picks_the_config_doing_the_least_work(device):
     configs = [
-        metile.Config(BLOCK=256, WORK=200),
+        metile.Config(BLOCK=256, WORK=1000),
         metile.Config(BLOCK=256, WORK=1),
-        metile.Config(BLOCK=256, WORK=100, num_sgs=2),
+        metile.Config(BLOCK=256, WORK=500, num_sgs=2),
     ]
     k = tuned(repeated_halving, configs, rep=5)
     n = 1000
