@@ -155,7 +155,8 @@ mod tests {
             let px = px.unwrap();
             let x = b.load(Operand::Value(px), None, None).unwrap();
             let po = b.binary(crate::BinaryOp::Add, Operand::Value(p[2]), Operand::Value(offs));
-            b.store(Operand::Value(po.unwrap()), Operand::Value(x), None).unwrap();
+            b.store(Operand::Value(po.unwrap()), Operand::Value(x), None)
+                .unwrap();
         });
         assert_eq!(f.written_params(), vec![2]);
     }
@@ -171,7 +172,11 @@ mod tests {
             b.build_for(bounds, &[start], |b, _iv, carried| {
                 let v = b.load(Operand::Value(p[0]), None, None)?;
                 b.store(Operand::Value(carried[0]), Operand::Value(v), None)?;
-                Ok(vec![b.binary(crate::BinaryOp::Add, Operand::Value(carried[0]), Operand::Int(8))?])
+                Ok(vec![b.binary(
+                    crate::BinaryOp::Add,
+                    Operand::Value(carried[0]),
+                    Operand::Int(8),
+                )?])
             })
             .unwrap();
         });

@@ -77,7 +77,9 @@ pub fn autotune_cache_get(py: Python<'_>, parts: Vec<String>) -> PyResult<Option
 #[pyfunction]
 pub fn autotune_cache_put(py: Python<'_>, parts: Vec<String>, entry: &str) -> PyResult<bool> {
     let key = autotune_key(py, &parts)?;
-    Ok(DiskCache::open(AUTOTUNE_CACHE).put(&key, entry.as_bytes()).is_ok())
+    Ok(DiskCache::open(AUTOTUNE_CACHE)
+        .put(&key, entry.as_bytes())
+        .is_ok())
 }
 
 /// The folder autotune entries live in (under `METILE_CACHE_DIR`).

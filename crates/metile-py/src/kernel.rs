@@ -466,8 +466,12 @@ impl Launcher {
     #[pyo3(signature = (**kwargs))]
     fn configure(&self, py: Python<'_>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Launcher> {
         let kernel = self.kernel.get();
-        let mut values: Vec<(usize, Py<PyAny>)> =
-            self.preset.values.iter().map(|(i, v)| (*i, v.clone_ref(py))).collect();
+        let mut values: Vec<(usize, Py<PyAny>)> = self
+            .preset
+            .values
+            .iter()
+            .map(|(i, v)| (*i, v.clone_ref(py)))
+            .collect();
         let mut num_sgs = self.preset.num_sgs;
         for (key, value) in kwargs.into_iter().flat_map(|k| k.iter()) {
             let key: String = key.extract()?;
