@@ -8,6 +8,7 @@
 //! design: layouts, the threadgroup-size rule, conversions, reductions, `dot`,
 //! and what is refused.
 
+pub mod absent_lanes;
 pub mod axis_info;
 pub mod dist_layout;
 pub mod error;

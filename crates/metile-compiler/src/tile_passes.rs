@@ -1,4 +1,5 @@
-//! Target-independent Tile IR clean-ups: constant folding of scalar arithmetic,
+//! Target-independent Tile IR passes: absent lanes made explicit (`absent_lanes`),
+//! then constant folding of scalar arithmetic,
 //! common-subexpression elimination and dead-code elimination. The verifier runs
 //! after each pass, so a pass bug surfaces as an IR error, not a wrong kernel.
 
@@ -13,6 +14,11 @@ use std::hash::{Hash, Hasher};
 /// that changed the function (an unchanged function is the one already verified).
 pub fn optimize_tile_ir(mut f: Function) -> IrResult<Function> {
     verify(&f).map_err(|e| IrError(format!("after tracing: {e}")))?;
+    // Absent lanes first: it gives the masked-load semantics their explicit ops,
+    // which the clean-ups below then fold and share like any other.
+    if crate::absent_lanes::resolve_absent_lanes(&mut f) {
+        verify(&f).map_err(|e| IrError(format!("after resolving absent lanes: {e}")))?;
+    }
     for _ in 0..4 {
         let mut changed = false;
         for (name, pass) in PASSES {

@@ -515,6 +515,12 @@ impl<'f> Preparer<'f> {
                 }
             }
             OpKind::Yield => Exec::Nop,
+            OpKind::CarryMerge => {
+                return Err(unsupported(
+                    op,
+                    "internal: carry_merge must be resolved by the absent-lane pass before execution",
+                ))
+            }
             OpKind::Barrier => Exec::Nop,
             OpKind::ThreadId => Exec::ThreadId,
             OpKind::SimdLaneId => Exec::SimdLaneId,

@@ -443,6 +443,20 @@ impl Builder {
         Ok(self.emit1(OpKind::Select, vec![c, va, vb], Type::tile(dtype, &shape)))
     }
 
+    /// The value a carried variable takes after a traced iteration or at an
+    /// `if` join: `new` where it is present, `old` where `new` is absent. The
+    /// absent-lane pass resolves it (see `OpKind::CarryMerge`).
+    pub fn carry_merge(&mut self, new: ValueId, old: ValueId) -> IrResult<ValueId> {
+        let ty = self.ty(new).clone();
+        if *self.ty(old) != ty {
+            ir_bail!(
+                "internal: carry_merge of a {ty} with a {}; both sides must have one type",
+                self.ty(old)
+            );
+        }
+        Ok(self.emit1(OpKind::CarryMerge, vec![new, old], ty))
+    }
+
     // ---------------------------------------------------------------- memory
 
     fn pointee(&self, ptr: Operand, what: &str) -> IrResult<DType> {
