@@ -112,7 +112,14 @@ impl Pass {
         });
     }
 
-    fn emit(&mut self, out: &mut Vec<Op>, kind: OpKind, operands: Vec<ValueId>, ty: Type, loc: &Loc) -> ValueId {
+    fn emit(
+        &mut self,
+        out: &mut Vec<Op>,
+        kind: OpKind,
+        operands: Vec<ValueId>,
+        ty: Type,
+        loc: &Loc,
+    ) -> ValueId {
         let r = ValueId(self.values.len() as u32);
         self.values.push(ty);
         self.presence.push(None);
@@ -145,7 +152,13 @@ impl Pass {
     }
 
     /// Lanes present in both masks.
-    fn both(&mut self, out: &mut Vec<Op>, a: Option<ValueId>, b: Option<ValueId>, loc: &Loc) -> Option<ValueId> {
+    fn both(
+        &mut self,
+        out: &mut Vec<Op>,
+        a: Option<ValueId>,
+        b: Option<ValueId>,
+        loc: &Loc,
+    ) -> Option<ValueId> {
         match (a, b) {
             (None, m) | (m, None) => m,
             (Some(x), Some(y)) if x == y => Some(x),

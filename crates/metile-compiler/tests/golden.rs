@@ -11,7 +11,9 @@ fn compile(f: &metile_ir::Function) -> metile_compiler::MslCompilation {
         num_sgs: None,
         keep_gpu_ir: true,
     };
-    compile_msl(f, &options).unwrap_or_else(|e| panic!("{e}"))
+    // The Tile IR passes run first, as they do for every kernel that ships.
+    let f = metile_compiler::optimize_tile_ir(f.clone()).unwrap_or_else(|e| panic!("{e}"));
+    compile_msl(&f, &options).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]
