@@ -57,3 +57,13 @@ fn gemm_f16_msl() {
         compile(&common::gemm(64, 64, 32, DType::F16)).kernel.source
     );
 }
+
+/// The seed softmax after the Tile IR passes: the carried maximum and sum keep
+/// their previous value in the absent lanes of the ragged last block (`select`
+/// against the block argument), and the final store needs no select because
+/// its mask is the value's presence.
+#[test]
+fn softmax_tile_ir_after_the_absent_lane_pass() {
+    let f = metile_compiler::optimize_tile_ir(common::softmax(128)).unwrap_or_else(|e| panic!("{e}"));
+    insta::assert_snapshot!("softmax_tile_ir", metile_ir::print_function(&f));
+}
