@@ -27,5 +27,9 @@ pub const MAX_PROGRAM_ID_EXTENT: u32 = i32::MAX as u32;
 /// program ids are i32 on every axis.
 pub fn max_grid(threads_per_group: u32) -> [u32; 3] {
     let x = u32::MAX / threads_per_group.max(1);
-    [x.min(MAX_PROGRAM_ID_EXTENT), MAX_PROGRAM_ID_EXTENT, MAX_PROGRAM_ID_EXTENT]
+    [
+        x.min(MAX_PROGRAM_ID_EXTENT),
+        MAX_PROGRAM_ID_EXTENT,
+        MAX_PROGRAM_ID_EXTENT,
+    ]
 }

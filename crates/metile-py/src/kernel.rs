@@ -383,7 +383,8 @@ impl Launcher {
                 s
             }
         };
-        check_grid(self.grid, spec.compiled.as_ref(), device.name()).map_err(|e| runtime_error_to_py(py, e))?;
+        check_grid(self.grid, spec.compiled.as_ref(), device.name())
+            .map_err(|e| runtime_error_to_py(py, e))?;
         for &slot in &spec.written {
             let i = kernel.runtime_params[slot];
             if let Some(value) = &bound.values[i] {
