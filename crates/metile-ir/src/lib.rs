@@ -5,7 +5,6 @@
 
 pub mod builder;
 pub mod dtype;
-mod effects;
 pub mod error;
 pub mod gpu_ir;
 pub mod gpu_printer;

@@ -3,11 +3,11 @@
 //! and dtypes, launch options, device), traces and compiles on a miss, and
 //! dispatches — all in Rust but the trace itself.
 
-use crate::args::{convert_arg, ArgKind};
+use crate::args::{convert_arg, ensure_writable, ArgKind};
 use crate::device_state::{current_device, runtime_error_to_py};
 use crate::tracing::PyTileFunction;
 use metile_interp::KernelArg;
-use metile_runtime::{CompileOptions, CompiledKernel, Device};
+use metile_runtime::{check_grid, CompileOptions, CompiledKernel, Device};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
@@ -69,8 +69,8 @@ struct SpecKey {
 
 struct Specialization {
     compiled: Arc<dyn CompiledKernel>,
-    /// Names of the pointer parameters the kernel may store to.
-    written: Vec<String>,
+    /// The runtime arguments (by position among them) the kernel stores through.
+    written: Vec<usize>,
 }
 
 /// Keyword values a launcher supplies on every launch (`kernel[grid].configure(...)`):
@@ -219,19 +219,24 @@ impl Kernel {
             .call1(py, (&self.func, runtime, constexprs, options))?;
         let func = traced.bind(py).cast::<PyTileFunction>()?.get().func.clone();
         self.traces.fetch_add(1, Ordering::Relaxed);
-        let written = traced_written_params(&func);
+        let written = metile_compiler::written_params(&func)
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, &w)| w.then_some(slot))
+            .collect();
         let compiled = device
             .compile(func, &CompileOptions { num_sgs: key.num_sgs })
             .map_err(|e| runtime_error_to_py(py, e))?;
         Ok(Arc::new(Specialization { compiled, written }))
     }
 
-    /// Converts the bound arguments and finds (or traces and compiles) their specialisation.
+    /// Converts the bound arguments and finds (or traces and compiles) their
+    /// specialisation on the current device, which it returns too.
     fn specialization(
         &self,
         py: Python<'_>,
         bound: &BoundArgs<'_>,
-    ) -> PyResult<(Arc<Specialization>, Vec<KernelArg>)> {
+    ) -> PyResult<(Arc<Specialization>, Vec<KernelArg>, Arc<dyn Device>)> {
         let device = current_device(py)?;
         let mut kinds = Vec::with_capacity(self.runtime_params.len());
         let mut kernel_args = Vec::with_capacity(self.runtime_params.len());
@@ -263,16 +268,8 @@ impl Kernel {
                 s
             }
         };
-        Ok((spec, kernel_args))
+        Ok((spec, kernel_args, device))
     }
-}
-
-/// The names of the pointer parameters a traced kernel may store to.
-fn traced_written_params(func: &metile_ir::Function) -> Vec<String> {
-    func.written_params()
-        .into_iter()
-        .filter_map(|i| func.params.get(i).map(|p| p.name.clone()))
-        .collect()
 }
 
 fn parse_num_sgs(value: &Bound<'_, PyAny>) -> PyResult<u32> {
@@ -385,8 +382,12 @@ impl Kernel {
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Vec<String>> {
         let bound = self.bind(args, kwargs, None)?;
-        let (spec, _) = self.specialization(py, &bound)?;
-        Ok(spec.written.clone())
+        let (spec, _, _) = self.specialization(py, &bound)?;
+        Ok(spec
+            .written
+            .iter()
+            .map(|&slot| self.params[self.runtime_params[slot]].clone())
+            .collect())
     }
 
     #[pyo3(signature = (*_args, **_kwargs))]
@@ -444,7 +445,15 @@ impl Launcher {
     ) -> PyResult<()> {
         let kernel = self.kernel.get();
         let bound = kernel.bind(args, kwargs, Some(&self.preset))?;
-        let (spec, kernel_args) = kernel.specialization(py, &bound)?;
+        let (spec, kernel_args, device) = kernel.specialization(py, &bound)?;
+        check_grid(self.grid, spec.compiled.as_ref(), device.name())
+            .map_err(|e| runtime_error_to_py(py, e))?;
+        for &slot in &spec.written {
+            let i = kernel.runtime_params[slot];
+            if let Some(value) = &bound.values[i] {
+                ensure_writable(value, &kernel.params[i], &kernel.name)?;
+            }
+        }
         let grid = self.grid;
         let send = SendArgs(kernel_args);
         let result = py.detach(move || {

@@ -8,6 +8,8 @@ pub mod error;
 pub mod msl_emu;
 pub mod msl_emu_device;
 
-pub use device::{default_device_name, open_device, CompileOptions, CompiledKernel, Device, DEVICE_NAMES};
+pub use device::{
+    check_grid, default_device_name, open_device, CompileOptions, CompiledKernel, Device, DEVICE_NAMES,
+};
 pub use error::RuntimeError;
 pub use metile_interp::{KernelArg, ScalarValue};
