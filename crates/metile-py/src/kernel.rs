@@ -73,6 +73,13 @@ struct Specialization {
     written: Vec<usize>,
 }
 
+/// A launch's specialisation, its converted arguments and the device it runs on.
+struct Selected {
+    spec: Arc<Specialization>,
+    args: Vec<KernelArg>,
+    device: Arc<dyn Device>,
+}
+
 /// Keyword values a launcher supplies on every launch (`kernel[grid].configure(...)`):
 /// constexprs by parameter position, and the `num_sgs` option.
 #[derive(Default)]
@@ -232,11 +239,7 @@ impl Kernel {
 
     /// Converts the bound arguments and finds (or traces and compiles) their
     /// specialisation on the current device, which it returns too.
-    fn specialization(
-        &self,
-        py: Python<'_>,
-        bound: &BoundArgs<'_>,
-    ) -> PyResult<(Arc<Specialization>, Vec<KernelArg>, Arc<dyn Device>)> {
+    fn specialization(&self, py: Python<'_>, bound: &BoundArgs<'_>) -> PyResult<Selected> {
         let device = current_device(py)?;
         let mut kinds = Vec::with_capacity(self.runtime_params.len());
         let mut kernel_args = Vec::with_capacity(self.runtime_params.len());
@@ -268,7 +271,11 @@ impl Kernel {
                 s
             }
         };
-        Ok((spec, kernel_args, device))
+        Ok(Selected {
+            spec,
+            args: kernel_args,
+            device,
+        })
     }
 }
 
@@ -382,8 +389,9 @@ impl Kernel {
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Vec<String>> {
         let bound = self.bind(args, kwargs, None)?;
-        let (spec, _, _) = self.specialization(py, &bound)?;
-        Ok(spec
+        let selected = self.specialization(py, &bound)?;
+        Ok(selected
+            .spec
             .written
             .iter()
             .map(|&slot| self.params[self.runtime_params[slot]].clone())
@@ -445,7 +453,11 @@ impl Launcher {
     ) -> PyResult<()> {
         let kernel = self.kernel.get();
         let bound = kernel.bind(args, kwargs, Some(&self.preset))?;
-        let (spec, kernel_args, device) = kernel.specialization(py, &bound)?;
+        let Selected {
+            spec,
+            args: kernel_args,
+            device,
+        } = kernel.specialization(py, &bound)?;
         check_grid(self.grid, spec.compiled.as_ref(), device.name())
             .map_err(|e| runtime_error_to_py(py, e))?;
         for &slot in &spec.written {
