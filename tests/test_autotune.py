@@ -85,6 +85,37 @@ def test_tuning_leaves_outputs_as_one_launch_of_the_winner(device):
     np.testing.assert_array_equal(buf.numpy(), x + 1)
 
 
+class _DLPackOutput:
+    """A DLPack producer over a numpy array (as a torch tensor would be)."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+class _InterfaceOutput:
+    """An `__array_interface__` producer over a numpy array."""
+
+    def __init__(self, array):
+        self.array = array
+        self.__array_interface__ = array.__array_interface__
+
+
+@pytest.mark.parametrize("wrap", [_DLPackOutput, _InterfaceOutput], ids=["dlpack", "array_interface"])
+def test_tuning_copies_dlpack_and_array_interface_outputs(wrap):
+    configs = [metile.Config(BLOCK=16), metile.Config(BLOCK=64)]
+    k = tuned(accumulate, configs, rep=4)
+    x = np.arange(50, dtype=np.float32)
+    target = np.full(50, 2.0, np.float32)
+    k[grid_1d](x, wrap(target), 50)
+    np.testing.assert_array_equal(target, x + 2)
+
+
 def test_a_new_key_value_tunes_again_and_the_same_value_does_not(device, capsys):
     configs = [metile.Config(BLOCK=32), metile.Config(BLOCK=64)]
     k = tuned(accumulate, configs, verbose=True)
