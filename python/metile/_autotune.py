@@ -222,9 +222,11 @@ class Autotuner:
     def _winner(self, key: tuple, grid: GridSpec, args: tuple, kwargs: dict, named: dict) -> Config:
         best = self._winners.get(key)
         if best is None:
-            best = self._load(key) or self._search(key, grid, args, kwargs, named)
+            best = self._load(key)
+            if best is None:
+                best = self._search(key, grid, args, kwargs, named)
+                self._store(key, best)
             self._winners[key] = best
-            self._store(key, best)
         self.best_config = best
         return best
 
