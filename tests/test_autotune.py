@@ -138,6 +138,17 @@ def test_a_tuple_grid_and_key_arrays(device):
     np.testing.assert_array_equal(out, x)
 
 
+def test_arguments_by_keyword_share_the_key_of_positional_ones(capsys):
+    k = tuned(accumulate, [metile.Config(BLOCK=32), metile.Config(BLOCK=64)], verbose=True)
+    x = np.arange(40, dtype=np.float32)
+    out = np.zeros_like(x)
+    k[grid_1d](x, out, N=40)
+    k[grid_1d](x, N=40, Out=out)
+    k[grid_1d](N=40, Out=out, X=x)
+    np.testing.assert_array_equal(out, 3 * x)
+    assert capsys.readouterr().out.count("best Config(") == 1
+
+
 def test_configs_the_target_refuses_are_skipped_with_the_reason(device, capsys):
     ok = metile.Config(BLOCK=64)
     bad = metile.Config(BLOCK=0)

@@ -126,7 +126,9 @@ class Autotuner:
             if p.default is not inspect.Parameter.empty
         }
         self._config_names = {n for c in configs for n in c}
+        self._key_positions = [(k, params.index(k)) for k in key]
         self._winners: dict[tuple, Config] = {}
+        self._launchers: dict[tuple, Any] = {}
         self._source_hash = self._hash_source()
         #: The winner of the latest search (or cache hit), and every config's median ms.
         self.best_config: Config | None = None
@@ -155,28 +157,39 @@ class Autotuner:
 
     # ---------------------------------------------------------------- binding
 
-    def _named(self, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _check_call(self, args: tuple, kwargs: dict[str, Any]) -> None:
         if len(args) > len(self.params):
             raise TypeError(
                 f"{self.__name__}({', '.join(self.params)}) takes {len(self.params)} arguments "
                 f"but {len(args)} were given positionally"
             )
-        clash = self._config_names.intersection(kwargs)
-        if clash:
-            raise TypeError(
-                f"{self.__name__}: {', '.join(sorted(clash))} is chosen by autotune; do not pass it at launch"
-            )
-        named = {**self._defaults, **dict(zip(self.params, args)), **kwargs}
-        return named
+        if kwargs and not self._config_names.isdisjoint(kwargs):
+            clash = ", ".join(sorted(self._config_names.intersection(kwargs)))
+            raise TypeError(f"{self.__name__}: {clash} is chosen by autotune; do not pass it at launch")
 
-    def _key_of(self, named: dict[str, Any]) -> tuple:
+    def _named(self, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Every argument by parameter name, defaults included."""
+        return {**self._defaults, **dict(zip(self.params, args)), **kwargs}
+
+    def _key_of(self, args: tuple, kwargs: dict[str, Any]) -> tuple:
+        """The device, the key arguments' values and every array argument's dtype;
+        read straight from the call, since this runs on every launch."""
         values = []
-        for k in self.key:
-            if k not in named:
+        for k, pos in self._key_positions:
+            if pos < len(args):
+                value = args[pos]
+            elif k in kwargs:
+                value = kwargs[k]
+            elif k in self._defaults:
+                value = self._defaults[k]
+            else:
                 raise TypeError(f"{self.__name__}: the autotune key argument '{k}' was not passed")
-            values.append(_key_value(named[k]))
-        dtypes = tuple(v.dtype for v in named.values() if hasattr(v, "dtype"))
-        return (get_device(), tuple(values), dtypes)
+            values.append(_key_value(value))
+        dtypes = [a.dtype for a in args if hasattr(a, "dtype")]
+        if kwargs:
+            later = (kwargs[p] for p in self.params[len(args):] if p in kwargs)  # in signature order
+            dtypes.extend(v.dtype for v in later if hasattr(v, "dtype"))
+        return (get_device(), tuple(values), tuple(dtypes))
 
     # ---------------------------------------------------------------- search
 
@@ -292,19 +305,21 @@ class TunedLauncher:
             )
         self.tuner = tuner
         self.grid = grid
-        self._launchers: dict[tuple, Any] = {}
 
     def _launcher(self, args: tuple, kwargs: dict[str, Any]) -> Any:
         tuner = self.tuner
-        named = tuner._named(args, kwargs)
-        key = tuner._key_of(named)
-        launcher = self._launchers.get(key)
+        tuner._check_call(args, kwargs)
+        key = tuner._key_of(args, kwargs)
+        # A tuple grid's configured launcher is kept per key (`tuned[grid]` is a new
+        # object each launch); a callable grid may read any argument, so it runs each time.
+        kept = None if callable(self.grid) else (tuple(self.grid), key)
+        launcher = tuner._launchers.get(kept) if kept is not None else None
         if launcher is None:
+            named = tuner._named(args, kwargs)
             best = tuner._winner(key, self.grid, args, kwargs, named)
             launcher = tuner.kernel[_grid_for(self.grid, named, best)].configure(**best)
-            if not callable(self.grid):
-                # A callable grid may read arguments beyond the key: evaluate it per launch.
-                self._launchers[key] = launcher
+            if kept is not None:
+                tuner._launchers[kept] = launcher
         else:
             tuner.best_config = tuner._winners[key]
         return launcher
