@@ -49,8 +49,10 @@ def launch_overheads():
     dispatch = tuned[(1,)].prepare(x, x, out, 16)
     block = tuned.best_config["BLOCK"]
     tuned_launcher = tuned[(1,)]
+    plain_launcher = add[(1,)]
     cases = [
         ("plain cached launch add[(1,)](..., BLOCK=b)", lambda: add[(1,)](x, x, out, 16, BLOCK=block)),
+        ("plain launcher kept, launcher(..., BLOCK=b)", lambda: plain_launcher(x, x, out, 16, BLOCK=block)),
         ("tuned launch tuned[(1,)](...)", lambda: tuned[(1,)](x, x, out, 16)),
         ("tuned launcher kept, launcher(...)", lambda: tuned_launcher(x, x, out, 16)),
         ("prepare()d dispatcher", lambda: dispatch(x, x, out, 16)),
