@@ -396,6 +396,17 @@ def test_perf_report_writes_a_markdown_table(tmp_path):
     assert (tmp_path / "toy.md").read_text() == table + "\n"
 
 
+def test_perf_report_plots_when_matplotlib_is_installed(tmp_path):
+    pytest.importorskip("matplotlib")
+
+    @perf_report(Benchmark(x_names=["N"], x_vals=[1, 2], line_arg="k", line_vals=[1], line_names=["a"], plot_name="p"))
+    def toy(N, k):
+        return float(N)
+
+    toy.run(print_data=False, save_path=str(tmp_path))
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_perf_report_errors():
     with pytest.raises(ValueError, match="Benchmark 'b': 2 line_vals but 1 line_names"):
         Benchmark(x_names=["N"], x_vals=[1], line_arg="p", line_vals=[1, 2], line_names=["a"], plot_name="b")

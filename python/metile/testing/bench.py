@@ -178,6 +178,8 @@ def _plot(bench: Benchmark, rows: list[tuple[tuple, list[float]]], save_path: st
     ax.set_title(bench.plot_name)
     if bench.x_log:
         ax.set_xscale("log")
+        ax.minorticks_off()
+    ax.set_xticks(xs, [str(x) for x in xs])  # label the measured points, not the axis' own ticks
     if bench.y_log:
         ax.set_yscale("log")
     ax.legend()
