@@ -180,6 +180,23 @@ def test_no_config_compiling_is_an_error_naming_each_reason(device):
     assert "Config(BLOCK=-8): arange's size must be a positive int, got -8" in message
 
 
+@metile.kernel
+def unmasked_increment(X, N, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    metile.store(X + offs, metile.load(X + offs) + 1.0)
+
+
+def test_a_config_failing_at_run_time_is_an_error_naming_it(device):
+    """Only compile-time refusals are skipped: an out-of-bounds access is a bug to report."""
+    k = tuned(unmasked_increment, [metile.Config(BLOCK=8), metile.Config(BLOCK=64)], warmup=0, rep=1)
+    x = np.zeros(8, np.float32)
+    with pytest.raises(IndexError, match="out-of-bounds access") as e:
+        k[(1,)](x, 8)
+    if hasattr(e.value, "__notes__"):
+        assert e.value.__notes__ == ["(while autotune timed unmasked_increment with Config(BLOCK=64))"]
+    np.testing.assert_array_equal(x, 0)  # the failed search ran on a copy
+
+
 def test_verbose_false_prints_nothing(capsys):
     k = tuned(accumulate, [metile.Config(BLOCK=16), metile.Config(BLOCK=0)])
     x = np.ones(16, np.float32)
