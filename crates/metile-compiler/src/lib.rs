@@ -9,6 +9,8 @@
 //! design: layouts, the threadgroup-size rule, conversions, reductions, `dot`,
 //! and what is refused.
 
+pub mod absent_lanes;
+pub mod atoms;
 pub mod axis_info;
 pub mod cuda;
 pub mod dist_layout;
@@ -20,6 +22,7 @@ pub mod msl;
 pub mod target;
 pub mod tile_checks;
 pub mod tile_passes;
+pub mod writes;
 
 pub use cuda::{CudaKernel, CudaParam};
 pub use error::{CompileError, CompileResult};
@@ -27,6 +30,7 @@ pub use msl::{MslBuiltin, MslKernel, MslParam};
 pub use tile_checks::check_kernel;
 pub use target::{Target, TargetKind};
 pub use tile_passes::optimize_tile_ir;
+pub use writes::written_params;
 
 use metile_ir::{gpu_ir::GpuFunction, print_gpu_function, verify, verify_gpu, Function};
 

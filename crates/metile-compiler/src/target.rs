@@ -8,15 +8,10 @@
 //! 163 KiB (sm_80) / 227 KiB (sm_90) with it; grids of 2^31-1 blocks along x and
 //! 65535 along y and z.
 
-/// A hardware matrix-multiply shape the backend can emit (`m×n×k` per
-/// simdgroup or warp). No backend emits one yet; the list is where the tensor
-/// core and `simdgroup_matrix` paths will describe themselves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct MatrixAtom {
-    pub m: u32,
-    pub n: u32,
-    pub k: u32,
-}
+use crate::atoms::AtomKind;
+
+/// Program ids are i32 on every target, so no grid axis may exceed this.
+pub const MAX_PROGRAM_ID_EXTENT: u32 = i32::MAX as u32;
 
 /// Which family a target belongs to (decides the emitter, never the lowering).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -50,10 +45,14 @@ pub struct Target {
     /// The byte alignment the kernels assume for every buffer base address
     /// (the widest vector access); the runtime guarantees or checks it.
     pub buffer_base_alignment: usize,
-    /// The most threadgroups along each grid axis.
+    /// The most threadgroups along each grid axis (see [`Target::grid_limits`]).
     pub max_grid: [u64; 3],
-    /// Matrix-multiply shapes the backend emits natively (none yet).
-    pub matrix_atoms: Vec<MatrixAtom>,
+    /// Whether a thread's position in the grid is a 32-bit value along x
+    /// (Metal's `thread_position_in_grid`), so threadgroups × threads < 2^32.
+    pub grid_x_counts_threads: bool,
+    /// The matrix instructions the target has (`atoms::MatrixAtom` describes
+    /// each); `dot` does not use them yet.
+    pub matrix_atoms: Vec<AtomKind>,
 }
 
 impl Target {
@@ -71,7 +70,8 @@ impl Target {
             default_elements_per_thread: 4,
             buffer_base_alignment: 16,
             max_grid: [u64::from(u32::MAX), u64::from(u32::MAX), u64::from(u32::MAX)],
-            matrix_atoms: Vec::new(),
+            grid_x_counts_threads: true,
+            matrix_atoms: vec![AtomKind::AppleSimdgroup8x8],
         }
     }
 
@@ -97,8 +97,28 @@ impl Target {
             default_elements_per_thread: 4,
             buffer_base_alignment: 16,
             max_grid: [(1 << 31) - 1, 65535, 65535],
-            matrix_atoms: Vec::new(),
+            grid_x_counts_threads: false,
+            matrix_atoms: if major >= 8 {
+                vec![AtomKind::NvidiaMmaM16N8K16, AtomKind::NvidiaMmaM16N8K8Tf32]
+            } else {
+                Vec::new()
+            },
         }
+    }
+
+    /// The largest grid, per axis, a kernel of `threads_per_group` threads can
+    /// be launched over: the target's limits, i32 program ids, and on Apple
+    /// GPUs a 32-bit thread position along x.
+    pub fn grid_limits(&self, threads_per_group: u32) -> [u32; 3] {
+        let mut out = [0u32; 3];
+        for (axis, limit) in out.iter_mut().enumerate() {
+            let target = u32::try_from(self.max_grid[axis]).unwrap_or(u32::MAX);
+            *limit = target.min(MAX_PROGRAM_ID_EXTENT);
+        }
+        if self.grid_x_counts_threads {
+            out[0] = out[0].min(u32::MAX / threads_per_group.max(1));
+        }
+        out
     }
 
     /// `sm_90` for an NVIDIA target, `apple` otherwise (cache keys, messages).
@@ -121,7 +141,9 @@ mod tests {
         assert_eq!(Target::nvidia(8, 6).max_threadgroup_bytes, 99 * 1024);
         assert_eq!(Target::nvidia(9, 0).default_threadgroup_bytes, 48 * 1024);
         assert_eq!(Target::nvidia(9, 0).arch_name(), "sm_90");
-        assert_eq!(Target::nvidia(9, 0).max_grid, [2_147_483_647, 65535, 65535]);
+        assert_eq!(Target::nvidia(9, 0).grid_limits(1024), [2_147_483_647, 65535, 65535]);
+        assert!(Target::nvidia(9, 0).matrix_atoms.contains(&AtomKind::NvidiaMmaM16N8K16));
+        assert!(Target::nvidia(7, 5).matrix_atoms.is_empty());
     }
 
     #[test]
@@ -130,5 +152,6 @@ mod tests {
         assert_eq!(t.max_threadgroup_bytes, 32 * 1024);
         assert_eq!(t.default_threadgroup_bytes, t.max_threadgroup_bytes);
         assert_eq!(t.arch_name(), "apple");
+        assert_eq!(t.grid_limits(256), [u32::MAX / 256, i32::MAX as u32, i32::MAX as u32]);
     }
 }

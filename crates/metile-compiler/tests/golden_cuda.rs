@@ -7,7 +7,9 @@ use metile_compiler::{compile_cuda, CudaParam, MslOptions, Target};
 use metile_ir::DType;
 
 fn compile(f: &metile_ir::Function) -> metile_compiler::CudaKernel {
-    compile_cuda(f, &MslOptions::default(), &Target::nvidia(9, 0))
+    // The Tile IR passes run first, as they do for every kernel that ships.
+    let f = metile_compiler::optimize_tile_ir(f.clone()).unwrap_or_else(|e| panic!("{e}"));
+    compile_cuda(&f, &MslOptions::default(), &Target::nvidia(9, 0))
         .unwrap_or_else(|e| panic!("{e}"))
         .kernel
 }

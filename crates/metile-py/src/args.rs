@@ -105,7 +105,7 @@ fn host_arg(
     what: &dyn Fn() -> String,
 ) -> PyResult<(ArgKind, KernelArg)> {
     let (kind, arg) = array_arg(arr, what)?;
-    match (ctx.memory, arg) {
+    match (ctx.memory.filter(|_| ctx.stage), arg) {
         (Some(memory), KernelArg::Buffer { ptr, len, dtype }) => {
             Ok((kind, stage_host(arr.py(), ctx, memory, (ptr, len, dtype))?))
         }
@@ -124,6 +124,10 @@ pub fn convert_arg(obj: &Bound<'_, PyAny>, name: &str, ctx: &mut ArgContext<'_>)
         return host_arg(arr, ctx, what);
     }
     if let Ok(buf) = obj.cast::<Buffer>() {
+        if ctx.memory.is_some() && !ctx.stage {
+            // Only the specialisation key is needed: no copy either way.
+            return array_arg(buf.get().array.bind(obj.py()).cast::<PyUntypedArray>()?, what);
+        }
         return buf.get().kernel_arg(obj.py(), ctx.memory, what);
     }
     if obj.is_instance_of::<PyBool>() {
@@ -170,6 +174,44 @@ fn numpy_scalar_arg(
     Ok((ArgKind::Scalar(d), KernelArg::Scalar(s)))
 }
 
+/// Refuses a read-only array for a parameter the kernel stores through: numpy's
+/// contract is that such an array never changes.
+pub fn ensure_writable(obj: &Bound<'_, PyAny>, name: &str, kernel: &str) -> PyResult<()> {
+    let array = if let Ok(arr) = obj.cast::<PyUntypedArray>() {
+        arr.clone()
+    } else if let Ok(buf) = obj.cast::<Buffer>() {
+        buf.get().array.bind(obj.py()).cast::<PyUntypedArray>()?.clone()
+    } else if is_cuda_object(obj)? {
+        // CUDA memory has no read-only flag to honour.
+        return Ok(());
+    } else if let Some(view) = array_view(obj)? {
+        view.cast_into::<PyUntypedArray>()?
+    } else {
+        return Ok(());
+    };
+    // SAFETY: `array` is a live numpy array.
+    let flags = unsafe { (*array.as_array_ptr()).fields.flags };
+    if flags & numpy::npyffi::NPY_ARRAY_WRITEABLE != 0 {
+        return Ok(());
+    }
+    Err(PyValueError::new_err(format!(
+        "argument '{name}' is read-only (its writeable flag is False), but kernel {kernel} stores through \
+         it; pass a writable array, e.g. a copy"
+    )))
+}
+
+/// The numpy view of a DLPack or `__array_interface__` producer (None for other objects).
+fn array_view<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let np = obj.py().import("numpy")?;
+    Ok(if obj.hasattr("__dlpack__")? {
+        Some(np.call_method1("from_dlpack", (obj,))?)
+    } else if obj.hasattr("__array_interface__")? {
+        Some(np.call_method1("asarray", (obj,))?)
+    } else {
+        None
+    })
+}
+
 /// numpy scalars, DLPack producers and other array-likes; refuses the rest.
 fn slow_arg(
     obj: &Bound<'_, PyAny>,
@@ -185,14 +227,7 @@ fn slow_arg(
     if is_cuda_object(obj)? {
         return cuda_object_arg(obj, ctx, what);
     }
-    let array = if obj.hasattr("__dlpack__")? {
-        Some(np.call_method1("from_dlpack", (obj,))?)
-    } else if obj.hasattr("__array_interface__")? {
-        Some(np.call_method1("asarray", (obj,))?)
-    } else {
-        None
-    };
-    if let Some(array) = array {
+    if let Some(array) = array_view(obj)? {
         // Both conversions are views of the producer's memory, so stores reach it.
         return host_arg(array.cast::<PyUntypedArray>()?, ctx, what);
     }

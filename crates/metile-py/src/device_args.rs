@@ -37,6 +37,8 @@ pub struct ArgContext<'d> {
     /// The current device's memory, where kernels cannot read host memory.
     pub memory: Option<&'d dyn DeviceMemory>,
     pub device_name: &'static str,
+    /// Whether host arrays are staged (a launch) or only classified (`warmup`).
+    pub stage: bool,
     pub staged: Vec<Staged>,
     /// The runtime argument being converted.
     pub index: usize,
@@ -90,13 +92,14 @@ pub fn stage_host(
     Ok(arg)
 }
 
-/// Copies the staged arrays the kernel writes back to the host.
+/// Copies the staged arrays the kernel stores through (`written`: positions
+/// among the runtime arguments) back to the host.
 pub fn copy_back(
     memory: &dyn DeviceMemory,
     staged: &[Staged],
-    writes: &dyn Fn(usize) -> bool,
+    written: &[usize],
 ) -> Result<(), metile_runtime::RuntimeError> {
-    for s in staged.iter().filter(|s| writes(s.index)) {
+    for s in staged.iter().filter(|s| written.contains(&s.index)) {
         // SAFETY: `host` is the live array staged for this launch (its owner is
         // an argument of the launching call); the allocation has `bytes` bytes.
         unsafe { memory.download(s.alloc.ptr(), s.host, s.bytes) }?;

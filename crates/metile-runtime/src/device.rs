@@ -25,11 +25,10 @@ pub trait CompiledKernel: Send + Sync {
     /// no one else mutates during the launch.
     unsafe fn launch(&self, args: &[KernelArg], grid: [u32; 3]) -> Result<(), RuntimeError>;
 
-    /// Whether the kernel may store through its pointer parameter `index` (a
-    /// staged host array is copied back only then). True unless the backend knows.
-    fn writes_param(&self, index: usize) -> bool {
-        let _ = index;
-        true
+    /// The largest grid, per axis, this kernel can be launched over on its
+    /// target. Program ids are i32, so no axis exceeds 2^31 - 1 anywhere.
+    fn max_grid(&self) -> [u32; 3] {
+        [metile_compiler::target::MAX_PROGRAM_ID_EXTENT; 3]
     }
 }
 
@@ -57,6 +56,21 @@ pub trait DeviceAllocation: Send + Sync {
     /// Its device address.
     fn ptr(&self) -> u64;
     fn bytes(&self) -> usize;
+}
+
+/// Checks a launch grid against a kernel's limits: the one grid check every
+/// backend relies on.
+pub fn check_grid(grid: [u32; 3], kernel: &dyn CompiledKernel, device: &str) -> Result<(), RuntimeError> {
+    let max = kernel.max_grid();
+    for (axis, (&g, &m)) in grid.iter().zip(&max).enumerate() {
+        if g == 0 || g > m {
+            return Err(RuntimeError::InvalidLaunch(format!(
+                "grid {grid:?}: extent {g} along axis {axis} is out of range; on the {device} device this \
+                 kernel's grid extents must be between 1 and {max:?} (per axis)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 pub trait Device: Send + Sync {

@@ -10,8 +10,8 @@ pub mod msl_emu;
 pub mod msl_emu_device;
 
 pub use device::{
-    default_device_name, open_device, CompileOptions, CompiledKernel, Device, DeviceAllocation, DeviceMemory,
-    DEVICE_NAMES,
+    check_grid, default_device_name, open_device, CompileOptions, CompiledKernel, Device, DeviceAllocation,
+    DeviceMemory, DEVICE_NAMES,
 };
 pub use error::RuntimeError;
 pub use metile_interp::{KernelArg, ScalarValue};

@@ -96,6 +96,10 @@ fn scalar_bytes(s: &ScalarValue) -> Vec<u8> {
 }
 
 impl CompiledKernel for MslEmuKernel {
+    fn max_grid(&self) -> [u32; 3] {
+        metile_compiler::Target::apple().grid_limits(self.threads_per_group)
+    }
+
     unsafe fn launch(&self, args: &[KernelArg], grid: [u32; 3]) -> Result<(), RuntimeError> {
         let scalars: Vec<Option<Vec<u8>>> = args
             .iter()

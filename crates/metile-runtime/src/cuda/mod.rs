@@ -246,8 +246,7 @@ struct CudaLaunchable {
     shared_bytes: u32,
     alignment: usize,
     last_kernel: Arc<Mutex<Arc<str>>>,
-    /// Tile parameter indices some store writes through.
-    written: Vec<bool>,
+    grid_limits: [u32; 3],
 }
 
 /// A scalar's bits, low bytes first, as the kernel parameter reads them.
@@ -326,8 +325,8 @@ impl CompiledKernel for CudaLaunchable {
         Ok(())
     }
 
-    fn writes_param(&self, index: usize) -> bool {
-        self.written.get(index).copied().unwrap_or(false)
+    fn max_grid(&self) -> [u32; 3] {
+        self.grid_limits
     }
 }
 
@@ -358,19 +357,6 @@ impl Device for CudaDevice {
             eprintln!("// CUDA C++ of {}\n{}", func.name, kernel.source);
         }
         let loaded = self.load(&kernel)?;
-        let mut written = vec![false; func.params.len()];
-        for p in &kernel.params {
-            if let CudaParam::Buffer {
-                tile_param_index,
-                written: true,
-                ..
-            } = p
-            {
-                if let Some(w) = written.get_mut(*tile_param_index) {
-                    *w = true;
-                }
-            }
-        }
         Ok(Arc::new(CudaLaunchable {
             context: self.context.clone(),
             loaded,
@@ -380,7 +366,7 @@ impl Device for CudaDevice {
             shared_bytes: u32::try_from(kernel.shared_bytes).unwrap_or(u32::MAX),
             alignment: kernel.buffer_alignment.max(1),
             last_kernel: self.last_kernel.clone(),
-            written,
+            grid_limits: self.target.grid_limits(kernel.threads_per_group),
         }))
     }
 
