@@ -27,8 +27,8 @@ pub mod writes;
 pub use cuda::{CudaKernel, CudaParam};
 pub use error::{CompileError, CompileResult};
 pub use msl::{MslBuiltin, MslKernel, MslParam};
-pub use tile_checks::check_kernel;
 pub use target::{Target, TargetKind};
+pub use tile_checks::check_kernel;
 pub use tile_passes::optimize_tile_ir;
 pub use writes::written_params;
 
@@ -89,7 +89,11 @@ pub struct CudaCompilation {
 
 /// Compiles a Tile IR function to one CUDA C++ kernel for an NVIDIA `target`
 /// (needs no GPU: the runtime hands the source to NVRTC).
-pub fn compile_cuda(func: &Function, options: &MslOptions, target: &Target) -> CompileResult<CudaCompilation> {
+pub fn compile_cuda(
+    func: &Function,
+    options: &MslOptions,
+    target: &Target,
+) -> CompileResult<CudaCompilation> {
     let gpu = compile_gpu_ir(func, options, target)?;
     let kernel = cuda::emit_cuda(&gpu, target)?;
     let gpu_ir = options.keep_gpu_ir.then(|| print_gpu_function(&gpu));

@@ -18,7 +18,10 @@ pub const MAX_PROGRAM_ID_EXTENT: u32 = i32::MAX as u32;
 pub enum TargetKind {
     Apple,
     /// An NVIDIA GPU of compute capability `major.minor`.
-    Nvidia { major: u32, minor: u32 },
+    Nvidia {
+        major: u32,
+        minor: u32,
+    },
 }
 
 /// One GPU family's limits and preferences.
@@ -141,8 +144,13 @@ mod tests {
         assert_eq!(Target::nvidia(8, 6).max_threadgroup_bytes, 99 * 1024);
         assert_eq!(Target::nvidia(9, 0).default_threadgroup_bytes, 48 * 1024);
         assert_eq!(Target::nvidia(9, 0).arch_name(), "sm_90");
-        assert_eq!(Target::nvidia(9, 0).grid_limits(1024), [2_147_483_647, 65535, 65535]);
-        assert!(Target::nvidia(9, 0).matrix_atoms.contains(&AtomKind::NvidiaMmaM16N8K16));
+        assert_eq!(
+            Target::nvidia(9, 0).grid_limits(1024),
+            [2_147_483_647, 65535, 65535]
+        );
+        assert!(Target::nvidia(9, 0)
+            .matrix_atoms
+            .contains(&AtomKind::NvidiaMmaM16N8K16));
         assert!(Target::nvidia(7, 5).matrix_atoms.is_empty());
     }
 
@@ -152,6 +160,9 @@ mod tests {
         assert_eq!(t.max_threadgroup_bytes, 32 * 1024);
         assert_eq!(t.default_threadgroup_bytes, t.max_threadgroup_bytes);
         assert_eq!(t.arch_name(), "apple");
-        assert_eq!(t.grid_limits(256), [u32::MAX / 256, i32::MAX as u32, i32::MAX as u32]);
+        assert_eq!(
+            t.grid_limits(256),
+            [u32::MAX / 256, i32::MAX as u32, i32::MAX as u32]
+        );
     }
 }

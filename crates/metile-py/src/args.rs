@@ -114,7 +114,11 @@ fn host_arg(
 }
 
 /// Converts the runtime argument for parameter `name`.
-pub fn convert_arg(obj: &Bound<'_, PyAny>, name: &str, ctx: &mut ArgContext<'_>) -> PyResult<(ArgKind, KernelArg)> {
+pub fn convert_arg(
+    obj: &Bound<'_, PyAny>,
+    name: &str,
+    ctx: &mut ArgContext<'_>,
+) -> PyResult<(ArgKind, KernelArg)> {
     let describe = || format!("argument '{name}'");
     let what: &dyn Fn() -> String = &describe;
     if let Ok(arr) = obj.cast::<PyUntypedArray>() {

@@ -156,7 +156,9 @@ impl Buffer {
                 current: Current::Host,
             });
         }
-        let copy = guard.as_mut().ok_or_else(|| PyRuntimeError::new_err("no device copy"))?;
+        let copy = guard
+            .as_mut()
+            .ok_or_else(|| PyRuntimeError::new_err("no device copy"))?;
         if copy.current == Current::Host {
             // SAFETY: the host array has `bytes` bytes; so has the allocation.
             unsafe { memory.upload(copy.alloc.ptr(), ptr, bytes) }.map_err(runtime_err)?;

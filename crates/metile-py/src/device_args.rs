@@ -211,7 +211,10 @@ fn dlpack_arg(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResult<(Ar
     Ok((ArgKind::Pointer(dtype), KernelArg::Buffer { ptr, len, dtype }))
 }
 
-fn cuda_array_interface_arg(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResult<(ArgKind, KernelArg)> {
+fn cuda_array_interface_arg(
+    obj: &Bound<'_, PyAny>,
+    what: &dyn Fn() -> String,
+) -> PyResult<(ArgKind, KernelArg)> {
     let py = obj.py();
     let cai = obj.getattr("__cuda_array_interface__")?;
     let (address, _readonly): (u64, bool) = cai.get_item("data")?.extract()?;
@@ -225,7 +228,10 @@ fn cuda_array_interface_arg(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -
         let size = dtype.size_bytes() as i64;
         let elems: Vec<i64> = bytes.iter().map(|b| b / size).collect();
         if bytes.iter().any(|b| b % size != 0) {
-            return Err(PyValueError::new_err(format!("{} has strides that are not whole elements", what())));
+            return Err(PyValueError::new_err(format!(
+                "{} has strides that are not whole elements",
+                what()
+            )));
         }
         check_contiguous(&shape, Some(&elems), what)?;
     }
@@ -243,7 +249,10 @@ fn cuda_array_interface_arg(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -
 /// A CUDA `torch.Tensor` read through torch's C-implemented accessors, the fast
 /// path for the most common producer (its `__dlpack__` is Python code costing
 /// tens of microseconds per tensor); `None` for anything else.
-pub fn torch_tensor_arg(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResult<Option<(ArgKind, KernelArg)>> {
+pub fn torch_tensor_arg(
+    obj: &Bound<'_, PyAny>,
+    what: &dyn Fn() -> String,
+) -> PyResult<Option<(ArgKind, KernelArg)>> {
     let py = obj.py();
     let ty = obj.get_type();
     if ty.name()? != "Tensor" || ty.module()? != "torch" {
@@ -268,7 +277,10 @@ pub fn torch_tensor_arg(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> Py
             )))
         }
     };
-    if !obj.call_method0(pyo3::intern!(py, "is_contiguous"))?.extract::<bool>()? {
+    if !obj
+        .call_method0(pyo3::intern!(py, "is_contiguous"))?
+        .extract::<bool>()?
+    {
         return Err(PyValueError::new_err(format!(
             "{} is a non-contiguous CUDA tensor (shape {}, strides {}); kernels address memory linearly, \
              so pass .contiguous() instead",

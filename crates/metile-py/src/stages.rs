@@ -117,7 +117,9 @@ pub fn compile_msl_py(
 
 /// The NVIDIA target named `sm_XY` (compute capability X.Y).
 fn nvidia_target(arch: &str) -> PyResult<metile_compiler::Target> {
-    let digits = arch.strip_prefix("sm_").filter(|d| d.len() >= 2 && d.chars().all(|c| c.is_ascii_digit()));
+    let digits = arch
+        .strip_prefix("sm_")
+        .filter(|d| d.len() >= 2 && d.chars().all(|c| c.is_ascii_digit()));
     let parsed = digits.and_then(|d| {
         let (major, minor) = d.split_at(d.len() - 1);
         Some((major.parse::<u32>().ok()?, minor.parse::<u32>().ok()?))

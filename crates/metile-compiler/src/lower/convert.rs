@@ -38,7 +38,11 @@ impl<'f> Lowering<'f> {
 
     /// Elements of `dtype` the scratch may grow to without passing the limit.
     pub(super) fn scratch_capacity(&self, dtype: DType) -> usize {
-        self.a.target.max_threadgroup_bytes.saturating_sub(self.bytes_besides_scratch(dtype)) / dtype.size_bytes()
+        self.a
+            .target
+            .max_threadgroup_bytes
+            .saturating_sub(self.bytes_besides_scratch(dtype))
+            / dtype.size_bytes()
     }
 
     /// The scratch allocation of `dtype`, grown to at least `len` elements.

@@ -67,7 +67,10 @@ impl<'f> Lowering<'f> {
             return 1;
         }
         let t = &self.a.target;
-        let max = t.max_vector_lanes.min(t.max_vector_bytes / dtype.size_bytes()).max(1);
+        let max = t
+            .max_vector_lanes
+            .min(t.max_vector_bytes / dtype.size_bytes())
+            .max(1);
         (w0 as usize).min(max)
     }
 

@@ -581,7 +581,9 @@ impl<'a> BodyWriter<'a> {
             UnaryOp::Tanh => math("tanh"),
             UnaryOp::Abs => match d {
                 DType::F32 => format!("{}({a})", lang.float_fn("fabs")),
-                DType::F16 | DType::BF16 => format!("{}({}(float({a})))", scalar_type(d), lang.float_fn("fabs")),
+                DType::F16 | DType::BF16 => {
+                    format!("{}({}(float({a})))", scalar_type(d), lang.float_fn("fabs"))
+                }
                 DType::I32 | DType::I64 => format!("{a} < 0 ? {} : {a}", self.negate_int(d, &a, v)),
                 DType::U32 | DType::Bool => a.to_string(),
             },

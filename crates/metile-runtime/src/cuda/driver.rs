@@ -39,7 +39,11 @@ pub fn versioned_toolkits() -> Vec<PathBuf> {
     let mut versioned: Vec<PathBuf> = entries
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("cuda-")))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("cuda-"))
+        })
         .collect();
     versioned.sort();
     versioned.reverse();
@@ -75,15 +79,19 @@ pub fn load_libraries() -> Result<(), RuntimeError> {
         .get_or_init(|| {
             // SAFETY: only tries to dlopen the candidate library names.
             if !unsafe { cu::is_culib_present() } {
-                return Err("the cuda backend needs the NVIDIA driver library (libcuda.so.1), which was not \
+                return Err(
+                    "the cuda backend needs the NVIDIA driver library (libcuda.so.1), which was not \
                             found: no NVIDIA driver is installed here"
-                    .to_string());
+                        .to_string(),
+                );
             }
             // SAFETY: as above.
             if !unsafe { nvrtc::is_culib_present() } && !preload_nvrtc() {
-                return Err("the cuda backend needs NVRTC (libnvrtc.so.13, .12 or .11 from a CUDA toolkit), \
+                return Err(
+                    "the cuda backend needs NVRTC (libnvrtc.so.13, .12 or .11 from a CUDA toolkit), \
                             which was not found on the library path, in CUDA_HOME or in /usr/local/cuda"
-                    .to_string());
+                        .to_string(),
+                );
             }
             Ok(())
         })
@@ -136,7 +144,10 @@ pub fn check(code: cu::CUresult, what: &str) -> Result<(), RuntimeError> {
     if code == cu::CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
-        Err(RuntimeError::Device(format!("CUDA {what} failed: {}", describe(code))))
+        Err(RuntimeError::Device(format!(
+            "CUDA {what} failed: {}",
+            describe(code)
+        )))
     }
 }
 
@@ -159,7 +170,11 @@ type ElapsedFn = unsafe extern "C" fn(*mut f32, cu::CUevent, cu::CUevent) -> cu:
 ///
 /// # Safety
 /// Both events must be valid and recorded.
-pub unsafe fn event_elapsed_ms(ms: &mut f32, start: cu::CUevent, end: cu::CUevent) -> Result<cu::CUresult, RuntimeError> {
+pub unsafe fn event_elapsed_ms(
+    ms: &mut f32,
+    start: cu::CUevent,
+    end: cu::CUevent,
+) -> Result<cu::CUresult, RuntimeError> {
     static ELAPSED: OnceLock<Option<ElapsedFn>> = OnceLock::new();
     let f = ELAPSED.get_or_init(|| {
         // SAFETY: the driver library is loaded (checked at open); the symbols
@@ -172,6 +187,8 @@ pub unsafe fn event_elapsed_ms(ms: &mut f32, start: cu::CUevent, end: cu::CUeven
     match f {
         // SAFETY: forwarded from the caller's contract.
         Some(f) => Ok(unsafe { f(ms, start, end) }),
-        None => Err(RuntimeError::Device("the CUDA driver has no cuEventElapsedTime".into())),
+        None => Err(RuntimeError::Device(
+            "the CUDA driver has no cuEventElapsedTime".into(),
+        )),
     }
 }

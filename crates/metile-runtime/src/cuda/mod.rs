@@ -81,13 +81,17 @@ impl CudaDevice {
     fn open_first() -> Result<CudaDevice, RuntimeError> {
         load_libraries()?;
         let unavailable = |what: &str, code| {
-            RuntimeError::Unavailable(format!("the cuda backend cannot start: {what} failed: {}", describe(code)))
+            RuntimeError::Unavailable(format!(
+                "the cuda backend cannot start: {what} failed: {}",
+                describe(code)
+            ))
         };
         // SAFETY: cuInit may be called any number of times.
         let code = unsafe { cu::cuInit(0) };
         if code == cu::CUresult::CUDA_ERROR_NO_DEVICE {
             return Err(RuntimeError::Unavailable(
-                "the cuda backend found the NVIDIA driver but no GPU (none is visible to this process)".into(),
+                "the cuda backend found the NVIDIA driver but no GPU (none is visible to this process)"
+                    .into(),
             ));
         }
         if code != cu::CUresult::CUDA_SUCCESS {
@@ -101,7 +105,8 @@ impl CudaDevice {
         }
         if count == 0 {
             return Err(RuntimeError::Unavailable(
-                "the cuda backend found the NVIDIA driver but no GPU (none is visible to this process)".into(),
+                "the cuda backend found the NVIDIA driver but no GPU (none is visible to this process)"
+                    .into(),
             ));
         }
         let mut dev: cu::CUdevice = 0;
@@ -110,7 +115,10 @@ impl CudaDevice {
         let attribute = |a: cu::CUdevice_attribute| -> Result<i32, RuntimeError> {
             let mut v = 0;
             // SAFETY: the driver writes one int for a valid device.
-            check(unsafe { cu::cuDeviceGetAttribute(&mut v, a, dev) }, "device query")?;
+            check(
+                unsafe { cu::cuDeviceGetAttribute(&mut v, a, dev) },
+                "device query",
+            )?;
             Ok(v)
         };
         let major = attribute(cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
@@ -118,14 +126,20 @@ impl CudaDevice {
         let optin = attribute(cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
         let mut name = [0 as std::ffi::c_char; 256];
         // SAFETY: the buffer holds 256 bytes; the driver NUL-terminates.
-        check(unsafe { cu::cuDeviceGetName(name.as_mut_ptr(), 256, dev) }, "device name")?;
+        check(
+            unsafe { cu::cuDeviceGetName(name.as_mut_ptr(), 256, dev) },
+            "device name",
+        )?;
         // SAFETY: NUL-terminated by the driver.
         let gpu_name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
             .to_string_lossy()
             .into_owned();
         let mut ctx: cu::CUcontext = std::ptr::null_mut();
         // SAFETY: retains the device's primary context (shared with torch/CuPy).
-        check(unsafe { cu::cuDevicePrimaryCtxRetain(&mut ctx, dev) }, "context creation")?;
+        check(
+            unsafe { cu::cuDevicePrimaryCtxRetain(&mut ctx, dev) },
+            "context creation",
+        )?;
         let context = Arc::new(Context { ctx });
         context.bind()?;
         let mut target = Target::nvidia(major.max(0) as u32, minor.max(0) as u32);
@@ -159,11 +173,15 @@ impl CudaDevice {
             return Ok(l);
         }
         let file = format!("{}.cu", kernel.kernel_name);
-        let cubin = match nvrtc::compile_cached(&self.disk, &kernel.source, &file, &arch, self.nvrtc_version)? {
+        let cubin = match nvrtc::compile_cached(&self.disk, &kernel.source, &file, &arch, self.nvrtc_version)?
+        {
             Ok(cubin) => cubin,
             Err(failure) => {
                 let loc = failure.line.and_then(|l| kernel.loc_of_line(l)).cloned();
-                let at = failure.line.map(|l| format!(" (CUDA line {l})")).unwrap_or_default();
+                let at = failure
+                    .line
+                    .map(|l| format!(" (CUDA line {l})"))
+                    .unwrap_or_default();
                 return Err(RuntimeError::Compile {
                     message: format!(
                         "NVRTC cannot compile the CUDA C++ of `{}`{at} for {arch}:\n{}",
@@ -393,7 +411,10 @@ impl Device for CudaDevice {
 }
 
 impl CudaDevice {
-    fn time_with_events(&self, run: &mut dyn FnMut() -> Result<(), RuntimeError>) -> Result<f64, RuntimeError> {
+    fn time_with_events(
+        &self,
+        run: &mut dyn FnMut() -> Result<(), RuntimeError>,
+    ) -> Result<f64, RuntimeError> {
         self.context.bind()?;
         let event = || -> Result<cu::CUevent, RuntimeError> {
             let mut e: cu::CUevent = std::ptr::null_mut();
@@ -404,11 +425,17 @@ impl CudaDevice {
         let (start, end) = (event()?, event()?);
         let timed = (|| {
             // SAFETY: valid events recorded on the legacy default stream.
-            check(unsafe { cu::cuEventRecord(start, std::ptr::null_mut()) }, "event record")?;
+            check(
+                unsafe { cu::cuEventRecord(start, std::ptr::null_mut()) },
+                "event record",
+            )?;
             run()?;
             self.context.bind()?;
             // SAFETY: as above.
-            check(unsafe { cu::cuEventRecord(end, std::ptr::null_mut()) }, "event record")?;
+            check(
+                unsafe { cu::cuEventRecord(end, std::ptr::null_mut()) },
+                "event record",
+            )?;
             // SAFETY: waits for the recorded event.
             let code = unsafe { cu::cuEventSynchronize(end) };
             if code != cu::CUresult::CUDA_SUCCESS {
@@ -416,7 +443,10 @@ impl CudaDevice {
             }
             let mut ms = 0f32;
             // SAFETY: both events have completed.
-            check(unsafe { driver::event_elapsed_ms(&mut ms, start, end) }?, "event timing")?;
+            check(
+                unsafe { driver::event_elapsed_ms(&mut ms, start, end) }?,
+                "event timing",
+            )?;
             Ok(f64::from(ms))
         })();
         // SAFETY: the events are no longer used.

@@ -74,7 +74,10 @@ fn nvrtc_check(code: nvrtc::nvrtcResult, what: &str) -> Result<(), RuntimeError>
     if code == nvrtc::nvrtcResult::NVRTC_SUCCESS {
         Ok(())
     } else {
-        Err(RuntimeError::Device(format!("NVRTC {what} failed: {}", describe_nvrtc(code))))
+        Err(RuntimeError::Device(format!(
+            "NVRTC {what} failed: {}",
+            describe_nvrtc(code)
+        )))
     }
 }
 
@@ -108,7 +111,14 @@ fn compile(source: &str, file: &str, arch: &str) -> Result<Result<Vec<u8>, Nvrtc
     let mut prog: nvrtc::nvrtcProgram = std::ptr::null_mut();
     // SAFETY: valid NUL-terminated strings; no headers are passed.
     let code = unsafe {
-        nvrtc::nvrtcCreateProgram(&mut prog, src.as_ptr(), name.as_ptr(), 0, std::ptr::null(), std::ptr::null())
+        nvrtc::nvrtcCreateProgram(
+            &mut prog,
+            src.as_ptr(),
+            name.as_ptr(),
+            0,
+            std::ptr::null(),
+            std::ptr::null(),
+        )
     };
     nvrtc_check(code, "program creation")?;
     let prog = Program(prog);
@@ -133,7 +143,10 @@ fn compile(source: &str, file: &str, arch: &str) -> Result<Result<Vec<u8>, Nvrtc
     }
     let mut size = 0usize;
     // SAFETY: the program compiled; NVRTC writes the size.
-    nvrtc_check(unsafe { nvrtc::nvrtcGetCUBINSize(prog.0, &mut size) }, "cubin size")?;
+    nvrtc_check(
+        unsafe { nvrtc::nvrtcGetCUBINSize(prog.0, &mut size) },
+        "cubin size",
+    )?;
     let mut cubin = vec![0u8; size];
     // SAFETY: the buffer has the size NVRTC reported.
     nvrtc_check(
@@ -146,7 +159,10 @@ fn compile(source: &str, file: &str, arch: &str) -> Result<Result<Vec<u8>, Nvrtc
 fn program_log(prog: &Program) -> Result<String, RuntimeError> {
     let mut size = 0usize;
     // SAFETY: NVRTC writes the log size.
-    nvrtc_check(unsafe { nvrtc::nvrtcGetProgramLogSize(prog.0, &mut size) }, "log size")?;
+    nvrtc_check(
+        unsafe { nvrtc::nvrtcGetProgramLogSize(prog.0, &mut size) },
+        "log size",
+    )?;
     let mut log = vec![0u8; size.max(1)];
     // SAFETY: the buffer has the size NVRTC reported.
     nvrtc_check(
