@@ -107,6 +107,16 @@ pub fn copy_back(
     Ok(())
 }
 
+/// `len` elements of `dtype` at device address `address`, as a kernel argument.
+fn device_buffer(address: u64, len: usize, dtype: DType) -> (ArgKind, KernelArg) {
+    let arg = KernelArg::Buffer {
+        ptr: address as *mut u8,
+        len,
+        dtype,
+    };
+    (ArgKind::Pointer(dtype), arg)
+}
+
 const DLPACK_CUDA: i64 = 2;
 const DLPACK_CUDA_MANAGED: i64 = 13;
 
@@ -205,10 +215,10 @@ fn dlpack_arg(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResult<(Ar
     check_contiguous(shape, strides, what)?;
     let dtype = dtype_from_dlpack(t.dtype_code, t.dtype_bits, t.dtype_lanes, what)?;
     let len = shape.iter().map(|&n| n.max(0) as usize).product::<usize>();
-    let ptr = (t.data as u64).wrapping_add(t.byte_offset) as *mut u8;
+    let address = (t.data as u64).wrapping_add(t.byte_offset);
     // Dropping the unconsumed capsule returns the producer's reference; the
     // tensor itself stays alive as an argument of the launching call.
-    Ok((ArgKind::Pointer(dtype), KernelArg::Buffer { ptr, len, dtype }))
+    Ok(device_buffer(address, len, dtype))
 }
 
 fn cuda_array_interface_arg(
@@ -236,14 +246,7 @@ fn cuda_array_interface_arg(
         check_contiguous(&shape, Some(&elems), what)?;
     }
     let len = shape.iter().map(|&n| n.max(0) as usize).product::<usize>();
-    Ok((
-        ArgKind::Pointer(dtype),
-        KernelArg::Buffer {
-            ptr: address as *mut u8,
-            len,
-            dtype,
-        },
-    ))
+    Ok(device_buffer(address, len, dtype))
 }
 
 /// A CUDA `torch.Tensor` read through torch's C-implemented accessors, the fast
@@ -291,14 +294,7 @@ pub fn torch_tensor_arg(
     }
     let ptr: u64 = obj.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
     let len: usize = obj.call_method0(pyo3::intern!(py, "numel"))?.extract()?;
-    Ok(Some((
-        ArgKind::Pointer(dtype),
-        KernelArg::Buffer {
-            ptr: ptr as *mut u8,
-            len,
-            dtype,
-        },
-    )))
+    Ok(Some(device_buffer(ptr, len, dtype)))
 }
 
 /// A CUDA tensor as a kernel argument used in place, or a TypeError when the

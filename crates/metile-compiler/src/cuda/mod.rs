@@ -18,11 +18,10 @@
 use crate::error::{CompileError, CompileResult};
 use crate::msl::names;
 use crate::msl::text::{Lang, Name};
-use crate::msl::{expr, line_table, ranges, stored_roots};
+use crate::msl::{expr, finish_kernel, loc_of_line, name_kernel, ranges, KernelNames};
 use crate::target::Target;
 use metile_ir::gpu_ir::*;
 use metile_ir::{DType, Loc};
-use std::collections::HashSet;
 use std::fmt::Write;
 
 const PRELUDE: &str = include_str!("prelude.cuh");
@@ -63,10 +62,7 @@ pub struct CudaKernel {
 impl CudaKernel {
     /// The kernel source location that CUDA line `line` (1-based) was emitted for.
     pub fn loc_of_line(&self, line: u32) -> Option<&Loc> {
-        let i = self.line_locs.partition_point(|(first, _)| *first <= line);
-        i.checked_sub(1)
-            .map(|i| &self.line_locs[i].1)
-            .filter(|loc| loc.line != 0)
+        loc_of_line(&self.line_locs, line)
     }
 }
 
@@ -123,15 +119,15 @@ fn uses(f: &GpuFunction) -> Uses {
 
 /// Prints `f` as one CUDA C++ kernel for `target`.
 pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> {
-    let mut taken = HashSet::new();
-    let kernel_name = names::identifier(&f.name, &mut taken);
-    let mut value_names = vec![Name::Unset; f.values.len()];
+    let KernelNames {
+        kernel_name,
+        param_names,
+        value_names,
+        written,
+    } = name_kernel(f);
     let mut params = Vec::new();
     let mut signature = Vec::new();
-
-    let written = stored_roots(f);
-    for p in &f.params {
-        let name = names::identifier(&p.name, &mut taken);
+    for (p, name) in f.params.iter().zip(&param_names) {
         match p.kind {
             GpuParamKind::Buffer(d) => {
                 let is_written = written[p.value.index()];
@@ -151,7 +147,6 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
                 });
             }
         }
-        value_names[p.value.index()] = Name::text(name);
     }
 
     let used = uses(f);
@@ -183,15 +178,7 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
         body.set_value_name(a.value, Name::text(format!("tg{i}")));
         shared_bytes += a.bytes().div_ceil(16).max(1) * 16;
     }
-    for (i, r) in f.regs.iter().enumerate() {
-        let ty = names::scalar_type(r.dtype);
-        if r.len == 1 {
-            body.line(1, &format!("{ty} r{i};"));
-        } else {
-            body.line(1, &format!("{ty} r{i}[{}];", r.len));
-        }
-    }
-    body.block(&f.body, 1).map_err(|e| emit_error(&e))?;
+    body.registers_and_body().map_err(|e| emit_error(&e))?;
     let (text, helpers, op_starts) = body.finish();
 
     let mut source = String::new();
@@ -224,17 +211,7 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
         "extern \"C\" __global__ void __launch_bounds__({}) {kernel_name}(",
         f.threads_per_group
     );
-    for (i, s) in signature.iter().enumerate() {
-        let sep = if i + 1 < signature.len() { "," } else { ") {" };
-        let _ = writeln!(source, "    {s}{sep}");
-    }
-    if signature.is_empty() {
-        source.push_str(") {\n");
-    }
-    let body_start = source.len();
-    source.push_str(&text);
-    source.push_str("}\n");
-    let line_locs = line_table(&source, body_start, op_starts);
+    let line_locs = finish_kernel(&mut source, &signature, &text, op_starts);
     Ok(CudaKernel {
         source,
         kernel_name,

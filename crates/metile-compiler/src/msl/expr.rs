@@ -170,6 +170,20 @@ impl<'a> BodyWriter<'a> {
         }
     }
 
+    /// Declares the register arrays, then writes the function's body.
+    pub fn registers_and_body(&mut self) -> EmitResult<()> {
+        let f = self.f;
+        for (i, r) in f.regs.iter().enumerate() {
+            let ty = scalar_type(r.dtype);
+            if r.len == 1 {
+                self.line_fmt(1, format_args!("{ty} r{i};"));
+            } else {
+                self.line_fmt(1, format_args!("{ty} r{i}[{}];", r.len));
+            }
+        }
+        self.block(&f.body, 1)
+    }
+
     pub fn block(&mut self, b: &GpuBlock, depth: usize) -> EmitResult<()> {
         for op in &b.ops {
             if self.op_starts.last().is_none_or(|(_, loc)| *loc != op.loc) {

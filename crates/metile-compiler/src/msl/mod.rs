@@ -97,15 +97,15 @@ pub struct MslKernel {
 
 /// Prints `f` as MSL.
 pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
-    let mut taken = HashSet::new();
-    let kernel_name = names::identifier(&f.name, &mut taken);
-    let mut value_names = vec![Name::Unset; f.values.len()];
+    let KernelNames {
+        kernel_name,
+        param_names,
+        value_names,
+        written,
+    } = name_kernel(f);
     let mut params = Vec::new();
     let mut signature = Vec::new();
-
-    let written = stored_roots(f);
-    for p in &f.params {
-        let name = names::identifier(&p.name, &mut taken);
+    for (p, name) in f.params.iter().zip(&param_names) {
         match p.kind {
             GpuParamKind::Buffer(d) => {
                 let constness = if written[p.value.index()] { "" } else { "const " };
@@ -125,8 +125,8 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
                 });
             }
         }
-        value_names[p.value.index()] = Name::text(name);
     }
+    let mut value_names = value_names;
     for (i, a) in f.threadgroup.iter().enumerate() {
         let msl_type = format!("threadgroup {}*", names::scalar_type(a.dtype));
         let name = format!("tg{i}");
@@ -144,15 +144,7 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
 
     let ranges = ranges::analyze(f);
     let mut body = expr::BodyWriter::new(Lang::Msl, f, &ranges, value_names, &written);
-    for (i, r) in f.regs.iter().enumerate() {
-        let ty = names::scalar_type(r.dtype);
-        if r.len == 1 {
-            body.line(1, &format!("{ty} r{i};"));
-        } else {
-            body.line(1, &format!("{ty} r{i}[{}];", r.len));
-        }
-    }
-    body.block(&f.body, 1).map_err(|e| emit_error(&e))?;
+    body.registers_and_body().map_err(|e| emit_error(&e))?;
     let (text, helpers, op_starts) = body.finish();
 
     let mut source = String::new();
@@ -168,17 +160,7 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
         source.push('\n');
     }
     let _ = writeln!(source, "kernel void {kernel_name}(");
-    for (i, s) in signature.iter().enumerate() {
-        let sep = if i + 1 < signature.len() { "," } else { ") {" };
-        let _ = writeln!(source, "    {s}{sep}");
-    }
-    if signature.is_empty() {
-        source.push_str(") {\n");
-    }
-    let body_start = source.len();
-    source.push_str(&text);
-    source.push_str("}\n");
-    let line_locs = line_table(&source, body_start, op_starts);
+    let line_locs = finish_kernel(&mut source, &signature, &text, op_starts);
     Ok(MslKernel {
         source,
         kernel_name,
@@ -189,9 +171,74 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
     })
 }
 
+/// The identifiers an emitted kernel uses for itself and its parameters.
+pub(crate) struct KernelNames {
+    pub kernel_name: String,
+    /// Each GPU IR parameter's identifier, in order.
+    pub param_names: Vec<String>,
+    /// The spelling of each value: the parameters named, the rest unset.
+    pub value_names: Vec<Name>,
+    /// Whether some store writes through each value (a pointer root).
+    pub written: Vec<bool>,
+}
+
+/// Valid, distinct identifiers for the kernel and its parameters (shared by
+/// the MSL and CUDA emitters).
+pub(crate) fn name_kernel(f: &GpuFunction) -> KernelNames {
+    let mut taken = HashSet::new();
+    let kernel_name = names::identifier(&f.name, &mut taken);
+    let mut value_names = vec![Name::Unset; f.values.len()];
+    let param_names: Vec<String> = f
+        .params
+        .iter()
+        .map(|p| {
+            let name = names::identifier(&p.name, &mut taken);
+            value_names[p.value.index()] = Name::text(name.clone());
+            name
+        })
+        .collect();
+    KernelNames {
+        kernel_name,
+        param_names,
+        value_names,
+        written: stored_roots(f),
+    }
+}
+
+/// Appends the parameter list (one per line) after the kernel's opening line,
+/// then the body and its closing brace; returns the line table of the body
+/// (see [`line_table`]). Shared by the MSL and CUDA emitters.
+pub(crate) fn finish_kernel(
+    source: &mut String,
+    signature: &[String],
+    body: &str,
+    op_starts: Vec<(usize, Loc)>,
+) -> Vec<(u32, Loc)> {
+    for (i, s) in signature.iter().enumerate() {
+        let sep = if i + 1 < signature.len() { "," } else { ") {" };
+        let _ = writeln!(source, "    {s}{sep}");
+    }
+    if signature.is_empty() {
+        source.push_str(") {\n");
+    }
+    let body_start = source.len();
+    source.push_str(body);
+    source.push_str("}\n");
+    line_table(source, body_start, op_starts)
+}
+
+/// The kernel location line `line` (1-based) of an emitted source was written
+/// for, from its line table.
+pub(crate) fn loc_of_line(line_locs: &[(u32, Loc)], line: u32) -> Option<&Loc> {
+    let i = line_locs.partition_point(|(first, _)| *first <= line);
+    i.checked_sub(1)
+        .map(|i| &line_locs[i].1)
+        .filter(|loc| loc.line != 0)
+}
+
 /// `(first MSL line, kernel location)` pairs from byte offsets into the body, in
 /// one pass over the source (offsets arrive in increasing order).
-pub(crate) fn line_table(source: &str, body_start: usize, op_starts: Vec<(usize, Loc)>) -> Vec<(u32, Loc)> {
+fn line_table(source: &str, body_start: usize, op_starts: Vec<(usize, Loc)>) -> Vec<(u32, Loc)> {
     let bytes = source.as_bytes();
     let (mut line, mut scanned) = (1u32, 0usize);
     op_starts
@@ -208,10 +255,7 @@ pub(crate) fn line_table(source: &str, body_start: usize, op_starts: Vec<(usize,
 impl MslKernel {
     /// The kernel source location that MSL line `line` (1-based) was emitted for.
     pub fn loc_of_line(&self, line: u32) -> Option<&Loc> {
-        let i = self.line_locs.partition_point(|(first, _)| *first <= line);
-        i.checked_sub(1)
-            .map(|i| &self.line_locs[i].1)
-            .filter(|loc| loc.line != 0)
+        loc_of_line(&self.line_locs, line)
     }
 }
 
@@ -224,7 +268,7 @@ fn emit_error(reason: &str) -> CompileError {
 }
 
 /// Whether some store writes through each value (a pointer root), by value.
-pub(crate) fn stored_roots(f: &GpuFunction) -> Vec<bool> {
+fn stored_roots(f: &GpuFunction) -> Vec<bool> {
     let mut out = vec![false; f.values.len()];
     f.walk(&mut |op| {
         if matches!(op.kind, GpuOpKind::Store { .. }) {
