@@ -188,3 +188,29 @@ def test_a_gpu_fault_names_the_kernel_and_the_process_state(tmp_path):
     r = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=120)
     assert "ERR" in r.stdout, r.stdout + r.stderr
     assert "`wild`" in r.stdout and "restart the process" in r.stdout
+
+
+def _softmax_cuda(n_param):
+    params = [("X", "ptr", "f32"), ("Out", "ptr", "f32"), n_param]
+    return _metile.compile_cuda(_frontend.specialize(rk.softmax.fn, params, {"BLOCK": 1024}, {}))["cuda"]
+
+
+def test_a_row_length_known_to_be_a_multiple_of_16_vectorises_row_accesses():
+    vector_load = "*((const metile_vec<float, 4>*)(X + "
+    assert vector_load in _softmax_cuda(("N", "scalar", "i32", 16))
+    assert vector_load not in _softmax_cuda(("N", "scalar", "i32"))
+
+
+def test_integer_arguments_that_are_multiples_of_16_get_their_own_specialisation(rng):
+    previous = metile.get_device()
+    metile.set_device("cpu")
+    try:
+        for n in (64, 70, 128):
+            x = rng.standard_normal((3, n)).astype(np.float32)
+            out = np.zeros_like(x)
+            rk.softmax[(3,)](x, out, n, BLOCK=32)
+            e = np.exp(x - x.max(axis=1, keepdims=True))
+            np.testing.assert_allclose(out, e / e.sum(axis=1, keepdims=True), rtol=1e-5)
+    finally:
+        metile.set_device(previous)
+    assert rk.softmax.cache_info()["specializations"] >= 2

@@ -85,7 +85,7 @@ pub fn analyze(f: &Function) -> AxisInfos {
     for p in &f.params {
         a.infos[p.value.index()] = match f.ty(p.value).elem {
             Elem::Ptr(..) => AxisInfo::scalar(BIG),
-            Elem::Scalar(_) => AxisInfo::scalar(1),
+            Elem::Scalar(_) => AxisInfo::scalar(p.divisibility.max(1)),
         };
     }
     block(f, &f.body, &mut a);
@@ -247,5 +247,23 @@ mod tests {
         assert_eq!(info.get(mask).constancy, 1);
         assert_eq!(info.get(unaligned).contiguity, 256);
         assert_eq!(info.get(unaligned).divisibility, 1);
+    }
+
+    #[test]
+    fn a_parameter_known_to_be_a_multiple_of_16_keeps_row_offsets_aligned() {
+        let mut b = Builder::new("k");
+        let x = b.add_param("X", ParamKind::Pointer(DType::F32));
+        let n = b.add_param("N", ParamKind::Scalar(DType::I32));
+        b.set_param_divisibility(n, 16);
+        let pid = b.program_id(0).unwrap();
+        let row = b.binary(BinaryOp::Mul, pid.into(), n.into()).unwrap();
+        let ar = b.arange(0, 256).unwrap();
+        let offs = b.binary(BinaryOp::Add, row.into(), ar.into()).unwrap();
+        let ptrs = b.binary(BinaryOp::Add, x.into(), offs.into()).unwrap();
+        let f = b.finish().unwrap();
+        let info = analyze(&f);
+        assert!(info.get(row).divisibility >= 16);
+        assert_eq!(info.get(ptrs).contiguity, 256);
+        assert!(info.get(ptrs).divisibility >= 16);
     }
 }

@@ -9,7 +9,10 @@ pub fn print_function(f: &Function) -> String {
     let params: Vec<String> = f
         .params
         .iter()
-        .map(|p| format!("{}: {} /*{}*/", p.value, f.ty(p.value), p.name))
+        .map(|p| match p.divisibility {
+            1 => format!("{}: {} /*{}*/", p.value, f.ty(p.value), p.name),
+            d => format!("{}: {} {{divisible {d}}} /*{}*/", p.value, f.ty(p.value), p.name),
+        })
         .collect();
     let _ = write!(out, "tile.func @{}({})", f.name, params.join(", "));
     if !f.constexprs.is_empty() {

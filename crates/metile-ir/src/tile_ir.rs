@@ -359,6 +359,11 @@ pub struct Param {
     pub name: String,
     pub kind: ParamKind,
     pub value: ValueId,
+    /// An integer scalar is a multiple of this at every launch of this
+    /// specialisation (1: nothing known). The launch key guarantees it, as
+    /// Triton's specialisation on multiples of 16 does; alignment analysis uses
+    /// it to prove vector accesses through `row * N + cols`.
+    pub divisibility: u64,
 }
 
 /// One specialised kernel.

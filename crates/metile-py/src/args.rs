@@ -17,13 +17,27 @@ use pyo3::types::{PyBool, PyFloat, PyInt};
 pub enum ArgKind {
     Pointer(DType),
     Scalar(DType),
+    /// An i32 that is a multiple of [`SPECIALIZED_DIVISOR`] (the kernel is
+    /// specialised on it, so offsets like `row * N` are provably aligned).
+    DivisibleScalar(DType),
 }
+
+/// Integer arguments that are multiples of this get their own specialisation.
+pub const SPECIALIZED_DIVISOR: u64 = 16;
 
 impl ArgKind {
     pub fn describe(self) -> (&'static str, &'static str) {
         match self {
             ArgKind::Pointer(d) => ("ptr", d.name()),
-            ArgKind::Scalar(d) => ("scalar", d.name()),
+            ArgKind::Scalar(d) | ArgKind::DivisibleScalar(d) => ("scalar", d.name()),
+        }
+    }
+
+    /// What the argument is known to be a multiple of (1: nothing known).
+    pub fn divisibility(self) -> u64 {
+        match self {
+            ArgKind::DivisibleScalar(_) => SPECIALIZED_DIVISOR,
+            _ => 1,
         }
     }
 }
@@ -92,10 +106,12 @@ fn scalar_from_int(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResul
             what()
         ))
     })?;
-    Ok((
-        ArgKind::Scalar(DType::I32),
-        KernelArg::Scalar(ScalarValue::I32(v)),
-    ))
+    let kind = if i64::from(v) % SPECIALIZED_DIVISOR as i64 == 0 {
+        ArgKind::DivisibleScalar(DType::I32)
+    } else {
+        ArgKind::Scalar(DType::I32)
+    };
+    Ok((kind, KernelArg::Scalar(ScalarValue::I32(v))))
 }
 
 /// A host array argument: used in place, or staged on a device with memory of its own.

@@ -214,7 +214,7 @@ impl Kernel {
         let runtime = PyList::empty(py);
         for (&i, kind) in self.runtime_params.iter().zip(&key.args) {
             let (k, d) = kind.describe();
-            runtime.append((self.params[i].as_str(), k, d))?;
+            runtime.append((self.params[i].as_str(), k, d, kind.divisibility()))?;
         }
         let constexprs = PyDict::new(py);
         for (i, value) in bound.values.iter().enumerate() {

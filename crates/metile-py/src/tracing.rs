@@ -64,8 +64,9 @@ fn param_dtype(name: &str, dtype: &str) -> PyResult<DType> {
 }
 
 /// Traces `kernel` (the rewritten function) once. `params` lists every
-/// parameter in order as `(name, kind, payload)`: kind "ptr" or "scalar" with a
-/// dtype name as payload, or "constexpr" with the Python value.
+/// parameter in order as `(name, kind, payload[, divisibility])`: kind "ptr" or
+/// "scalar" with a dtype name as payload (a scalar optionally with what it is a
+/// multiple of), or "constexpr" with the Python value.
 #[pyfunction]
 #[pyo3(signature = (kernel, name, params, threads_per_group, optimize=true))]
 fn trace_kernel(
@@ -80,7 +81,17 @@ fn trace_kernel(
     builder.set_threads_per_group(threads_per_group);
     let mut arg_values: Vec<Result<metile_ir::ValueId, Py<PyAny>>> = vec![];
     for item in params.iter() {
-        let (pname, kind, payload): (String, String, Bound<'_, PyAny>) = item.extract()?;
+        let item = item.cast_into::<PyTuple>()?;
+        let (pname, kind, payload): (String, String, Bound<'_, PyAny>) = (
+            item.get_item(0)?.extract()?,
+            item.get_item(1)?.extract()?,
+            item.get_item(2)?,
+        );
+        // An optional fourth entry: what the scalar is known to be a multiple of.
+        let divisibility: u64 = match item.get_item(3) {
+            Ok(d) => d.extract()?,
+            Err(_) => 1,
+        };
         match kind.as_str() {
             "ptr" => {
                 let d = param_dtype(&pname, &payload.extract::<String>()?)?;
@@ -88,7 +99,9 @@ fn trace_kernel(
             }
             "scalar" => {
                 let d = param_dtype(&pname, &payload.extract::<String>()?)?;
-                arg_values.push(Ok(builder.add_param(&pname, ParamKind::Scalar(d))));
+                let v = builder.add_param(&pname, ParamKind::Scalar(d));
+                builder.set_param_divisibility(v, divisibility);
+                arg_values.push(Ok(v));
             }
             "constexpr" => {
                 builder.add_constexpr(&pname, &payload.repr()?.to_string());

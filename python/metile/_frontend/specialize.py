@@ -73,14 +73,15 @@ def _constexpr_value(fn: Callable, name: str, constexprs: dict[str, object]) -> 
 
 def specialize(
     fn: Callable,
-    runtime_params: list[tuple[str, str, str]],
+    runtime_params: list[tuple],
     constexprs: dict[str, object],
     options: dict[str, object],
 ) -> _metile.TileFunction:
     """Traces one specialisation of `fn` into verified, optimised Tile IR.
 
-    runtime_params: (name, "ptr" | "scalar", dtype) for each non-constexpr
-    parameter, in order. constexprs: name -> Python value. options:
+    runtime_params: (name, "ptr" | "scalar", dtype[, divisibility]) for each
+    non-constexpr parameter, in order (a scalar's divisibility: what every
+    launch's value is a multiple of). constexprs: name -> Python value. options:
     "threads_per_group" (default 128) and "optimize" (default True).
     """
     names, is_constexpr = _signature(fn)
@@ -94,7 +95,7 @@ def specialize(
         given = next(runtime, None)
         if given is None or given[0] != name:
             raise TypeError(f"kernel {fn.__name__}: expected run-time parameter '{name}', got {given!r}")
-        params.append((name, given[1], given[2]))
+        params.append((name, *given[1:]))
     threads = options.get("threads_per_group", 128)
     optimize = options.get("optimize", True)
     func = _metile.trace_kernel(kernel, fn.__name__, params, threads, optimize)

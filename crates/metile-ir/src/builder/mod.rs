@@ -141,8 +141,17 @@ impl Builder {
             name: name.to_string(),
             kind,
             value,
+            divisibility: 1,
         });
         value
+    }
+
+    /// Records that the scalar parameter `value` is a multiple of `divisibility`
+    /// at every launch (see [`Param::divisibility`]).
+    pub fn set_param_divisibility(&mut self, value: ValueId, divisibility: u64) {
+        if let Some(p) = self.params.iter_mut().find(|p| p.value == value) {
+            p.divisibility = divisibility.max(1);
+        }
     }
 
     pub fn finish(mut self) -> IrResult<Function> {
