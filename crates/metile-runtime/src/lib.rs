@@ -5,6 +5,8 @@ pub mod debug;
 pub mod device;
 pub mod disk_cache;
 pub mod error;
+#[cfg(any(target_os = "macos", metile_metal_check))]
+pub mod metal;
 pub mod msl_emu;
 pub mod msl_emu_device;
 

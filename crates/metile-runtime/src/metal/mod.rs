@@ -1,0 +1,3 @@
+//! probe
+use objc2_metal::MTLCreateSystemDefaultDevice;
+pub fn probe() -> bool { MTLCreateSystemDefaultDevice().is_some() }
