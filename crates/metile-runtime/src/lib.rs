@@ -9,6 +9,8 @@ pub mod error;
 pub mod metal;
 pub mod msl_emu;
 pub mod msl_emu_device;
+pub mod msl_launch;
+pub mod shared_memory;
 
 pub use device::{default_device_name, open_device, CompileOptions, CompiledKernel, Device, DEVICE_NAMES};
 pub use error::RuntimeError;
