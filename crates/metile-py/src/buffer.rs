@@ -1,9 +1,10 @@
 //! `metile.Buffer`: memory that kernels and numpy share. A buffer is one
 //! C-contiguous numpy array used in place, so `numpy()` is a view, not a copy.
-//! On the CPU backend that array is the caller's (or a fresh one); where the
-//! current device has shared memory (metal: an MTLBuffer with shared storage;
-//! msl-emu: page-aligned host memory, as on Metal) the array is a view of a
-//! device allocation, and `Buffer(data=array)` copies the array into it once.
+//! `Buffer(data=array)` wraps the caller's array, so both see every write (the
+//! memory model's promise). `Buffer.zeros` allocates: where the current device
+//! has shared memory (metal: an MTLBuffer with shared storage; msl-emu:
+//! page-aligned host memory, as on Metal) the array is a view of that
+//! allocation, else a fresh numpy array.
 
 use crate::args::dtype_of_descr;
 use crate::device_state::{current_device, runtime_error_to_py};
@@ -145,16 +146,7 @@ impl Buffer {
                     Some(d) => data.call_method1("astype", (numpy_dtype(py, Some(d))?,))?,
                     None => data.clone(),
                 };
-                dtype_of_descr(&data.cast::<PyUntypedArray>()?.dtype(), &|| {
-                    "the buffer's data".to_string()
-                })?;
-                match shared_zeros(py, &data.getattr("shape")?, &data.getattr("dtype")?)? {
-                    Some(shared) => {
-                        np.call_method1("copyto", (&shared, data))?;
-                        Buffer::wrap(shared)
-                    }
-                    None => Buffer::wrap(np.call_method1("ascontiguousarray", (data,))?),
-                }
+                Buffer::wrap(np.call_method1("ascontiguousarray", (data,))?)
             }
             (None, Some(shape)) => Buffer::zeros(py, shape, dtype),
             (Some(_), Some(_)) => Err(PyTypeError::new_err("Buffer takes data= or shape=, not both")),
