@@ -158,27 +158,26 @@ pub(crate) struct MetalKernel {
     pub kernel_name: String,
 }
 
-/// A numpy array copied into a staging buffer, to be copied back after the launch.
-struct Staged {
-    buffer: Buffer,
-    host: *mut u8,
+/// Numpy memory bound in one launch.
+struct HostBinding {
+    start: *mut u8,
     len: usize,
+    buffer: Buffer,
+    /// The buffer is a copy (not the memory itself).
+    staged: bool,
+    /// Some argument bound to it is written by the kernel.
+    written: bool,
 }
 
 static WARNED_STAGING: AtomicBool = AtomicBool::new(false);
 
 impl MetalKernel {
-    /// A buffer for numpy memory that no `metile.Buffer` owns; `Some(staged)`
-    /// when it is a copy that must go back after the launch.
+    /// A buffer for numpy memory that no `metile.Buffer` owns, and whether it is
+    /// a copy (to go back after the launch if written).
     ///
     /// # Safety
     /// `ptr` must point to `len` bytes valid for reads and writes until the launch finishes.
-    unsafe fn host_buffer(
-        &self,
-        ptr: *mut u8,
-        len: usize,
-        writable: bool,
-    ) -> Result<(Buffer, Option<Staged>), RuntimeError> {
+    unsafe fn host_buffer(&self, ptr: *mut u8, len: usize) -> Result<(Buffer, bool), RuntimeError> {
         let device: &ProtocolObject<dyn MTLDevice> = &self.inner.device;
         let shared = MTLResourceOptions::StorageModeShared;
         let no_memory = || RuntimeError::Device(format!("Metal cannot make a buffer of {len} bytes"));
@@ -187,7 +186,7 @@ impl MetalKernel {
             let buffer = device
                 .newBufferWithLength_options(16, shared)
                 .ok_or_else(no_memory)?;
-            return Ok((Shared(buffer), None));
+            return Ok((Shared(buffer), false));
         };
         if ptr as usize % page_size() == 0 {
             // The whole pages holding the array are mapped, so covering them is safe.
@@ -201,7 +200,7 @@ impl MetalKernel {
                 )
             };
             if let Some(buffer) = wrapped {
-                return Ok((Shared(buffer), None));
+                return Ok((Shared(buffer), false));
             }
         }
         if !WARNED_STAGING.swap(true, Ordering::Relaxed) {
@@ -213,13 +212,7 @@ impl MetalKernel {
         // SAFETY: the caller's contract: `len` readable bytes at `pointer`.
         let buffer = unsafe { device.newBufferWithBytes_length_options(pointer, len, shared) }
             .ok_or_else(no_memory)?;
-        let buffer = Shared(buffer);
-        let staged = writable.then(|| Staged {
-            buffer: buffer.clone(),
-            host: ptr,
-            len,
-        });
-        Ok((buffer, staged))
+        Ok((Shared(buffer), true))
     }
 }
 
@@ -230,29 +223,53 @@ impl CompiledKernel for MetalKernel {
             return Ok(());
         }
         let mut buffers: Vec<(usize, Buffer, usize)> = Vec::new();
-        let mut staged = Vec::new();
-        let mut touches_host_memory = false;
+        // Arguments naming the same numpy array share one Metal buffer.
+        let mut host: Vec<HostBinding> = Vec::new();
         for arg in &bound {
-            if let BoundArg::Buffer {
+            let BoundArg::Buffer {
                 index,
                 ptr,
                 len_bytes,
                 writable,
             } = *arg
-            {
-                match self.inner.memory.find(ptr, len_bytes) {
-                    Some((buffer, offset)) => buffers.push((index, buffer, offset)),
-                    None => {
-                        touches_host_memory = true;
-                        // SAFETY: the caller's contract: live buffers for the launch, which
-                        // waits below for the GPU when host memory is involved.
-                        let (buffer, copy) = unsafe { self.host_buffer(ptr, len_bytes, writable)? };
-                        buffers.push((index, buffer, 0));
-                        staged.extend(copy);
-                    }
-                }
+            else {
+                continue;
+            };
+            if let Some((buffer, offset)) = self.inner.memory.find(ptr, len_bytes) {
+                buffers.push((index, buffer, offset));
+                continue;
             }
+            if let Some(same) = host.iter_mut().find(|h| h.start == ptr && h.len == len_bytes) {
+                same.written |= writable;
+                buffers.push((index, same.buffer.clone(), 0));
+                continue;
+            }
+            let start = ptr as usize;
+            let overlapping = |h: &&HostBinding| {
+                let other = h.start as usize;
+                len_bytes > 0 && h.len > 0 && start < other + h.len && other < start + len_bytes
+            };
+            if let Some(other) = host.iter().find(overlapping) {
+                return Err(RuntimeError::BadArguments(format!(
+                    "kernel `{}`: argument {index} ({len_bytes} bytes at {start:#x}) overlaps another numpy \
+                     argument ({} bytes at {:p}) without being the same array; the Metal backend binds numpy \
+                     memory one array at a time, so pass one metile.Buffer and slices of its numpy() view",
+                    self.kernel_name, other.len, other.start
+                )));
+            }
+            // SAFETY: the caller's contract: live buffers for the launch, which
+            // waits below for the GPU when host memory is involved.
+            let (buffer, staged) = unsafe { self.host_buffer(ptr, len_bytes)? };
+            buffers.push((index, buffer.clone(), 0));
+            host.push(HostBinding {
+                start: ptr,
+                len: len_bytes,
+                buffer,
+                staged,
+                written: writable,
+            });
         }
+        let touches_host_memory = !host.is_empty();
         let failed = |what: &str| {
             RuntimeError::Device(format!(
                 "Metal could not create a {what} for kernel `{}`",
@@ -303,12 +320,12 @@ impl CompiledKernel for MetalKernel {
         }
         command_buffer.waitUntilCompleted();
         let result = outcome(&self.kernel_name, &command_buffer);
-        for copy in &staged {
+        for copy in host.iter().filter(|h| h.staged && h.written) {
             // SAFETY: the GPU has finished; both regions hold `len` bytes.
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     copy.buffer.contents().as_ptr().cast::<u8>(),
-                    copy.host,
+                    copy.start,
                     copy.len,
                 )
             };

@@ -17,6 +17,7 @@ use objc2_foundation::NSString;
 use objc2_metal::{MTLCompileOptions, MTLDevice, MTLLanguageVersion, MTLLibrary};
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bumped when the flags or the layout of cached metallibs change.
 const CACHE_FORMAT: &str = "metile-metal-1";
@@ -162,7 +163,13 @@ impl LibraryBuilder {
         msl: &MslKernel,
         key: &str,
     ) -> Result<Vec<u8>, RuntimeError> {
-        let work = std::env::temp_dir().join(format!("metile-metal-{}-{}", std::process::id(), &key[..16]));
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let work = std::env::temp_dir().join(format!(
+            "metile-metal-{}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed),
+            &key[..16]
+        ));
         std::fs::create_dir_all(&work)
             .map_err(|e| RuntimeError::Device(format!("creating {}: {e}", work.display())))?;
         let result = offline.compile_in(msl, &work);
