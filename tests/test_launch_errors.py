@@ -139,3 +139,81 @@ def test_launching_without_a_grid():
 def test_unknown_device():
     with pytest.raises(ValueError, match="unknown device 'tpu'"):
         metile.set_device("tpu")
+
+
+@pytest.mark.parametrize("grid", [(2**31,), (1, 2**31), (1, 1, 2**32 - 1)])
+def test_grid_beyond_program_id_range_is_refused_on_every_backend(device, grid):
+    x = np.zeros(4, np.float32)
+    with pytest.raises(ValueError, match=r"grid .* out of range; on the .* device this kernel's grid extents"):
+        add[grid](x, x, x, 4, BLOCK=4)
+
+
+def test_msl_grid_limit_follows_the_threadgroup_size():
+    # On Apple GPUs threadgroups x threads must fit the 32-bit thread position in the grid.
+    if not metile.device_available("msl-emu"):
+        pytest.skip("msl-emu is not available here")
+    previous = metile.get_device()
+    metile.set_device("msl-emu")
+    try:
+        x = np.zeros(4, np.float32)
+        with pytest.raises(ValueError, match=r"between 1 and \[33554431, 2147483647, 2147483647\]"):
+            add[(2**25,)](x, x, x, 4, BLOCK=4, num_sgs=4)
+    finally:
+        metile.set_device(previous)
+
+
+class _ReadOnlyInterface:
+    """An `__array_interface__` producer that marks its memory read-only."""
+
+    def __init__(self, array):
+        self._array = array
+        interface = dict(array.__array_interface__)
+        interface["data"] = (interface["data"][0], True)
+        self.__array_interface__ = interface
+
+
+def _read_only(a):
+    a = a.copy()
+    a.flags.writeable = False
+    return a
+
+
+@pytest.mark.parametrize("wrap", [_read_only, lambda a: _ReadOnlyInterface(a)], ids=["numpy", "array_interface"])
+def test_read_only_output_is_refused(device, wrap):
+    n = 10
+    out = np.zeros(n, np.float32)
+    target = wrap(out)
+    x = np.ones(n, np.float32)
+    with pytest.raises(ValueError, match=r"argument 'Out' is read-only .* kernel add stores through it"):
+        add[(1,)](x, x, target, n, BLOCK=16)
+    np.testing.assert_array_equal(out, 0.0)
+
+
+def test_read_only_inputs_are_fine(device):
+    n = 10
+    x = _read_only(np.arange(n, dtype=np.float32))
+    y = _ReadOnlyInterface(np.ones(n, np.float32))
+    out = np.zeros(n, np.float32)
+    add[(1,)](x, y, out, n, BLOCK=16)
+    np.testing.assert_array_equal(out, np.arange(n) + 1.0)
+
+
+def test_read_only_dlpack_output_is_refused(device):
+    out = _read_only(np.zeros(8, np.float32))
+    try:
+        capsule_owner = np.from_dlpack(out)
+    except (BufferError, TypeError):
+        pytest.skip("this numpy cannot export read-only arrays through DLPack")
+
+    class Producer:
+        def __dlpack__(self, **kwargs):
+            return capsule_owner.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self):
+            return capsule_owner.__dlpack_device__()
+
+    if np.from_dlpack(Producer()).flags.writeable:
+        pytest.skip("this numpy does not mark read-only DLPack imports")
+    x = np.ones(8, np.float32)
+    with pytest.raises(ValueError, match="argument 'Out' is read-only"):
+        add[(1,)](x, x, Producer(), 8, BLOCK=8)

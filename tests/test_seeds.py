@@ -1,6 +1,7 @@
 """Every code sample of the product specification (shared/seeds), as written."""
 
 import numpy as np
+import pytest
 
 import metile
 from metile.runtime.metal_device import MetalDevice
@@ -127,13 +128,35 @@ def test_readme_gemm(device, rng):
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
 
 
-def test_readme_softmax(device, rng):
-    rows, N = 8, 256
+def _softmax_rows(x):
+    e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+# The seed's softmax must be right for every N: multiples of BLOCK, ragged N,
+# N < BLOCK, rows of only negative values, and rows holding -1e30.
+@pytest.mark.parametrize(
+    "rows, N, BLOCK, values",
+    [
+        (8, 256, 64, "normal"),
+        (5, 300, 128, "normal"),
+        (3, 1000, 256, "normal"),
+        (4, 50, 128, "normal"),
+        (4, 300, 128, "negative"),
+        (3, 77, 64, "negative"),
+        (4, 300, 128, "huge_negative"),
+        (2, 1, 64, "negative"),
+    ],
+)
+def test_readme_softmax(device, rng, rows, N, BLOCK, values):
     x = rng.standard_normal((rows, N)).astype(np.float32)
-    out = np.zeros_like(x)
-    softmax[(rows,)](x, out, N, BLOCK=64)
-    e = np.exp(x - x.max(1, keepdims=True))
-    np.testing.assert_allclose(out, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+    if values == "negative":
+        x = -np.abs(x) - 3.0
+    elif values == "huge_negative":
+        x[:, ::3] = -1e30
+    out = np.full_like(x, np.nan)
+    softmax[(rows,)](x, out, N, BLOCK=BLOCK)
+    np.testing.assert_allclose(out, _softmax_rows(x), rtol=1e-5, atol=1e-7)
 
 
 def test_memory_model_buffers(device):

@@ -8,6 +8,7 @@
 //! design: layouts, the threadgroup-size rule, conversions, reductions, `dot`,
 //! and what is refused.
 
+pub mod absent_lanes;
 pub mod axis_info;
 pub mod dist_layout;
 pub mod error;
@@ -18,11 +19,13 @@ pub mod msl;
 pub mod target;
 pub mod tile_checks;
 pub mod tile_passes;
+pub mod writes;
 
 pub use error::{CompileError, CompileResult};
 pub use msl::{MslBuiltin, MslKernel, MslParam};
 pub use tile_checks::check_kernel;
 pub use tile_passes::optimize_tile_ir;
+pub use writes::written_params;
 
 use metile_ir::{gpu_ir::GpuFunction, print_gpu_function, verify, verify_gpu, Function};
 

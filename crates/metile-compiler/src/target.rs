@@ -17,3 +17,19 @@ pub const DEFAULT_ELEMENTS_PER_THREAD: usize = 4;
 /// The byte alignment the kernels assume for every buffer base address (the
 /// widest vector access); the runtime guarantees it.
 pub const BUFFER_BASE_ALIGNMENT: usize = 16;
+
+/// Program ids are i32 on every target, so no grid axis may exceed this.
+pub const MAX_PROGRAM_ID_EXTENT: u32 = i32::MAX as u32;
+
+/// The largest grid, per axis, that a kernel of `threads_per_group` threads can
+/// be launched over on an Apple GPU: a thread's position in the grid is a
+/// 32-bit `uint` along x (threadgroups × threads must stay below 2^32), and
+/// program ids are i32 on every axis.
+pub fn max_grid(threads_per_group: u32) -> [u32; 3] {
+    let x = u32::MAX / threads_per_group.max(1);
+    [
+        x.min(MAX_PROGRAM_ID_EXTENT),
+        MAX_PROGRAM_ID_EXTENT,
+        MAX_PROGRAM_ID_EXTENT,
+    ]
+}

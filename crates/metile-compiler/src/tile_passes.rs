@@ -1,5 +1,6 @@
-//! Target-independent Tile IR clean-ups: constant folding of scalar arithmetic,
-//! common-subexpression elimination and dead-code elimination. The verifier runs
+//! Target-independent Tile IR passes: constant folding of scalar arithmetic,
+//! common-subexpression elimination and dead-code elimination, around the pass
+//! that makes absent lanes explicit (`absent_lanes`). The verifier runs
 //! after each pass, so a pass bug surfaces as an IR error, not a wrong kernel.
 
 use metile_ir::{
@@ -9,23 +10,38 @@ use rustc_hash::FxHashMap;
 use std::collections::hash_map::Entry;
 use std::hash::{Hash, Hasher};
 
-/// Runs every pass to a fixed point, verifying after tracing and after each pass
-/// that changed the function (an unchanged function is the one already verified).
+/// Runs every pass, verifying after tracing and after each pass that changed the
+/// function (an unchanged function is the one already verified).
+///
+/// The clean-ups run first so that equal masks are one value (the absent-lane
+/// pass then sees that a store's mask is its value's presence and adds nothing),
+/// then absent lanes are made explicit, then the clean-ups fold and share what
+/// that added.
 pub fn optimize_tile_ir(mut f: Function) -> IrResult<Function> {
     verify(&f).map_err(|e| IrError(format!("after tracing: {e}")))?;
+    clean_up(&mut f)?;
+    if crate::absent_lanes::resolve_absent_lanes(&mut f) {
+        verify(&f).map_err(|e| IrError(format!("after resolving absent lanes: {e}")))?;
+        clean_up(&mut f)?;
+    }
+    Ok(f)
+}
+
+/// Folding, CSE and DCE to a fixed point.
+fn clean_up(f: &mut Function) -> IrResult<()> {
     for _ in 0..4 {
         let mut changed = false;
         for (name, pass) in PASSES {
-            if pass(&mut f) {
+            if pass(f) {
                 changed = true;
-                verify(&f).map_err(|e| IrError(format!("after {name}: {e}")))?;
+                verify(f).map_err(|e| IrError(format!("after {name}: {e}")))?;
             }
         }
         if !changed {
             break;
         }
     }
-    Ok(f)
+    Ok(())
 }
 
 type Pass = fn(&mut Function) -> bool;

@@ -11,7 +11,9 @@ fn compile(f: &metile_ir::Function) -> metile_compiler::MslCompilation {
         num_sgs: None,
         keep_gpu_ir: true,
     };
-    compile_msl(f, &options).unwrap_or_else(|e| panic!("{e}"))
+    // The Tile IR passes run first, as they do for every kernel that ships.
+    let f = metile_compiler::optimize_tile_ir(f.clone()).unwrap_or_else(|e| panic!("{e}"));
+    compile_msl(&f, &options).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]
@@ -54,4 +56,14 @@ fn gemm_f16_msl() {
         "gemm_f16_msl",
         compile(&common::gemm(64, 64, 32, DType::F16)).kernel.source
     );
+}
+
+/// The seed softmax after the Tile IR passes: the carried maximum and sum keep
+/// their previous value in the absent lanes of the ragged last block (`select`
+/// against the block argument), and the final store needs no select because
+/// its mask is the value's presence.
+#[test]
+fn softmax_tile_ir_after_the_absent_lane_pass() {
+    let f = metile_compiler::optimize_tile_ir(common::softmax(128)).unwrap_or_else(|e| panic!("{e}"));
+    insta::assert_snapshot!("softmax_tile_ir", metile_ir::print_function(&f));
 }

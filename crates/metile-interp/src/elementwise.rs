@@ -370,9 +370,22 @@ pub(crate) fn select<T: Element>(
     n: usize,
     scratch: &mut Scratch,
 ) -> Result<(), ExecError> {
-    if let Repr::Splat(c) = cond {
-        out.assign_from(if *c != 0 { a } else { b });
-        return Ok(());
+    match *cond {
+        Repr::Splat(c) => {
+            out.assign_from(if c != 0 { a } else { b });
+            return Ok(());
+        }
+        // A mask `lo..hi` covering every lane, or none (full and empty blocks of
+        // a ragged loop): a copy, not a lane-by-lane select.
+        Repr::Range { lo, hi } if lo == 0 && hi >= n => {
+            out.assign_from(a);
+            return Ok(());
+        }
+        Repr::Range { lo, hi } if lo >= hi.min(n) => {
+            out.assign_from(b);
+            return Ok(());
+        }
+        _ => {}
     }
     let cond = cond.operand::<bool>(n, &mut scratch.mask)?;
     let [sa, sb, _] = T::scratch(&mut scratch.typed);

@@ -257,8 +257,22 @@ impl Machine<'_> {
                     f(&regs[a].repr, &regs[b].repr, out, n, scratch)
                 })?;
             }
-            Exec::Select { storage } => {
+            Exec::Select { storage, steal } => {
                 let (c, a, b) = (arg(0), arg(1), arg(2));
+                let every_lane = match w.regs[c].repr {
+                    Repr::Splat(bits) => bits != 0,
+                    Repr::Range { lo, hi } => lo == 0 && hi >= n,
+                    _ => false,
+                };
+                // A view aliases memory a later store may change: only owned values move.
+                if *steal && every_lane && !matches!(w.regs[a].repr, Repr::View { .. }) {
+                    let dst = ins.outs[0] as usize;
+                    w.regs[dst].mem = w.regs[a].mem;
+                    let taken = std::mem::take(&mut w.regs[a].repr);
+                    // `a`'s next definition reuses the result's old allocation.
+                    w.regs[a].repr = std::mem::replace(&mut w.regs[dst].repr, taken);
+                    return Ok(());
+                }
                 let (mem_a, mem_b) = (w.regs[a].mem, w.regs[b].mem);
                 let cond_splat = match w.regs[c].repr {
                     Repr::Splat(bits) => Some(bits != 0),

@@ -62,6 +62,8 @@ pub(crate) enum Exec {
     Binary(BinaryFn),
     Compare(BinaryFn),
     Select {
+        /// The first choice dies here: a select of every lane moves it.
+        steal: bool,
         storage: DType,
     },
     /// Offsets are widened to i64 (`widen`, unless already i64) and added.
@@ -162,6 +164,19 @@ struct Preparer<'f> {
     f: &'f Function,
     shared: Vec<SharedInfo>,
     mem_names: Vec<String>,
+    /// How many ops (yields included) use each value.
+    uses: Vec<u32>,
+}
+
+fn count_uses(ops: &[Op], uses: &mut [u32]) {
+    for op in ops {
+        for v in &op.operands {
+            uses[v.index()] += 1;
+        }
+        for r in &op.regions {
+            count_uses(&r.ops, uses);
+        }
+    }
 }
 
 fn unsupported(op: &Op, reason: impl Into<String>) -> ExecError {
@@ -174,10 +189,13 @@ fn unsupported(op: &Op, reason: impl Into<String>) -> ExecError {
 
 pub(crate) fn prepare(f: &Function) -> Result<Program, ExecError> {
     metile_ir::verify(f).map_err(|e| ExecError::InvalidIr(e.to_string()))?;
+    let mut uses = vec![0; f.values.len()];
+    count_uses(&f.body.ops, &mut uses);
     let mut p = Preparer {
         f,
         shared: vec![],
         mem_names: f.params.iter().map(|p| p.name.clone()).collect(),
+        uses,
     };
     for param in &f.params {
         if let ParamKind::Pointer(d) = param.kind {
@@ -301,6 +319,7 @@ impl<'f> Preparer<'f> {
             instrs.push(self.instr(op)?);
         }
         mark_views(ops, &mut instrs, &yields);
+        self.mark_steals(ops, &mut instrs);
         let mut inside = HashSet::new();
         defined_within(ops, &mut inside);
         let transfers = yields
@@ -320,6 +339,23 @@ impl<'f> Preparer<'f> {
             yields,
             transfers,
         })
+    }
+
+    /// A select whose first choice is used by it alone and computed in the same
+    /// block may take that value's storage instead of copying it (the carried
+    /// `select(mask, new, old)` of a full block is then free).
+    fn mark_steals(&self, ops: &[Op], instrs: &mut [Instr]) {
+        let local: HashSet<ValueId> = ops.iter().flat_map(|op| op.results.iter().copied()).collect();
+        for (op, instr) in ops
+            .iter()
+            .filter(|op| !matches!(op.kind, OpKind::Yield))
+            .zip(instrs)
+        {
+            if let Exec::Select { steal, .. } = &mut instr.exec {
+                let a = op.operands[1];
+                *steal = self.uses[a.index()] == 1 && local.contains(&a) && op.operands[2] != a;
+            }
+        }
     }
 
     fn instr(&mut self, op: &Op) -> Result<Instr, ExecError> {
@@ -401,6 +437,7 @@ impl<'f> Preparer<'f> {
             }
             OpKind::Select => Exec::Select {
                 storage: storage_dtype(in_ty(1)),
+                steal: false,
             },
             OpKind::AddPtr => {
                 let offset_dtype = self.dtype(op, op.operands[1])?;
@@ -515,6 +552,12 @@ impl<'f> Preparer<'f> {
                 }
             }
             OpKind::Yield => Exec::Nop,
+            OpKind::CarryMerge => {
+                return Err(unsupported(
+                    op,
+                    "internal: carry_merge must be resolved by the absent-lane pass before execution",
+                ))
+            }
             OpKind::Barrier => Exec::Nop,
             OpKind::ThreadId => Exec::ThreadId,
             OpKind::SimdLaneId => Exec::SimdLaneId,

@@ -185,6 +185,12 @@ pub enum OpKind {
     Compare(CmpOp),
     /// `(cond: bool, a, b) -> a`, all of one shape.
     Select,
+    /// `(new, old) -> new`, all of one type: the value a carried variable takes
+    /// at the end of a traced loop iteration or at an `if` join: `new` where it is
+    /// present, `old` where `new` is absent (a masked-off lane of a load without
+    /// `other=`). The frontend emits it; the absent-lane pass replaces it with a
+    /// `select` (or with `new` when nothing is absent), so no backend sees it.
+    CarryMerge,
     /// `(ptr, offset: int) -> ptr`, one shape; offsets count elements.
     AddPtr,
     /// `(ptrs [, mask [, other]]) -> values`; masked-off lanes read `other` (else 0).
@@ -273,6 +279,7 @@ impl OpKind {
                 CmpOp::Ne => "cmp_ne",
             },
             OpKind::Select => "select",
+            OpKind::CarryMerge => "carry_merge",
             OpKind::AddPtr => "add_ptr",
             OpKind::Load { .. } => "load",
             OpKind::Store { .. } => "store",

@@ -301,6 +301,12 @@ impl<'f> Verifier<'f> {
                     return fail("select(bool, a, a) -> a");
                 }
             }
+            OpKind::CarryMerge => {
+                arity(2, 1)?;
+                if !same(ins[0], ins[1]) || !same(ins[0], outs[0]) {
+                    return fail("carry_merge(a, a) -> a");
+                }
+            }
             OpKind::AddPtr => {
                 arity(2, 1)?;
                 if !ins[0].is_ptr() || !same(ins[0], outs[0]) || ins[1].shape != ins[0].shape {

@@ -150,6 +150,41 @@ fn numpy_scalar_arg(
     Ok((ArgKind::Scalar(d), KernelArg::Scalar(s)))
 }
 
+/// Refuses a read-only array for a parameter the kernel stores through: numpy's
+/// contract is that such an array never changes.
+pub fn ensure_writable(obj: &Bound<'_, PyAny>, name: &str, kernel: &str) -> PyResult<()> {
+    let array = if let Ok(arr) = obj.cast::<PyUntypedArray>() {
+        arr.clone()
+    } else if let Ok(buf) = obj.cast::<Buffer>() {
+        buf.get().array.bind(obj.py()).cast::<PyUntypedArray>()?.clone()
+    } else if let Some(view) = array_view(obj)? {
+        view.cast_into::<PyUntypedArray>()?
+    } else {
+        return Ok(());
+    };
+    // SAFETY: `array` is a live numpy array.
+    let flags = unsafe { (*array.as_array_ptr()).fields.flags };
+    if flags & numpy::npyffi::NPY_ARRAY_WRITEABLE != 0 {
+        return Ok(());
+    }
+    Err(PyValueError::new_err(format!(
+        "argument '{name}' is read-only (its writeable flag is False), but kernel {kernel} stores through \
+         it; pass a writable array, e.g. a copy"
+    )))
+}
+
+/// The numpy view of a DLPack or `__array_interface__` producer (None for other objects).
+fn array_view<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let np = obj.py().import("numpy")?;
+    Ok(if obj.hasattr("__dlpack__")? {
+        Some(np.call_method1("from_dlpack", (obj,))?)
+    } else if obj.hasattr("__array_interface__")? {
+        Some(np.call_method1("asarray", (obj,))?)
+    } else {
+        None
+    })
+}
+
 /// numpy scalars, DLPack producers and other array-likes; refuses the rest.
 fn slow_arg(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResult<(ArgKind, KernelArg)> {
     let py = obj.py();
@@ -158,14 +193,7 @@ fn slow_arg(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResult<(ArgK
         let descr = obj.getattr("dtype")?;
         return numpy_scalar_arg(obj, descr.cast::<numpy::PyArrayDescr>()?, what);
     }
-    let array = if obj.hasattr("__dlpack__")? {
-        Some(np.call_method1("from_dlpack", (obj,))?)
-    } else if obj.hasattr("__array_interface__")? {
-        Some(np.call_method1("asarray", (obj,))?)
-    } else {
-        None
-    };
-    if let Some(array) = array {
+    if let Some(array) = array_view(obj)? {
         // Both conversions are views of the producer's memory, so stores reach it.
         return array_arg(array.cast::<PyUntypedArray>()?, what);
     }

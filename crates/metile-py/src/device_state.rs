@@ -21,6 +21,7 @@ pub fn runtime_error_to_py(py: Python<'_>, e: RuntimeError) -> PyErr {
         } => compilation_error(py, &message, &loc),
         RuntimeError::Compile { message, loc: None } => crate::errors::CompilationError::new_err(message),
         RuntimeError::BadArguments(m) => PyTypeError::new_err(m),
+        RuntimeError::InvalidLaunch(m) => PyValueError::new_err(m),
         RuntimeError::Unavailable(m) => PyValueError::new_err(m),
         RuntimeError::Device(m) => PyRuntimeError::new_err(m),
     }

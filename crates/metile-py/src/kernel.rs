@@ -3,11 +3,11 @@
 //! and dtypes, launch options, device), traces and compiles on a miss, and
 //! dispatches — all in Rust but the trace itself.
 
-use crate::args::{convert_arg, ArgKind};
+use crate::args::{convert_arg, ensure_writable, ArgKind};
 use crate::device_state::{current_device, runtime_error_to_py};
 use crate::tracing::PyTileFunction;
 use metile_interp::KernelArg;
-use metile_runtime::{CompileOptions, CompiledKernel, Device};
+use metile_runtime::{check_grid, CompileOptions, CompiledKernel, Device};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
@@ -69,6 +69,8 @@ struct SpecKey {
 
 struct Specialization {
     compiled: Arc<dyn CompiledKernel>,
+    /// The runtime arguments (by position among them) the kernel stores through.
+    written: Vec<usize>,
 }
 
 #[pyclass(module = "metile._metile", name = "Kernel", frozen)]
@@ -186,10 +188,15 @@ impl Kernel {
             .call1(py, (&self.func, runtime, constexprs, options))?;
         let func = traced.bind(py).cast::<PyTileFunction>()?.get().func.clone();
         self.traces.fetch_add(1, Ordering::Relaxed);
+        let written = metile_compiler::written_params(&func)
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, &w)| w.then_some(slot))
+            .collect();
         let compiled = device
             .compile(func, &CompileOptions { num_sgs: key.num_sgs })
             .map_err(|e| runtime_error_to_py(py, e))?;
-        Ok(Arc::new(Specialization { compiled }))
+        Ok(Arc::new(Specialization { compiled, written }))
     }
 }
 
@@ -376,6 +383,14 @@ impl Launcher {
                 s
             }
         };
+        check_grid(self.grid, spec.compiled.as_ref(), device.name())
+            .map_err(|e| runtime_error_to_py(py, e))?;
+        for &slot in &spec.written {
+            let i = kernel.runtime_params[slot];
+            if let Some(value) = &bound.values[i] {
+                ensure_writable(value, &kernel.params[i], &kernel.name)?;
+            }
+        }
         let grid = self.grid;
         let send = SendArgs(kernel_args);
         let result = py.detach(move || {

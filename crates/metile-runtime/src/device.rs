@@ -25,6 +25,26 @@ pub trait CompiledKernel: Send + Sync {
     /// Buffer arguments must point to live allocations of the stated length that
     /// no one else mutates during the launch.
     unsafe fn launch(&self, args: &[KernelArg], grid: [u32; 3]) -> Result<(), RuntimeError>;
+    /// The largest grid, per axis, this kernel can be launched over on its
+    /// target. Program ids are i32, so no axis exceeds 2^31 - 1 anywhere.
+    fn max_grid(&self) -> [u32; 3] {
+        [metile_compiler::target::MAX_PROGRAM_ID_EXTENT; 3]
+    }
+}
+
+/// Checks a launch grid against a kernel's limits: the one grid check every
+/// backend relies on.
+pub fn check_grid(grid: [u32; 3], kernel: &dyn CompiledKernel, device: &str) -> Result<(), RuntimeError> {
+    let max = kernel.max_grid();
+    for (axis, (&g, &m)) in grid.iter().zip(&max).enumerate() {
+        if g == 0 || g > m {
+            return Err(RuntimeError::InvalidLaunch(format!(
+                "grid {grid:?}: extent {g} along axis {axis} is out of range; on the {device} device this \
+                 kernel's grid extents must be between 1 and {max:?} (per axis)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 pub trait Device: Send + Sync {

@@ -12,6 +12,9 @@ pub enum RuntimeError {
     /// Arguments that do not fit the compiled kernel.
     #[error("{0}")]
     BadArguments(String),
+    /// A launch the target cannot run (a grid outside its limits).
+    #[error("{0}")]
+    InvalidLaunch(String),
     /// The device is missing or failed.
     #[error("{0}")]
     Unavailable(String),

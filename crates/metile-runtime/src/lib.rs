@@ -12,6 +12,8 @@ pub mod msl_emu_device;
 pub mod msl_launch;
 pub mod shared_memory;
 
-pub use device::{default_device_name, open_device, CompileOptions, CompiledKernel, Device, DEVICE_NAMES};
+pub use device::{
+    check_grid, default_device_name, open_device, CompileOptions, CompiledKernel, Device, DEVICE_NAMES,
+};
 pub use error::RuntimeError;
 pub use metile_interp::{KernelArg, ScalarValue};

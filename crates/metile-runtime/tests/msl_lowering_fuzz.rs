@@ -139,8 +139,31 @@ fn random_kernel(seed: u64, rows: usize, cols: usize, steps: usize) -> (Function
     let one = b.arange(0, cols as i64).unwrap();
     let one = b.expand_dims(one, 0).unwrap();
     g.pool.push((one, Kind::Col, true));
+    // Masked loads without `other=`: their masked-off lanes are absent, so the
+    // reductions, selects and stores that use them exercise the absent-lane rules.
+    let f1 = b.load(v(pf), Some(v(mask)), None).unwrap();
+    let i1 = b.load(v(pi), Some(v(mask)), None).unwrap();
+    g.pool.push((f1, Kind::Full, false));
+    g.pool.push((i1, Kind::Full, true));
     for _ in 0..steps {
         g.step(&mut b);
+    }
+    // Carried values fed by masked loads whose mask shrinks every iteration:
+    // the carried lanes past the mask keep their previous value.
+    for (ptr, is_int) in [(pf, false), (pi, true)] {
+        let (init, _, _) = g.pick(Some(is_int));
+        let init = b.broadcast_to(init, &g.shape_of(Kind::Full)).unwrap();
+        let ops = [BinaryOp::Add, BinaryOp::Max, BinaryOp::Min];
+        let op = ops[g.rng.int(0, ops.len() as i64) as usize];
+        let shrink = g.rng.int(1, (rows * cols) as i64 / 2 + 2);
+        let carried = for_loop(&mut b, (int(0), int(3), int(1)), &[init], |b, i, acc| {
+            let cut = b.binary(BinaryOp::Mul, v(i), int(shrink)).unwrap();
+            let limit = b.binary(BinaryOp::Sub, v(n), v(cut)).unwrap();
+            let m = b.compare(CmpOp::Lt, v(offs), v(limit)).unwrap();
+            let x = b.load(v(ptr), Some(v(m)), None).unwrap();
+            vec![b.binary(op, v(acc[0]), v(x)).unwrap()]
+        })[0];
+        g.pool.push((carried, Kind::Full, is_int));
     }
     let full = g.shape_of(Kind::Full);
     let (mut nf, mut ni) = (0usize, 0usize);

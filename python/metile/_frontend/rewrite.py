@@ -172,7 +172,14 @@ class _Rewriter(ast.NodeTransformer):
         captures, inits = self._capture(carried.params)
         call = ast.Call(
             func=_name(IF),
-            args=[node.test, _name(then_name), _name(else_name), inits, _strings_tuple(carried.results)],
+            args=[
+                node.test,
+                _name(then_name),
+                _name(else_name),
+                inits,
+                _strings_tuple(carried.results),
+                _strings_tuple(carried.params),
+            ],
             keywords=[],
         )
         return _locate(

@@ -512,6 +512,7 @@ impl<'f> Lowering<'f> {
             OpKind::Shared { size } => self.shared(op, *size),
             OpKind::Barrier => self.barrier(),
             OpKind::Yield => Ok(()),
+            OpKind::CarryMerge => Err(self.internal("carry_merge must be resolved by the absent-lane pass")),
         }
     }
 }

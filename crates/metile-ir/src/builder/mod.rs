@@ -443,6 +443,20 @@ impl Builder {
         Ok(self.emit1(OpKind::Select, vec![c, va, vb], Type::tile(dtype, &shape)))
     }
 
+    /// The value a carried variable takes after a traced iteration or at an
+    /// `if` join: `new` where it is present, `old` where `new` is absent. The
+    /// absent-lane pass resolves it (see `OpKind::CarryMerge`).
+    pub fn carry_merge(&mut self, new: ValueId, old: ValueId) -> IrResult<ValueId> {
+        let ty = self.ty(new).clone();
+        if *self.ty(old) != ty {
+            ir_bail!(
+                "internal: carry_merge of a {ty} with a {}; both sides must have one type",
+                self.ty(old)
+            );
+        }
+        Ok(self.emit1(OpKind::CarryMerge, vec![new, old], ty))
+    }
+
     // ---------------------------------------------------------------- memory
 
     fn pointee(&self, ptr: Operand, what: &str) -> IrResult<DType> {
@@ -586,6 +600,83 @@ impl Builder {
         operands.push(self.coerce(value, dtype, &[rows, cols])?);
         self.emit(OpKind::TileStore { rows, cols }, operands, vec![]);
         Ok(())
+    }
+
+    /// The element pointers and the in-bounds mask of a bounded block access:
+    /// element `(r, c)` is at `ptr + (row + r) * stride + col + c` and inside the
+    /// bounds when `row + r < bounds.0` and `col + c < bounds.1`.
+    fn bounded_block(
+        &mut self,
+        ptr: Operand,
+        (row, col, stride): (Operand, Operand, Operand),
+        (rows, cols): (usize, usize),
+        bounds: (Operand, Operand),
+        what: &str,
+    ) -> IrResult<(ValueId, ValueId)> {
+        let (_, addressing) = self.tile_addressing(ptr, row, col, stride, what)?;
+        let &[p, r, c, s] = addressing.as_slice() else {
+            ir_bail!("internal: {what} addressing has four parts");
+        };
+        let row_bound = self.index_scalar(bounds.0, &format!("{what}'s row bound"))?;
+        let col_bound = self.index_scalar(bounds.1, &format!("{what}'s column bound"))?;
+        let row_range = self.arange(0, rows as i64)?;
+        let row_index = self.binary(BinaryOp::Add, Operand::Value(r), Operand::Value(row_range))?;
+        let row_index = self.expand_dims(row_index, 1)?;
+        let col_range = self.arange(0, cols as i64)?;
+        let col_index = self.binary(BinaryOp::Add, Operand::Value(c), Operand::Value(col_range))?;
+        let col_index = self.expand_dims(col_index, 0)?;
+        let row_offset = self.binary(BinaryOp::Mul, Operand::Value(row_index), Operand::Value(s))?;
+        let offset = self.binary(
+            BinaryOp::Add,
+            Operand::Value(row_offset),
+            Operand::Value(col_index),
+        )?;
+        let ptrs = self.binary(BinaryOp::Add, Operand::Value(p), Operand::Value(offset))?;
+        let row_in = self.compare(CmpOp::Lt, Operand::Value(row_index), Operand::Value(row_bound))?;
+        let col_in = self.compare(CmpOp::Lt, Operand::Value(col_index), Operand::Value(col_bound))?;
+        let inside = self.binary(BinaryOp::And, Operand::Value(row_in), Operand::Value(col_in))?;
+        Ok((ptrs, inside))
+    }
+
+    /// `tile_load(..., bounds=(rows, cols))`: elements outside the bounds read 0
+    /// and touch no memory. A masked load, so it takes the same lowering (and the
+    /// same fast paths) as the Triton-style 2-D masked load it equals.
+    pub fn tile_load_bounded(
+        &mut self,
+        ptr: Operand,
+        (row, col, stride): (Operand, Operand, Operand),
+        shape: (i64, i64),
+        bounds: (Operand, Operand),
+    ) -> IrResult<ValueId> {
+        let shape = Self::tile_shape(shape, "tile_load")?;
+        let (ptrs, inside) = self.bounded_block(ptr, (row, col, stride), shape, bounds, "tile_load")?;
+        self.load(
+            Operand::Value(ptrs),
+            Some(Operand::Value(inside)),
+            Some(Operand::Int(0)),
+        )
+    }
+
+    /// `tile_store(..., bounds=(rows, cols))`: elements outside the bounds are not written.
+    pub fn tile_store_bounded(
+        &mut self,
+        ptr: Operand,
+        (row, col, stride): (Operand, Operand, Operand),
+        value: Operand,
+        shape: (i64, i64),
+        bounds: (Operand, Operand),
+    ) -> IrResult<()> {
+        let (rows, cols) = Self::tile_shape(shape, "tile_store")?;
+        let vshape = self.shape_of(value);
+        if !vshape.is_empty() && vshape != [rows, cols] {
+            ir_bail!(
+                "tile_store: the value has shape {vshape:?} but shape={:?} was given",
+                (rows, cols)
+            );
+        }
+        let (ptrs, inside) =
+            self.bounded_block(ptr, (row, col, stride), (rows, cols), bounds, "tile_store")?;
+        self.store(Operand::Value(ptrs), value, Some(Operand::Value(inside)))
     }
 
     // ------------------------------------------------------------- compute

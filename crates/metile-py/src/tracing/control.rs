@@ -290,14 +290,55 @@ pub fn trace_for<'py>(
     if let Ok(range) = iterable.cast::<TileRange>() {
         return compiled_loop(py, range.get(), body, inits, names);
     }
+    let names = names_of(names);
     let mut values = inits.clone();
     for item in iterable.try_iter()? {
         let mut args = vec![item?];
         args.extend(values.iter());
         let result = body.call1(PyTuple::new(py, args)?)?;
-        values = results_tuple(result, inits.len())?;
+        let result = results_tuple(result, inits.len())?;
+        let mut merged = Vec::with_capacity(names.len());
+        for ((old, new), name) in values.iter().zip(result.iter()).zip(&names) {
+            merged.push(keep_where_absent(py, &new, &old, name)?);
+        }
+        values = PyTuple::new(py, merged)?;
     }
     Ok(values)
+}
+
+/// The value a carried variable has after an unrolled iteration or a branch
+/// that assigned it: `new`, keeping `old` in the lanes where `new` is absent (a
+/// `carry_merge`, resolved by the absent-lane pass). Values that are not tiles,
+/// an unassigned or undefined `old`, and an `old` that cannot take `new`'s type
+/// (the variable changed shape) leave `new` as it is.
+fn keep_where_absent<'py>(
+    py: Python<'py>,
+    new: &Bound<'py, PyAny>,
+    old: &Bound<'py, PyAny>,
+    name: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let Ok(tile) = new.cast::<Tile>() else {
+        return Ok(new.clone());
+    };
+    if new.is(old) || is_undefined(old) {
+        return Ok(new.clone());
+    }
+    let merged = with_trace(py, "a loop-carried variable", |t| {
+        let v = t.value_of(py, tile.get())?;
+        let ty = t.ty(v).clone();
+        if ty.is_ptr() {
+            return Ok(None);
+        }
+        let Ok(previous) = carriable(t, py, old, name, "this loop") else {
+            return Ok(None);
+        };
+        let Ok(previous) = convert(t, py, &previous, &ty) else {
+            return Ok(None);
+        };
+        let m = t.ir(py, |bld| bld.carry_merge(v, previous))?;
+        Ok(Some(t.wrap_any(py, m)?))
+    })?;
+    Ok(merged.map_or_else(|| new.clone(), |m| m.into_bound(py)))
 }
 
 fn compiled_loop<'py>(
@@ -452,7 +493,8 @@ fn internal_arity() -> PyErr {
 // -------------------------------------------------------------------- if
 
 /// `if cond: then_fn(*inits) else: else_fn(*inits)`, each returning the
-/// variables assigned in the branches that are used after the `if`.
+/// variables `names` assigned in the branches that are used after the `if`;
+/// `inits` are the values of `param_names` before it.
 #[pyfunction]
 pub fn trace_if<'py>(
     cond: &Bound<'py, PyAny>,
@@ -460,6 +502,7 @@ pub fn trace_if<'py>(
     else_fn: &Bound<'py, PyAny>,
     inits: &Bound<'py, PyTuple>,
     names: &Bound<'py, PyTuple>,
+    param_names: &Bound<'py, PyTuple>,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let py = cond.py();
     if cond.cast::<Tile>().is_err() {
@@ -468,6 +511,15 @@ pub fn trace_if<'py>(
     }
     const WHAT: &str = "an `if` on a run-time condition";
     let names = names_of(names);
+    let param_names = names_of(param_names);
+    // Each result's value before the `if` (results are a subset of the params).
+    let befores: Vec<Option<Bound<'py, PyAny>>> = names
+        .iter()
+        .map(|n| {
+            let i = param_names.iter().position(|p| p == n)?;
+            inits.get_item(i).ok().filter(|v| !is_undefined(v))
+        })
+        .collect();
     let condition = with_trace(py, WHAT, |t| {
         let c = t.operand(cond, "the `if` condition")?;
         t.ir(py, |bld| bld.condition(c))
@@ -534,11 +586,25 @@ pub fn trace_if<'py>(
             merged.push(Some((ca, cb, ty)));
         }
         let mut blocks = vec![];
-        for (closed, pick_then) in [(then_closed, true), (else_closed, false)] {
+        for (closed, results) in [(then_closed, &then_results), (else_closed, &else_results)] {
+            let pick_then = results.is(&then_results);
             t.resume_region(closed);
             let mut yielded = vec![];
-            for (a, b, ty) in merged.iter().flatten() {
-                yielded.push(convert(t, py, if pick_then { a } else { b }, ty)?);
+            for (i, m) in merged.iter().enumerate() {
+                let Some((a, b, ty)) = m else { continue };
+                let mut v = convert(t, py, if pick_then { a } else { b }, ty)?;
+                // A branch that assigned the variable keeps its value from before
+                // the `if` where the new value is absent.
+                let assigned = results.get_item(i)?;
+                if let Some(before) = befores[i].as_ref().filter(|b| !assigned.is(b)) {
+                    if let Some(old) = carriable(t, py, before, &names[i], "this `if`")
+                        .ok()
+                        .and_then(|c| convert(t, py, &c, ty).ok())
+                    {
+                        v = t.ir(py, |bld| bld.carry_merge(v, old))?;
+                    }
+                }
+                yielded.push(v);
             }
             t.builder.yield_values(&yielded);
             blocks.push(t.pop_region(py)?.block);

@@ -100,7 +100,36 @@ fn tile_shape_2d(t: &Trace, py: Python<'_>, shape: Obj<'_, '_>, what: &str) -> P
     }
 }
 
+/// The `bounds=(rows, cols)` of a bounded block access: two integers or
+/// run-time integer scalars.
+fn block_bounds(t: &Trace, py: Python<'_>, bounds: Obj<'_, '_>, what: &str) -> PyResult<(Operand, Operand)> {
+    let items: Option<Vec<Bound<'_, PyAny>>> = bounds
+        .cast::<pyo3::types::PyTuple>()
+        .map(|tup| tup.iter().collect())
+        .ok()
+        .or_else(|| {
+            bounds
+                .cast::<pyo3::types::PyList>()
+                .map(|l| l.iter().collect())
+                .ok()
+        });
+    match items.as_deref() {
+        Some([rows, cols]) => Ok((
+            t.operand(rows, &format!("{what}'s row bound"))?,
+            t.operand(cols, &format!("{what}'s column bound"))?,
+        )),
+        _ => Err(t.error(
+            py,
+            &format!(
+                "{what}'s bounds must be (rows, cols), the extent of the matrix, got {}",
+                bounds.repr().map(|r| r.to_string()).unwrap_or_default()
+            ),
+        )),
+    }
+}
+
 #[pyfunction]
+#[pyo3(signature = (ptr, row, col, stride, shape, bounds=None))]
 pub fn tile_load(
     py: Python<'_>,
     ptr: Obj<'_, '_>,
@@ -108,6 +137,7 @@ pub fn tile_load(
     col: Obj<'_, '_>,
     stride: Obj<'_, '_>,
     shape: Obj<'_, '_>,
+    bounds: Option<Obj<'_, '_>>,
 ) -> PyResult<Py<PyAny>> {
     with_trace(py, "metile.tile_load()", |t| {
         let shape = tile_shape_2d(t, py, shape, "tile_load's shape")?;
@@ -115,12 +145,19 @@ pub fn tile_load(
         let r = t.operand(row, "tile_load's row offset")?;
         let c = t.operand(col, "tile_load's column offset")?;
         let s = t.operand(stride, "tile_load's stride")?;
-        let v = t.ir(py, |bld| bld.tile_load(p, r, c, s, shape))?;
+        let v = match bounds.filter(|b| !b.is_none()) {
+            Some(b) => {
+                let b = block_bounds(t, py, b, "tile_load")?;
+                t.ir(py, |bld| bld.tile_load_bounded(p, (r, c, s), shape, b))?
+            }
+            None => t.ir(py, |bld| bld.tile_load(p, r, c, s, shape))?,
+        };
         t.wrap_any(py, v)
     })
 }
 
 #[pyfunction]
+#[pyo3(signature = (ptr, row, col, stride, value, shape, bounds=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn tile_store(
     py: Python<'_>,
@@ -130,6 +167,7 @@ pub fn tile_store(
     stride: Obj<'_, '_>,
     value: Obj<'_, '_>,
     shape: Obj<'_, '_>,
+    bounds: Option<Obj<'_, '_>>,
 ) -> PyResult<()> {
     with_trace(py, "metile.tile_store()", |t| {
         let shape = tile_shape_2d(t, py, shape, "tile_store's shape")?;
@@ -138,7 +176,13 @@ pub fn tile_store(
         let c = t.operand(col, "tile_store's column offset")?;
         let s = t.operand(stride, "tile_store's stride")?;
         let v = t.operand(value, "tile_store's value")?;
-        t.ir(py, |bld| bld.tile_store(p, r, c, s, v, shape))
+        match bounds.filter(|b| !b.is_none()) {
+            Some(b) => {
+                let b = block_bounds(t, py, b, "tile_store")?;
+                t.ir(py, |bld| bld.tile_store_bounded(p, (r, c, s), v, shape, b))
+            }
+            None => t.ir(py, |bld| bld.tile_store(p, r, c, s, v, shape)),
+        }
     })
 }
 

@@ -248,10 +248,17 @@ impl Case {
         self
     }
 
+    /// The function as it ships: after the Tile IR passes (absent lanes made
+    /// explicit, folding, CSE, DCE).
+    fn shipped(&self) -> Arc<Function> {
+        let f = metile_compiler::optimize_tile_ir(self.func.clone()).unwrap_or_else(|e| panic!("{e}"));
+        Arc::new(f)
+    }
+
     /// Runs on the emulator only (for behaviour the interpreter models differently).
     pub fn run_emulator(self) -> Option<Vec<Buf>> {
         let emu = emulator()?;
-        let f = Arc::new(self.func);
+        let f = self.shipped();
         let mut got = self.bufs;
         if let Err(e) = launch(emu.as_ref(), &f, &mut got, &self.args, self.grid, self.num_sgs) {
             panic!("{e}\nMSL:\n{}", msl_of(&f, self.num_sgs));
@@ -263,7 +270,7 @@ impl Case {
     pub fn check(self) -> Option<Vec<Buf>> {
         let emu = emulator()?;
         let cpu = open_device("cpu").expect("the cpu device");
-        let f = Arc::new(self.func);
+        let f = self.shipped();
         let mut want = self.bufs.clone();
         let mut got = self.bufs;
         launch(cpu.as_ref(), &f, &mut want, &self.args, self.grid, self.num_sgs)
