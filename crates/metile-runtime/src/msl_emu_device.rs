@@ -99,12 +99,11 @@ impl Device for MslEmuDevice {
         func: Arc<Function>,
         options: &CompileOptions,
     ) -> Result<Arc<dyn CompiledKernel>, RuntimeError> {
-        let msl = emit(&func, options)?;
-        ThreadgroupLimits {
+        let limits = ThreadgroupLimits {
             max_threads: MAX_THREADS_PER_GROUP,
             max_memory_bytes: MAX_THREADGROUP_MEMORY_BYTES,
-        }
-        .check(&msl)?;
+        };
+        let msl = emit(&func, options, &limits)?;
         let params = msl
             .params
             .iter()

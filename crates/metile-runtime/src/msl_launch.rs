@@ -13,8 +13,13 @@ use metile_compiler::{compile_msl, CompileError, MslKernel, MslOptions, MslParam
 use metile_interp::{KernelArg, ScalarValue};
 use metile_ir::{Function, Loc};
 
-/// The MSL for `func`; `METILE_DEBUG=gpu_ir` / `msl` print the stages.
-pub fn emit(func: &Function, options: &CompileOptions) -> Result<MslKernel, RuntimeError> {
+/// The MSL for `func`, refused if its threadgroup exceeds `limits`;
+/// `METILE_DEBUG=gpu_ir` / `msl` print the stages.
+pub fn emit(
+    func: &Function,
+    options: &CompileOptions,
+    limits: &ThreadgroupLimits,
+) -> Result<MslKernel, RuntimeError> {
     let msl_options = MslOptions {
         num_sgs: options.num_sgs,
         keep_gpu_ir: debug_enabled("gpu_ir"),
@@ -26,6 +31,7 @@ pub fn emit(func: &Function, options: &CompileOptions) -> Result<MslKernel, Runt
     if debug_enabled("msl") {
         eprintln!("// MSL of {}\n{}", func.name, compiled.kernel.source);
     }
+    limits.check(&compiled.kernel)?;
     Ok(compiled.kernel)
 }
 

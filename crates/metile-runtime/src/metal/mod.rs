@@ -169,8 +169,7 @@ impl Device for MetalDevice {
         func: Arc<Function>,
         options: &CompileOptions,
     ) -> Result<Arc<dyn CompiledKernel>, RuntimeError> {
-        let msl = emit(&func, options)?;
-        self.inner.gpu.threadgroup_limits().check(&msl)?;
+        let msl = emit(&func, options, &self.inner.gpu.threadgroup_limits())?;
         let pipeline = self.pipeline(&msl)?;
         Ok(Arc::new(MetalKernel {
             inner: self.inner.clone(),
