@@ -9,6 +9,7 @@
 //! and what is refused.
 
 pub mod absent_lanes;
+pub mod atoms;
 pub mod axis_info;
 pub mod dist_layout;
 pub mod error;

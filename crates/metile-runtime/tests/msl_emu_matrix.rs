@@ -8,11 +8,15 @@ mod msl_emu_support;
 use metile_runtime::msl_emu::Builtin;
 use msl_emu_support::*;
 
-/// The documented lane layout: lane -> (row, col) of thread_elements()[0];
-/// element [1] is (row, col + 1).
+/// The documented lane layout, as the compiler's matrix atom describes it:
+/// lane -> (row, col) of thread_elements()[0]; element [1] is (row, col + 1).
+/// The emulator's simdgroup_matrix is checked against that description.
 fn lane_coord(lane: usize) -> (usize, usize) {
-    let qid = lane / 4;
-    ((qid & 4) + (lane / 2) % 4, (qid & 2) * 2 + (lane % 2) * 2)
+    let atom = metile_compiler::atoms::MatrixAtom::apple_simdgroup_8x8(metile_ir::DType::F32)
+        .expect("the Apple atom takes f32");
+    let (row, col) = atom.c_coord(lane, 0).expect("lane within the atom");
+    assert_eq!(atom.c_coord(lane, 1).expect("second value"), (row, col + 1));
+    (row, col)
 }
 
 #[test]

@@ -1,0 +1,248 @@
+//! Matrix atoms: a target's matrix-multiply-accumulate instruction described
+//! once, as data, so that `dot` lowering can be one algorithm over any of them.
+//!
+//! An atom computes `D[M,N] = A[M,K] · B[K,N] + C[M,N]` cooperatively across the
+//! `threads` threads of one simdgroup (warp). Which thread holds which element
+//! of each operand is a CuTe thread-value layout: a layout from `(thread,
+//! value)` to the column-major index of the element in its matrix (`row + rows *
+//! col`). Tiling an atom over a threadgroup, staging its operands and keeping the
+//! accumulator in registers are then layout algebra on these three layouts.
+//!
+//! The instances are the hardware's documented fragment layouts:
+//! - Apple `simdgroup_matrix<T, 8, 8>`: every lane holds two adjacent columns
+//!   of one row (`thread_elements()`); A, B and C share the pattern
+//!   (msl-reference.md §2; the MSL emulator implements the same table).
+//! - NVIDIA `mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}` and
+//!   `m16n8k8.row.col.f32.tf32.tf32.f32`: with `g = lane / 4` and `t = lane % 4`,
+//!   A's value `i` sits at row `g + 8·((i / 2) % 2)`, column `2t + i % 2 + 8·(i / 4)`
+//!   (k16); B's at row `2t + i % 2 + 8·(i / 2)`, column `g`; C's at row
+//!   `g + 8·(i / 2)`, column `2t + i % 2` (PTX ISA, "Matrix fragments for mma").
+
+use metile_ir::DType;
+use metile_layout::{Layout, LayoutError};
+
+/// Which instruction an atom stands for (the emitters spell it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AtomKind {
+    /// `simdgroup_multiply_accumulate` on `simdgroup_matrix<T, 8, 8>`.
+    AppleSimdgroup8x8,
+    /// `mma.sync.aligned.m16n8k16.row.col.f32.{f16|bf16}.{f16|bf16}.f32`.
+    NvidiaMmaM16N8K16,
+    /// `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`.
+    NvidiaMmaM16N8K8Tf32,
+}
+
+/// One matrix instruction: its shape, dtypes and operand layouts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MatrixAtom {
+    pub kind: AtomKind,
+    /// `(M, N, K)`.
+    pub shape: (usize, usize, usize),
+    /// The dtype of A and B as stored (tf32 atoms read f32 and round).
+    pub operand: DType,
+    /// The accumulator's dtype.
+    pub accumulator: DType,
+    /// Threads that execute the instruction together.
+    pub threads: usize,
+    /// `(thread, value) -> row + M * col` of A (`M x K`).
+    pub a: Layout,
+    /// `(thread, value) -> row + K * col` of B (`K x N`).
+    pub b: Layout,
+    /// `(thread, value) -> row + M * col` of C and D (`M x N`).
+    pub c: Layout,
+}
+
+fn layout(text: &str) -> Layout {
+    // The texts below are fixed and checked by the tests; a parse failure is a
+    // bug in this file, caught by every test run.
+    Layout::parse(text).unwrap_or_else(|e| panic!("matrix atom layout {text}: {e}"))
+}
+
+impl MatrixAtom {
+    /// Apple's 8×8 simdgroup matrix with `operand` inputs (f32, f16 or bf16)
+    /// accumulating in f32.
+    pub fn apple_simdgroup_8x8(operand: DType) -> Option<MatrixAtom> {
+        if !matches!(operand, DType::F32 | DType::F16 | DType::BF16) {
+            return None;
+        }
+        // Lane bits 0..4 move to column 2, row 1, row 2, column 4, row 4; the
+        // value index to the next column.
+        let fragment = layout("((2,2,2,2,2),2):((16,1,2,32,4),8)");
+        Some(MatrixAtom {
+            kind: AtomKind::AppleSimdgroup8x8,
+            shape: (8, 8, 8),
+            operand,
+            accumulator: DType::F32,
+            threads: 32,
+            a: fragment.clone(),
+            b: fragment.clone(),
+            c: fragment,
+        })
+    }
+
+    /// NVIDIA's m16n8k16 tensor-core MMA on f16 or bf16, accumulating in f32.
+    pub fn nvidia_mma_m16n8k16(operand: DType) -> Option<MatrixAtom> {
+        if !matches!(operand, DType::F16 | DType::BF16) {
+            return None;
+        }
+        Some(MatrixAtom {
+            kind: AtomKind::NvidiaMmaM16N8K16,
+            shape: (16, 8, 16),
+            operand,
+            accumulator: DType::F32,
+            threads: 32,
+            a: layout("((2,2,2,2,2),(2,2,2)):((32,64,1,2,4),(16,8,128))"),
+            b: layout("((2,2,2,2,2),(2,2)):((2,4,16,32,64),(1,8))"),
+            c: layout("((2,2,2,2,2),(2,2)):((32,64,1,2,4),(16,8))"),
+        })
+    }
+
+    /// NVIDIA's m16n8k8 tensor-core MMA on tf32 (f32 inputs rounded to tf32).
+    pub fn nvidia_mma_m16n8k8_tf32() -> MatrixAtom {
+        MatrixAtom {
+            kind: AtomKind::NvidiaMmaM16N8K8Tf32,
+            shape: (16, 8, 8),
+            operand: DType::F32,
+            accumulator: DType::F32,
+            threads: 32,
+            a: layout("((2,2,2,2,2),(2,2)):((16,32,1,2,4),(8,64))"),
+            b: layout("((2,2,2,2,2),2):((1,2,8,16,32),4)"),
+            c: layout("((2,2,2,2,2),(2,2)):((32,64,1,2,4),(16,8))"),
+        }
+    }
+
+    /// Values each thread holds of A, B and C.
+    pub fn values_per_thread(&self) -> (usize, usize, usize) {
+        let per = |l: &Layout| l.size() as usize / self.threads;
+        (per(&self.a), per(&self.b), per(&self.c))
+    }
+
+    /// `(row, col)` of value `value` of `thread` in a matrix with `rows` rows
+    /// laid out by `tv`.
+    fn coord(
+        tv: &Layout,
+        rows: usize,
+        thread: usize,
+        value: usize,
+        threads: usize,
+    ) -> Result<(usize, usize), LayoutError> {
+        let index = tv.eval((thread + threads * value) as i64)? as usize;
+        Ok((index % rows, index / rows))
+    }
+
+    /// The `(row, col)` of A that `thread`'s value `value` holds.
+    pub fn a_coord(&self, thread: usize, value: usize) -> Result<(usize, usize), LayoutError> {
+        Self::coord(&self.a, self.shape.0, thread, value, self.threads)
+    }
+
+    /// The `(row, col)` of B that `thread`'s value `value` holds.
+    pub fn b_coord(&self, thread: usize, value: usize) -> Result<(usize, usize), LayoutError> {
+        Self::coord(&self.b, self.shape.2, thread, value, self.threads)
+    }
+
+    /// The `(row, col)` of C (and D) that `thread`'s value `value` holds.
+    pub fn c_coord(&self, thread: usize, value: usize) -> Result<(usize, usize), LayoutError> {
+        Self::coord(&self.c, self.shape.0, thread, value, self.threads)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all_atoms() -> Vec<MatrixAtom> {
+        let mut atoms: Vec<MatrixAtom> = [DType::F32, DType::F16, DType::BF16]
+            .into_iter()
+            .filter_map(MatrixAtom::apple_simdgroup_8x8)
+            .collect();
+        atoms.extend(
+            [DType::F16, DType::BF16]
+                .into_iter()
+                .filter_map(MatrixAtom::nvidia_mma_m16n8k16),
+        );
+        atoms.push(MatrixAtom::nvidia_mma_m16n8k8_tf32());
+        atoms
+    }
+
+    /// Every element of every operand is held by exactly one (thread, value).
+    #[test]
+    fn every_operand_layout_covers_its_matrix_once() {
+        for atom in all_atoms() {
+            let (m, n, k) = atom.shape;
+            for (name, tv, rows, cols) in [("A", &atom.a, m, k), ("B", &atom.b, k, n), ("C", &atom.c, m, n)] {
+                assert_eq!(tv.size() as usize, rows * cols, "{:?} {name}", atom.kind);
+                let mut seen = vec![false; rows * cols];
+                for i in 0..tv.size() {
+                    let idx = tv.eval(i).unwrap() as usize;
+                    assert!(
+                        idx < rows * cols && !seen[idx],
+                        "{:?} {name}: index {idx} twice",
+                        atom.kind
+                    );
+                    seen[idx] = true;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn apple_fragment_is_the_documented_lane_table() {
+        let atom = MatrixAtom::apple_simdgroup_8x8(DType::F32).unwrap();
+        for lane in 0..32 {
+            let qid = lane / 4;
+            let row = (qid & 4) + (lane / 2) % 4;
+            let col = (qid & 2) * 2 + (lane % 2) * 2;
+            for v in 0..2 {
+                assert_eq!(atom.c_coord(lane, v).unwrap(), (row, col + v), "lane {lane}");
+                assert_eq!(atom.a_coord(lane, v).unwrap(), (row, col + v), "lane {lane}");
+            }
+        }
+        assert_eq!(atom.values_per_thread(), (2, 2, 2));
+    }
+
+    #[test]
+    fn nvidia_fragments_follow_the_ptx_formulas() {
+        let atom = MatrixAtom::nvidia_mma_m16n8k16(DType::F16).unwrap();
+        assert_eq!(atom.values_per_thread(), (8, 4, 4));
+        for lane in 0..32 {
+            let (g, t) = (lane / 4, lane % 4);
+            for i in 0..8 {
+                let a = (g + 8 * ((i / 2) % 2), 2 * t + i % 2 + 8 * (i / 4));
+                assert_eq!(atom.a_coord(lane, i).unwrap(), a, "A lane {lane} value {i}");
+            }
+            for i in 0..4 {
+                assert_eq!(
+                    atom.b_coord(lane, i).unwrap(),
+                    (2 * t + i % 2 + 8 * (i / 2), g),
+                    "B lane {lane}"
+                );
+                assert_eq!(
+                    atom.c_coord(lane, i).unwrap(),
+                    (g + 8 * (i / 2), 2 * t + i % 2),
+                    "C lane {lane}"
+                );
+            }
+        }
+        let tf32 = MatrixAtom::nvidia_mma_m16n8k8_tf32();
+        assert_eq!(tf32.values_per_thread(), (4, 2, 4));
+        for lane in 0..32 {
+            let (g, t) = (lane / 4, lane % 4);
+            for i in 0..4 {
+                assert_eq!(
+                    tf32.a_coord(lane, i).unwrap(),
+                    (g + 8 * (i % 2), t + 4 * (i / 2)),
+                    "A lane {lane}"
+                );
+            }
+            for i in 0..2 {
+                assert_eq!(tf32.b_coord(lane, i).unwrap(), (t + 4 * i, g), "B lane {lane}");
+            }
+        }
+    }
+
+    #[test]
+    fn atoms_refuse_dtypes_they_do_not_take() {
+        assert!(MatrixAtom::apple_simdgroup_8x8(DType::I32).is_none());
+        assert!(MatrixAtom::nvidia_mma_m16n8k16(DType::F32).is_none());
+    }
+}
