@@ -18,6 +18,7 @@ use crate::error::RuntimeError;
 use crate::msl_launch::{span_ms, ArgBinding, BoundArg};
 use crate::shared_memory::{page_rounded, page_size, Registry, SharedMemory};
 use metile_interp::KernelArg;
+use objc2::rc::autoreleasepool;
 use objc2::runtime::ProtocolObject;
 use objc2_metal::{
     MTLBuffer, MTLCommandBuffer, MTLCommandBufferStatus, MTLCommandEncoder, MTLCommandQueue,
@@ -222,6 +223,17 @@ impl CompiledKernel for MetalKernel {
     }
 
     unsafe fn launch(&self, args: &[KernelArg], grid: [u32; 3]) -> Result<(), RuntimeError> {
+        // The command buffer and encoder come back autoreleased: drain them per
+        // launch, as Python's thread has no pool of its own.
+        // SAFETY: forwarded from the caller's contract.
+        autoreleasepool(|_| unsafe { self.launch_in_pool(args, grid) })
+    }
+}
+
+impl MetalKernel {
+    /// # Safety
+    /// As [`CompiledKernel::launch`].
+    unsafe fn launch_in_pool(&self, args: &[KernelArg], grid: [u32; 3]) -> Result<(), RuntimeError> {
         let bound = self.binding.bind(args)?;
         if grid.contains(&0) {
             return Ok(());

@@ -26,7 +26,7 @@ use crate::shared_memory::{Registry, SharedMemory};
 use launch::{MetalKernel, MetalMemory, QueueState};
 use library::LibraryBuilder;
 use metile_ir::Function;
-use objc2::rc::Retained;
+use objc2::rc::{autoreleasepool, Retained};
 use objc2::runtime::ProtocolObject;
 use objc2_foundation::NSString;
 use objc2_metal::{
@@ -170,7 +170,7 @@ impl Device for MetalDevice {
         options: &CompileOptions,
     ) -> Result<Arc<dyn CompiledKernel>, RuntimeError> {
         let msl = emit(&func, options, &self.inner.gpu.threadgroup_limits())?;
-        let pipeline = self.pipeline(&msl)?;
+        let pipeline = autoreleasepool(|_| self.pipeline(&msl))?;
         Ok(Arc::new(MetalKernel {
             inner: self.inner.clone(),
             pipeline,
