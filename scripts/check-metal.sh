@@ -41,6 +41,9 @@ fi
 sed -i.orig '/^#\[link(name = "Metal", kind = "framework")\]$/d' "$link_file"
 rm -f "$link_file.orig"
 
+# The patch rewrites Cargo.lock's objc2-metal entry; put the real one back after.
+cp Cargo.lock "$scratch/Cargo.lock.saved"
+trap 'cp "$scratch/Cargo.lock.saved" Cargo.lock' EXIT
 patch="patch.crates-io.objc2-metal.path=\"$scratch/objc2-metal\""
 features="objc2/gnustep-2-1,block2/gnustep-2-1"
 export RUSTFLAGS="${RUSTFLAGS:-} --cfg metile_metal_check"
