@@ -7,6 +7,7 @@
 //! device object with the right offset.
 
 use crate::error::RuntimeError;
+use crate::msl_launch::BoundArg;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
@@ -126,6 +127,93 @@ impl<H: Clone> Registry<H> {
     }
 }
 
+/// Where one buffer argument's memory lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BufferSource<H> {
+    /// Inside a live shared allocation, at `offset` bytes.
+    Shared { handle: H, offset: usize },
+    /// Host memory no allocation owns: region `region` of the plan.
+    Host { region: usize },
+}
+
+/// A stretch of host memory one or more arguments name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostRegion {
+    pub ptr: *mut u8,
+    pub len: usize,
+    /// Some argument bound to it is written by the kernel.
+    pub written: bool,
+}
+
+/// The memory behind each buffer argument of one launch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BufferPlan<H> {
+    /// `([[buffer(index)]], source)` for each buffer argument, in order.
+    pub args: Vec<(usize, BufferSource<H>)>,
+    pub host: Vec<HostRegion>,
+}
+
+/// Finds each buffer argument in `registry`, else gives it a host region.
+/// Arguments naming the same host memory share one region (so a device that
+/// copies host memory keeps them aliased); host arguments that overlap
+/// without being the same array are refused, as a copy of each could not see
+/// the other's writes.
+pub fn plan_buffers<H: Clone>(
+    kernel_name: &str,
+    bound: &[BoundArg],
+    registry: &Registry<H>,
+) -> Result<BufferPlan<H>, RuntimeError> {
+    let mut plan = BufferPlan {
+        args: Vec::new(),
+        host: Vec::new(),
+    };
+    for arg in bound {
+        let BoundArg::Buffer {
+            index,
+            ptr,
+            len_bytes,
+            writable,
+        } = *arg
+        else {
+            continue;
+        };
+        if let Some((handle, offset)) = registry.find(ptr, len_bytes) {
+            plan.args.push((index, BufferSource::Shared { handle, offset }));
+            continue;
+        }
+        if let Some(region) = plan.host.iter().position(|h| h.ptr == ptr && h.len == len_bytes) {
+            plan.host[region].written |= writable;
+            plan.args.push((index, BufferSource::Host { region }));
+            continue;
+        }
+        let start = ptr as usize;
+        let overlaps = |h: &&HostRegion| {
+            let other = h.ptr as usize;
+            len_bytes > 0 && h.len > 0 && start < other + h.len && other < start + len_bytes
+        };
+        if let Some(other) = plan.host.iter().find(overlaps) {
+            return Err(RuntimeError::BadArguments(format!(
+                "kernel `{kernel_name}`: argument {index} ({len_bytes} bytes at {start:#x}) overlaps another \
+                 numpy argument ({} bytes at {:p}) without being the same array; this device copies such \
+                 arrays one at a time, so pass one metile.Buffer and slices of its numpy() view",
+                other.len, other.ptr
+            )));
+        }
+        plan.args.push((
+            index,
+            BufferSource::Host {
+                region: plan.host.len(),
+            },
+        ));
+        plan.host.push(HostRegion {
+            ptr,
+            len: len_bytes,
+            written: writable,
+        });
+    }
+    Ok(plan)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,5 +246,72 @@ mod tests {
         assert_eq!(registry.find(a.as_ptr(), 1), None);
         let elsewhere = [0u8; 4];
         assert_eq!(registry.find(elsewhere.as_ptr(), 4), None);
+    }
+
+    fn buffer(index: usize, ptr: *mut u8, len_bytes: usize, writable: bool) -> BoundArg {
+        BoundArg::Buffer {
+            index,
+            ptr,
+            len_bytes,
+            writable,
+        }
+    }
+
+    #[test]
+    fn plans_bind_shared_slices_and_share_host_regions() {
+        let mut shared = [0u8; 64];
+        let mut host = [0u8; 32];
+        let registry = Registry::default();
+        registry.insert(shared.as_ptr(), 64, "mtl");
+        let s = shared.as_mut_ptr();
+        let h = host.as_mut_ptr();
+        let bound = [
+            buffer(0, h, 32, false),
+            BoundArg::Scalar {
+                index: 1,
+                bytes: vec![1, 0, 0, 0],
+            },
+            buffer(2, s.wrapping_add(16), 48, true),
+            buffer(3, h, 32, true),
+        ];
+        let plan = plan_buffers("k", &bound, &registry).unwrap();
+        assert_eq!(
+            plan.args,
+            vec![
+                (0, BufferSource::Host { region: 0 }),
+                (
+                    2,
+                    BufferSource::Shared {
+                        handle: "mtl",
+                        offset: 16
+                    }
+                ),
+                (3, BufferSource::Host { region: 0 }),
+            ]
+        );
+        assert_eq!(
+            plan.host,
+            vec![HostRegion {
+                ptr: h,
+                len: 32,
+                written: true
+            }]
+        );
+    }
+
+    #[test]
+    fn plans_refuse_partly_overlapping_host_arguments() {
+        let mut host = [0u8; 32];
+        let h = host.as_mut_ptr();
+        let registry: Registry<()> = Registry::default();
+        let bound = [buffer(0, h, 32, false), buffer(1, h.wrapping_add(8), 8, true)];
+        let err = plan_buffers("k", &bound, &registry).unwrap_err().to_string();
+        assert!(
+            err.starts_with("kernel `k`: argument 1 (8 bytes at ")
+                && err.contains("overlaps another numpy argument (32 bytes at "),
+            "{err}"
+        );
+        let empty = [buffer(0, h, 32, false), buffer(1, h.wrapping_add(8), 0, true)];
+        assert_eq!(plan_buffers("k", &empty, &registry).unwrap().host.len(), 2);
     }
 }

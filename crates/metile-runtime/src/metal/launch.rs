@@ -16,7 +16,7 @@ use super::{Inner, Shared};
 use crate::device::CompiledKernel;
 use crate::error::RuntimeError;
 use crate::msl_launch::{span_ms, ArgBinding, BoundArg};
-use crate::shared_memory::{page_rounded, page_size, Registry, SharedMemory};
+use crate::shared_memory::{page_rounded, page_size, plan_buffers, BufferSource, Registry, SharedMemory};
 use metile_interp::KernelArg;
 use objc2::rc::autoreleasepool;
 use objc2::runtime::ProtocolObject;
@@ -159,17 +159,6 @@ pub(crate) struct MetalKernel {
     pub kernel_name: String,
 }
 
-/// Numpy memory bound in one launch.
-struct HostBinding {
-    start: *mut u8,
-    len: usize,
-    buffer: Buffer,
-    /// The buffer is a copy (not the memory itself).
-    staged: bool,
-    /// Some argument bound to it is written by the kernel.
-    written: bool,
-}
-
 static WARNED_STAGING: AtomicBool = AtomicBool::new(false);
 
 impl MetalKernel {
@@ -238,53 +227,22 @@ impl MetalKernel {
         if grid.contains(&0) {
             return Ok(());
         }
-        let mut buffers: Vec<(usize, Buffer, usize)> = Vec::new();
-        // Arguments naming the same numpy array share one Metal buffer.
-        let mut host: Vec<HostBinding> = Vec::new();
-        for arg in &bound {
-            let BoundArg::Buffer {
-                index,
-                ptr,
-                len_bytes,
-                writable,
-            } = *arg
-            else {
-                continue;
-            };
-            if let Some((buffer, offset)) = self.inner.memory.find(ptr, len_bytes) {
-                buffers.push((index, buffer, offset));
-                continue;
-            }
-            if let Some(same) = host.iter_mut().find(|h| h.start == ptr && h.len == len_bytes) {
-                same.written |= writable;
-                buffers.push((index, same.buffer.clone(), 0));
-                continue;
-            }
-            let start = ptr as usize;
-            let overlapping = |h: &&HostBinding| {
-                let other = h.start as usize;
-                len_bytes > 0 && h.len > 0 && start < other + h.len && other < start + len_bytes
-            };
-            if let Some(other) = host.iter().find(overlapping) {
-                return Err(RuntimeError::BadArguments(format!(
-                    "kernel `{}`: argument {index} ({len_bytes} bytes at {start:#x}) overlaps another numpy \
-                     argument ({} bytes at {:p}) without being the same array; the Metal backend binds numpy \
-                     memory one array at a time, so pass one metile.Buffer and slices of its numpy() view",
-                    self.kernel_name, other.len, other.start
-                )));
-            }
+        let plan = plan_buffers(&self.kernel_name, &bound, &self.inner.memory)?;
+        // One Metal buffer per host region, and whether it is a copy.
+        let mut host: Vec<(Buffer, bool)> = Vec::with_capacity(plan.host.len());
+        for region in &plan.host {
             // SAFETY: the caller's contract: live buffers for the launch, which
             // waits below for the GPU when host memory is involved.
-            let (buffer, staged) = unsafe { self.host_buffer(ptr, len_bytes)? };
-            buffers.push((index, buffer.clone(), 0));
-            host.push(HostBinding {
-                start: ptr,
-                len: len_bytes,
-                buffer,
-                staged,
-                written: writable,
-            });
+            host.push(unsafe { self.host_buffer(region.ptr, region.len)? });
         }
+        let buffers: Vec<(usize, Buffer, usize)> = plan
+            .args
+            .into_iter()
+            .map(|(index, source)| match source {
+                BufferSource::Shared { handle, offset } => (index, handle, offset),
+                BufferSource::Host { region } => (index, host[region].0.clone(), 0),
+            })
+            .collect();
         let touches_host_memory = !host.is_empty();
         let failed = |what: &str| {
             RuntimeError::Device(format!(
@@ -336,15 +294,17 @@ impl MetalKernel {
         }
         command_buffer.waitUntilCompleted();
         let result = outcome(&self.kernel_name, &command_buffer);
-        for copy in host.iter().filter(|h| h.staged && h.written) {
-            // SAFETY: the GPU has finished; both regions hold `len` bytes.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    copy.buffer.contents().as_ptr().cast::<u8>(),
-                    copy.start,
-                    copy.len,
-                )
-            };
+        for (region, (buffer, staged)) in plan.host.iter().zip(&host) {
+            if *staged && region.written {
+                // SAFETY: the GPU has finished; both hold `len` bytes.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        buffer.contents().as_ptr().cast::<u8>(),
+                        region.ptr,
+                        region.len,
+                    )
+                };
+            }
         }
         result
     }
