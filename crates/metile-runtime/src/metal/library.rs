@@ -28,26 +28,31 @@ const METAL_FLAGS: &[&str] = &["-O2", LANGUAGE_STD, "-fno-fast-math"];
 /// Xcode's Metal compiler, found through `xcrun`.
 #[derive(Clone, Debug)]
 pub struct OfflineCompiler {
+    /// The SDK version and the compiler's `--version`: part of every cache key.
     sdk_version: String,
 }
 
 impl OfflineCompiler {
     /// `None` when `xcrun` or the Metal toolchain is missing (Command Line Tools
-    /// without Xcode ship no `metal`).
+    /// without Xcode ship no `metal`, and recent Xcodes download it apart):
+    /// running `metal --version` proves it is there.
     pub fn find() -> Option<OfflineCompiler> {
         let found = Command::new("xcrun")
-            .args(["-sdk", "macosx", "--find", "metal"])
+            .args(["-sdk", "macosx", "metal", "--version"])
             .output()
             .ok()?;
         if !found.status.success() {
             return None;
         }
+        let compiler = String::from_utf8_lossy(&found.stdout).trim().to_string();
         let version = Command::new("xcrun")
             .args(["-sdk", "macosx", "--show-sdk-version"])
             .output()
             .ok()?;
         let sdk_version = String::from_utf8_lossy(&version.stdout).trim().to_string();
-        (version.status.success() && !sdk_version.is_empty()).then_some(OfflineCompiler { sdk_version })
+        (version.status.success() && !sdk_version.is_empty()).then_some(OfflineCompiler {
+            sdk_version: format!("{sdk_version}\n{compiler}"),
+        })
     }
 
     /// Compiles `msl` in `work` and returns the metallib's bytes.
