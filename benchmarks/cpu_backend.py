@@ -8,7 +8,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 
 from kernels import add, softmax  # noqa: E402
-from timing import best_of, table  # noqa: E402
+from timing import per_call, table  # noqa: E402
 
 import metile  # noqa: E402
 
@@ -22,8 +22,8 @@ def bench_add(n=1 << 24, block=1024):
     grid = (metile.cdiv(n, block),)
     add[grid](x, y, out, n, BLOCK=block)
     np.testing.assert_array_equal(out, x + y)
-    t_mt = best_of(lambda: add[grid](x, y, out, n, BLOCK=block))
-    t_np = best_of(lambda: np.add(x, y, out=ref))
+    t_mt = per_call(lambda: add[grid](x, y, out, n, BLOCK=block))
+    t_np = per_call(lambda: np.add(x, y, out=ref))
     return ("add 2^24 f32", t_mt, t_np)
 
 
@@ -38,8 +38,8 @@ def bench_softmax(rows=4096, cols=4096, block=1024):
 
     softmax[(rows,)](x, out, cols, BLOCK=block)
     np.testing.assert_allclose(out, numpy_softmax(), rtol=1e-5, atol=1e-8)
-    t_mt = best_of(lambda: softmax[(rows,)](x, out, cols, BLOCK=block), repeat=5)
-    t_np = best_of(numpy_softmax, repeat=5)
+    t_mt = per_call(lambda: softmax[(rows,)](x, out, cols, BLOCK=block), rep=5)
+    t_np = per_call(numpy_softmax, rep=5)
     return ("softmax 4096x4096 f32", t_mt, t_np)
 
 

@@ -9,7 +9,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 
 from kernels import SPECS, add  # noqa: E402
-from timing import best_of, table  # noqa: E402
+from timing import per_call, table  # noqa: E402
 
 import metile  # noqa: E402
 from metile import _frontend  # noqa: E402
@@ -26,7 +26,7 @@ def trace_times():
     for name, (kernel, params, constexprs) in SPECS.items():
         fn = kernel.fn
         _frontend.specialize(fn, params, constexprs, options)  # parse and rewrite once
-        t = best_of(lambda f=fn, p=params, c=constexprs: _frontend.specialize(f, p, c, options), repeat=5, number=50)
+        t = per_call(lambda f=fn, p=params, c=constexprs: _frontend.specialize(f, p, c, options), number=50, rep=5)
         f = _frontend.specialize(fn, params, constexprs, options)
         rows.append((name, f"{t * 1e3:.3f}", len(f.text.splitlines())))
     return rows
@@ -46,7 +46,7 @@ def launch_overheads():
     cases.append(("add, pre-bound launcher", lambda: launcher(x, x, out, 16, BLOCK=16)))
     for label, fn in cases:
         fn()
-        t = best_of(fn, repeat=7, number=2000)
+        t = per_call(fn, number=2000, rep=7)
         rows.append((label, f"{t * 1e6:.2f}"))
     return rows
 

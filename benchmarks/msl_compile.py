@@ -9,7 +9,7 @@ import sys
 sys.path.insert(0, os.path.dirname(__file__))
 
 from kernels import SPECS  # noqa: E402
-from timing import best_of, table  # noqa: E402
+from timing import per_call, table  # noqa: E402
 
 from metile import _frontend, _metile  # noqa: E402
 
@@ -37,8 +37,8 @@ def main():
         def trace_to_msl(f=fn, p=params, c=constexprs):
             return _metile.compile_msl(_frontend.specialize(f, p, c, options))
 
-        t_trace = best_of(trace, repeat=5, number=30)
-        t_msl = best_of(trace_to_msl, repeat=5, number=30)
+        t_trace = per_call(trace, number=30, rep=5)
+        t_msl = per_call(trace_to_msl, number=30, rep=5)
         ref = PYTHON_COMPILER_MS[name]
         rows.append(
             (

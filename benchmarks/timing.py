@@ -1,17 +1,20 @@
-"""Small timing helpers shared by the benchmark scripts."""
+"""Small helpers shared by the benchmark scripts; every timing goes through
+`metile.testing.do_bench`."""
 
-import time
+from metile.testing import do_bench
 
 
-def best_of(fn, repeat=7, number=1):
-    """Best wall time of `number` calls, over `repeat` rounds, in seconds per call."""
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
+def per_call(fn, number=1, rep=7, warmup=1):
+    """Median seconds per call of `fn`, timing batches of `number` calls (host-side
+    costs of a microsecond need batches to rise above the clock's resolution)."""
+    if number == 1:
+        return do_bench(fn, warmup=warmup, rep=rep) / 1e3
+
+    def batch():
         for _ in range(number):
             fn()
-        best = min(best, (time.perf_counter() - t0) / number)
-    return best
+
+    return do_bench(batch, warmup=warmup, rep=rep) / 1e3 / number
 
 
 def table(headers, rows):

@@ -9,6 +9,7 @@
     add[(metile.cdiv(N, 256),)](x, y, out, N, BLOCK=256)
 """
 
+from metile._autotune import autotune
 from metile._config import Config
 from metile._kernel import kernel
 from metile._metile import Buffer, CompilationError, device_available, get_device, set_device, synchronize
@@ -16,6 +17,7 @@ from metile.language import *  # noqa: F403
 from metile.language import __all__ as _language_all
 
 __all__ = [
+    "autotune",
     "Buffer",
     "Config",
     "CompilationError",

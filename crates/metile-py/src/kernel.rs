@@ -73,6 +73,21 @@ struct Specialization {
     written: Vec<usize>,
 }
 
+/// A launch's specialisation, its converted arguments and the device it runs on.
+struct Selected {
+    spec: Arc<Specialization>,
+    args: Vec<KernelArg>,
+    device: Arc<dyn Device>,
+}
+
+/// Keyword values a launcher supplies on every launch (`kernel[grid].configure(...)`):
+/// constexprs by parameter position, and the `num_sgs` option.
+#[derive(Default)]
+struct Preset {
+    values: Vec<(usize, Py<PyAny>)>,
+    num_sgs: Option<u32>,
+}
+
 #[pyclass(module = "metile._metile", name = "Kernel", frozen)]
 pub struct Kernel {
     func: Py<PyAny>,
@@ -103,6 +118,7 @@ impl Kernel {
         &self,
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
+        preset: Option<&Preset>,
     ) -> PyResult<BoundArgs<'py>> {
         let n = self.params.len();
         if args.len() > n {
@@ -137,6 +153,28 @@ impl Kernel {
                         )))
                     }
                 }
+            }
+        }
+        if let Some(preset) = preset {
+            for (i, value) in &preset.values {
+                if values[*i].is_some() {
+                    return Err(PyTypeError::new_err(format!(
+                        "{} got multiple values for argument '{}': the launcher's configuration already sets it",
+                        self.signature_text(),
+                        self.params[*i]
+                    )));
+                }
+                values[*i] = Some(value.bind(py).clone());
+            }
+            if let Some(n) = preset.num_sgs {
+                if num_sgs.is_some() {
+                    return Err(PyTypeError::new_err(format!(
+                        "{} got multiple values for the launch option num_sgs: the launcher's configuration \
+                         already sets it",
+                        self.signature_text()
+                    )));
+                }
+                num_sgs = Some(n);
             }
         }
         for (value, default) in values.iter_mut().zip(&self.defaults) {
@@ -197,6 +235,47 @@ impl Kernel {
             .compile(func, &CompileOptions { num_sgs: key.num_sgs })
             .map_err(|e| runtime_error_to_py(py, e))?;
         Ok(Arc::new(Specialization { compiled, written }))
+    }
+
+    /// Converts the bound arguments and finds (or traces and compiles) their
+    /// specialisation on the current device, which it returns too.
+    fn specialization(&self, py: Python<'_>, bound: &BoundArgs<'_>) -> PyResult<Selected> {
+        let device = current_device(py)?;
+        let mut kinds = Vec::with_capacity(self.runtime_params.len());
+        let mut kernel_args = Vec::with_capacity(self.runtime_params.len());
+        let mut constexprs = Vec::new();
+        for (i, value) in bound.values.iter().enumerate() {
+            let Some(value) = value else { continue };
+            if self.is_constexpr[i] {
+                constexprs.push(const_key(value)?);
+            } else {
+                let (kind, arg) = convert_arg(value, &self.params[i])?;
+                kinds.push(kind);
+                kernel_args.push(arg);
+            }
+        }
+        let key = SpecKey {
+            device: device.name(),
+            args: kinds,
+            constexprs,
+            num_sgs: bound.num_sgs,
+        };
+        let cached = self.cache.lock().ok().and_then(|c| c.get(&key).cloned());
+        let spec = match cached {
+            Some(s) => s,
+            None => {
+                let s = self.trace_and_compile(py, bound, &key, &device)?;
+                if let Ok(mut c) = self.cache.lock() {
+                    c.insert(key, s.clone());
+                }
+                s
+            }
+        };
+        Ok(Selected {
+            spec,
+            args: kernel_args,
+            device,
+        })
     }
 }
 
@@ -295,7 +374,28 @@ impl Kernel {
         Ok(Launcher {
             kernel: slf.clone().unbind(),
             grid: parse_grid(grid)?,
+            preset: Arc::new(Preset::default()),
         })
+    }
+
+    /// Traces and compiles the specialisation these arguments select (or finds it
+    /// cached) without launching it, and returns the names of the pointer
+    /// parameters it may store to.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn warmup(
+        &self,
+        py: Python<'_>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Vec<String>> {
+        let bound = self.bind(args, kwargs, None)?;
+        let selected = self.specialization(py, &bound)?;
+        Ok(selected
+            .spec
+            .written
+            .iter()
+            .map(|&slot| self.params[self.runtime_params[slot]].clone())
+            .collect())
     }
 
     #[pyo3(signature = (*_args, **_kwargs))]
@@ -339,6 +439,7 @@ impl Kernel {
 pub struct Launcher {
     kernel: Py<Kernel>,
     grid: [u32; 3],
+    preset: Arc<Preset>,
 }
 
 #[pymethods]
@@ -351,38 +452,12 @@ impl Launcher {
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
         let kernel = self.kernel.get();
-        let bound = kernel.bind(args, kwargs)?;
-        let device = current_device(py)?;
-        let mut kinds = Vec::with_capacity(kernel.runtime_params.len());
-        let mut kernel_args = Vec::with_capacity(kernel.runtime_params.len());
-        let mut constexprs = Vec::new();
-        for (i, value) in bound.values.iter().enumerate() {
-            let Some(value) = value else { continue };
-            if kernel.is_constexpr[i] {
-                constexprs.push(const_key(value)?);
-            } else {
-                let (kind, arg) = convert_arg(value, &kernel.params[i])?;
-                kinds.push(kind);
-                kernel_args.push(arg);
-            }
-        }
-        let key = SpecKey {
-            device: device.name(),
-            args: kinds,
-            constexprs,
-            num_sgs: bound.num_sgs,
-        };
-        let cached = kernel.cache.lock().ok().and_then(|c| c.get(&key).cloned());
-        let spec = match cached {
-            Some(s) => s,
-            None => {
-                let s = kernel.trace_and_compile(py, &bound, &key, &device)?;
-                if let Ok(mut c) = kernel.cache.lock() {
-                    c.insert(key, s.clone());
-                }
-                s
-            }
-        };
+        let bound = kernel.bind(args, kwargs, Some(&self.preset))?;
+        let Selected {
+            spec,
+            args: kernel_args,
+            device,
+        } = kernel.specialization(py, &bound)?;
         check_grid(self.grid, spec.compiled.as_ref(), device.name())
             .map_err(|e| runtime_error_to_py(py, e))?;
         for &slot in &spec.written {
@@ -405,5 +480,46 @@ impl Launcher {
     #[getter]
     fn grid(&self) -> (u32, u32, u32) {
         (self.grid[0], self.grid[1], self.grid[2])
+    }
+
+    /// A launcher over the same grid that passes these constexprs (and the
+    /// `num_sgs` option) on every launch: `kernel[grid].configure(**config)`.
+    #[pyo3(signature = (**kwargs))]
+    fn configure(&self, py: Python<'_>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Launcher> {
+        let kernel = self.kernel.get();
+        let mut values: Vec<(usize, Py<PyAny>)> = self
+            .preset
+            .values
+            .iter()
+            .map(|(i, v)| (*i, v.clone_ref(py)))
+            .collect();
+        let mut num_sgs = self.preset.num_sgs;
+        for (key, value) in kwargs.into_iter().flat_map(|k| k.iter()) {
+            let key: String = key.extract()?;
+            match kernel.params.iter().position(|p| *p == key) {
+                Some(i) if kernel.is_constexpr[i] => {
+                    values.retain(|(j, _)| *j != i);
+                    values.push((i, value.unbind()));
+                }
+                Some(_) => {
+                    return Err(PyTypeError::new_err(format!(
+                        "configure() takes constexprs and launch options; '{key}' is a runtime argument of {}",
+                        kernel.signature_text()
+                    )))
+                }
+                None if key == OPTION_NUM_SGS => num_sgs = Some(parse_num_sgs(&value)?),
+                None => {
+                    return Err(PyTypeError::new_err(format!(
+                        "{} has no constexpr '{key}'; configure() takes its constexprs and the launch option num_sgs",
+                        kernel.signature_text()
+                    )))
+                }
+            }
+        }
+        Ok(Launcher {
+            kernel: self.kernel.clone_ref(py),
+            grid: self.grid,
+            preset: Arc::new(Preset { values, num_sgs }),
+        })
     }
 }

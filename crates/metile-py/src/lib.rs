@@ -4,6 +4,7 @@
 use pyo3::prelude::*;
 
 pub mod args;
+pub mod bench;
 pub mod buffer;
 pub mod device_state;
 pub mod errors;
@@ -25,6 +26,7 @@ fn _metile(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(device_state::synchronize, m)?)?;
     m.add_function(wrap_pyfunction!(device_state::device_available, m)?)?;
     stages::register(m)?;
+    bench::register(m)?;
     tracing::register(m)?;
     let layout = PyModule::new(py, "layout")?;
     layout_py::register(&layout)?;
