@@ -210,12 +210,17 @@ impl Buffer {
         }
     }
 
-    /// A zero-filled buffer; float32 unless `dtype` says otherwise.
+    /// A zero-filled buffer; float32 unless `dtype` says otherwise. In the
+    /// current device's shared memory where it has some (see `shared_buffer`).
     #[staticmethod]
     #[pyo3(signature = (shape, dtype=None))]
     fn zeros(py: Python<'_>, shape: &Bound<'_, PyAny>, dtype: Option<&Bound<'_, PyAny>>) -> PyResult<Buffer> {
         let np = py.import("numpy")?;
-        Buffer::wrap(np.call_method1("zeros", (shape, numpy_dtype(py, dtype)?))?)
+        let dtype = numpy_dtype(py, dtype)?;
+        match crate::shared_buffer::shared_zeros(py, shape, &dtype)? {
+            Some(shared) => Buffer::wrap(shared),
+            None => Buffer::wrap(np.call_method1("zeros", (shape, dtype))?),
+        }
     }
 
     /// The same as `Buffer(data=array)`.

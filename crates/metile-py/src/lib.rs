@@ -11,6 +11,7 @@ pub mod device_state;
 pub mod errors;
 pub mod kernel;
 mod layout_py;
+mod shared_buffer;
 pub mod stages;
 pub mod tracing;
 

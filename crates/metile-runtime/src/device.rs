@@ -5,6 +5,7 @@
 //! asynchronous on GPUs, where `Device::synchronize` waits for them.
 
 use crate::error::RuntimeError;
+use crate::shared_memory::SharedMemory;
 use metile_interp::KernelArg;
 use metile_ir::Function;
 use std::sync::Arc;
@@ -104,6 +105,13 @@ pub trait Device: Send + Sync {
     fn memory(&self) -> Option<&dyn DeviceMemory> {
         None
     }
+    /// Memory of `bytes` bytes that the host and this device both address (see
+    /// `shared_memory`), for `metile.Buffer`; `None` where the backend has none
+    /// and a Buffer is plain host memory.
+    fn allocate_shared(&self, bytes: usize) -> Option<Result<Arc<dyn SharedMemory>, RuntimeError>> {
+        let _ = bytes;
+        None
+    }
 }
 
 /// Every backend name, in the order `METILE_DEVICE` documents them.
@@ -114,10 +122,13 @@ pub fn open_device(name: &str) -> Result<Arc<dyn Device>, RuntimeError> {
     match name {
         "cpu" => Ok(Arc::new(crate::cpu::CpuDevice)),
         "msl-emu" => Ok(Arc::new(crate::msl_emu_device::MslEmuDevice::open()?)),
+        #[cfg(any(target_os = "macos", metile_metal_check))]
+        "metal" => Ok(Arc::new(crate::metal::MetalDevice::open()?)),
+        #[cfg(not(any(target_os = "macos", metile_metal_check)))]
+        "metal" => Err(RuntimeError::Unavailable(
+            "the metal backend runs on macOS only; available here: cpu, msl-emu, cuda".to_string(),
+        )),
         "cuda" => Ok(crate::cuda::CudaDevice::open()?),
-        "metal" => Err(RuntimeError::Unavailable(format!(
-            "the {name} backend is not available in this build; available: cpu, msl-emu, cuda"
-        ))),
         other => Err(RuntimeError::Unavailable(format!(
             "unknown device '{other}'; choose one of {}",
             DEVICE_NAMES.join(", ")
@@ -125,12 +136,24 @@ pub fn open_device(name: &str) -> Result<Arc<dyn Device>, RuntimeError> {
     }
 }
 
-/// The default device: `METILE_DEVICE` if set, else the best one present (cuda
-/// when an NVIDIA driver, NVRTC and a GPU are there, else cpu).
+/// The default device: `METILE_DEVICE` if set, else the best one present
+/// (metal where a Metal device exists, then cuda where an NVIDIA driver, NVRTC
+/// and a GPU are, else cpu).
 pub fn default_device_name() -> String {
     match std::env::var("METILE_DEVICE") {
         Ok(name) if !name.trim().is_empty() => name.trim().to_string(),
+        _ if metal_present() => "metal".to_string(),
         _ if crate::cuda::available() => "cuda".to_string(),
         _ => "cpu".to_string(),
     }
+}
+
+#[cfg(any(target_os = "macos", metile_metal_check))]
+fn metal_present() -> bool {
+    crate::metal::device_present()
+}
+
+#[cfg(not(any(target_os = "macos", metile_metal_check)))]
+fn metal_present() -> bool {
+    false
 }

@@ -6,8 +6,12 @@ pub mod debug;
 pub mod device;
 pub mod disk_cache;
 pub mod error;
+#[cfg(any(target_os = "macos", metile_metal_check))]
+pub mod metal;
 pub mod msl_emu;
 pub mod msl_emu_device;
+pub mod msl_launch;
+pub mod shared_memory;
 
 pub use device::{
     check_grid, default_device_name, open_device, CompileOptions, CompiledKernel, Device, DeviceAllocation,

@@ -272,15 +272,7 @@ impl EmuCompiler {
     }
 }
 
-/// The name the MSL source gets when compiled: diagnostics and debug line
-/// tables name it, so it carries the kernel's name.
-pub(crate) fn source_file_name(kernel_name: &str) -> String {
-    let stem: String = kernel_name
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
-    format!("{stem}.metal")
-}
+pub(crate) use crate::msl_launch::source_file_name;
 
 fn default_cache_dir() -> PathBuf {
     cache_root().join("msl-emu")
