@@ -431,3 +431,21 @@ def test_perf_report_errors():
         Benchmark(x_names=["N"], x_vals=[1], line_arg="p", line_vals=[1, 2], line_names=["a"], plot_name="b")
     with pytest.raises(TypeError, match="perf_report takes a metile.testing.Benchmark or a list of them"):
         perf_report({"x_names": ["N"]})
+
+
+def test_tuning_copies_cuda_tensor_outputs_on_the_gpu():
+    if not metile.device_available("cuda"):
+        pytest.skip("no cuda device here")
+    torch = pytest.importorskip("torch")
+    previous = metile.get_device()
+    metile.set_device("cuda")
+    try:
+        k = tuned(accumulate, [metile.Config(BLOCK=b) for b in (32, 128)])
+        n = 300
+        x = torch.arange(n, dtype=torch.float32, device="cuda")
+        out = torch.full((n,), 5.0, dtype=torch.float32, device="cuda")
+        k[grid_1d](x, out, n)
+        metile.synchronize()
+        np.testing.assert_array_equal(out.cpu().numpy(), np.arange(n, dtype=np.float32) + 5)
+    finally:
+        metile.set_device(previous)

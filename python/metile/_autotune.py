@@ -74,12 +74,33 @@ def _key_value(value: Any) -> Any:
     return type(value).__name__
 
 
+_DLPACK_CPU = 1
+
+
+def _on_a_gpu(value: Any) -> bool:
+    """Whether an array-like lives in GPU memory (a CUDA tensor, a CuPy array)."""
+    if hasattr(value, "__cuda_array_interface__"):
+        return True
+    device = getattr(value, "__dlpack_device__", None)
+    return callable(device) and device()[0] != _DLPACK_CPU
+
+
 def _scratch_copy(value: Any) -> Any:
     """A copy, with the same contents, of a buffer argument that a candidate may write."""
     if isinstance(value, np.ndarray):
         return value.copy()
     if isinstance(value, Buffer):
         return Buffer(data=value.numpy().copy())
+    if _on_a_gpu(value):
+        # A device copy with the framework's own method (torch: clone, CuPy: copy).
+        for method in ("clone", "copy"):
+            copy = getattr(value, method, None)
+            if callable(copy):
+                return copy()
+        raise TypeError(
+            f"autotune cannot copy the GPU array {type(value).__name__} that the kernel writes; "
+            "pass a torch tensor, a CuPy array or a metile.Buffer"
+        )
     if hasattr(value, "__dlpack__"):
         return np.from_dlpack(value).copy()
     if hasattr(value, "__array_interface__"):
