@@ -40,6 +40,10 @@ def softmax_with_fills(X, Out, N, BLOCK: metile.constexpr):
         metile.store(Out + row * N + cols, metile.exp(x - mx) / total, mask=mask)
 
 
+def _time(launch, x, out, n):
+    return do_bench(lambda: launch(x, out, n, BLOCK=1024), warmup=10, rep=50)
+
+
 def main():
     device = metile.get_device()
     gpu = device in ("cuda", "metal")
@@ -57,7 +61,7 @@ def main():
             kernel[(m,)](x, out, n, BLOCK=1024)
             metile.synchronize()
             np.testing.assert_allclose(out.numpy().reshape(m, n), ref, rtol=1e-5, atol=1e-7)
-            times.append(do_bench(lambda k=kernel: k[(m,)](x, out, n, BLOCK=1024), warmup=10, rep=50))
+            times.append(_time(kernel[(m,)], x, out, n))
         gbs = [2 * m * n * 4 / (t * 1e-3) / 1e9 for t in times]
         rows.append((f"softmax {m}x{n} f32", f"{gbs[0]:.0f}", f"{gbs[1]:.0f}", f"{times[1] / times[0]:.2f}"))
     print(f"device: {device} ({metile._metile.device_model()})\n")
