@@ -59,16 +59,17 @@ def test_the_search_picks_the_config_doing_the_least_work(device):
         metile.Config(BLOCK=256, WORK=500, num_sgs=2),
     ]
     k = tuned(repeated_halving, configs, rep=5)
-    # On a GPU a small launch costs the same whatever its arithmetic; enough
-    # elements make the planted work dominate there too.
+    # On a GPU a small launch costs the same whatever its arithmetic: enough
+    # elements, resident in device memory (Buffers), make the planted work dominate.
     n = 1 << 22 if device in ("cuda", "metal") else 1000
-    x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
-    out = np.zeros_like(x)
+    x_host = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    x, out = metile.Buffer(data=x_host), metile.Buffer(data=np.zeros_like(x_host))
     k[grid_1d](x, out, n)
     assert k.best_config is configs[1]
     assert set(k.timings) == set(configs)
     assert k.timings[configs[1]] < k.timings[configs[0]]
-    np.testing.assert_allclose(out, x, rtol=1e-6)  # the winner's result: WORK=1 gives x
+    metile.synchronize()
+    np.testing.assert_allclose(out.numpy(), x_host, rtol=1e-6)  # the winner's result: WORK=1 gives x
 
 
 def test_tuning_leaves_outputs_as_one_launch_of_the_winner(device):
