@@ -13,12 +13,6 @@ use crate::atoms::AtomKind;
 /// Program ids are i32 on every target, so no grid axis may exceed this.
 pub const MAX_PROGRAM_ID_EXTENT: u32 = i32::MAX as u32;
 
-/// The largest grid, per axis, for a kernel of `threads_per_group` threads on an
-/// Apple GPU (the Metal backends' [`Target::grid_limits`]).
-pub fn max_grid(threads_per_group: u32) -> [u32; 3] {
-    Target::apple().grid_limits(threads_per_group)
-}
-
 /// Which family a target belongs to (decides the emitter, never the lowering).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TargetKind {

@@ -68,7 +68,7 @@ fn emu_error(e: EmuError, msl: &MslKernel) -> RuntimeError {
 
 impl CompiledKernel for MslEmuKernel {
     fn max_grid(&self) -> [u32; 3] {
-        metile_compiler::target::max_grid(self.msl.threads_per_group)
+        metile_compiler::Target::apple().grid_limits(self.msl.threads_per_group)
     }
 
     unsafe fn launch(&self, args: &[KernelArg], grid: [u32; 3]) -> Result<(), RuntimeError> {

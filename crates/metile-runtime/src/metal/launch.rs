@@ -208,7 +208,7 @@ impl MetalKernel {
 
 impl CompiledKernel for MetalKernel {
     fn max_grid(&self) -> [u32; 3] {
-        metile_compiler::target::max_grid(self.threads_per_group)
+        metile_compiler::Target::apple().grid_limits(self.threads_per_group)
     }
 
     unsafe fn launch(&self, args: &[KernelArg], grid: [u32; 3]) -> Result<(), RuntimeError> {
