@@ -325,8 +325,8 @@ impl<'f> GpuVerifier<'f> {
             }
             GpuOpKind::MakeVector => {
                 let n = ins.len();
-                if !(2..=4).contains(&n) || outs.len() != 1 {
-                    return fail("builds a vector of 2 to 4 scalars");
+                if !(2..=8).contains(&n) || outs.len() != 1 {
+                    return fail("builds a vector of 2 to 8 scalars");
                 }
                 let GpuType::Scalar(d) = ins[0] else {
                     return fail("lanes must be scalars");
