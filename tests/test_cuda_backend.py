@@ -214,3 +214,10 @@ def test_integer_arguments_that_are_multiples_of_16_get_their_own_specialisation
     finally:
         metile.set_device(previous)
     assert rk.softmax.cache_info()["specializations"] >= 2
+
+
+def test_two_byte_rows_move_16_bytes_per_access_on_nvidia():
+    params = [("X", "ptr", "bf16"), ("Out", "ptr", "bf16"), ("N", "scalar", "i32", 16)]
+    traced = _frontend.specialize(rk.softmax.fn, params, {"BLOCK": 1024}, {})
+    src = _metile.compile_cuda(traced, num_sgs=4)["cuda"]
+    assert "*((const metile_vec<bfloat, 8>*)(X + " in src

@@ -94,7 +94,8 @@ impl Target {
             max_threads_per_group: 1024,
             max_threadgroup_bytes: max_shared_kib * 1024,
             default_threadgroup_bytes: 48 * 1024,
-            max_vector_lanes: 4,
+            // 16 bytes of a 2-byte type; 4-byte types stay at 4 lanes (the byte limit).
+            max_vector_lanes: 8,
             max_vector_bytes: 16,
             max_default_simdgroups: 8,
             default_elements_per_thread: 4,

@@ -434,8 +434,9 @@ impl<'f> GpuVerifier<'f> {
     }
 
     fn check_width(&self, op: &GpuOp, d: DType, width: u8) -> IrResult<()> {
+        // At most 16 bytes; the target decides the lane count (Apple 4, NVIDIA 8).
         let ok = width == 1
-            || ((2..=4).contains(&width) && usize::from(width) * d.size_bytes() <= 16 && d != DType::Bool);
+            || ((2..=8).contains(&width) && usize::from(width) * d.size_bytes() <= 16 && d != DType::Bool);
         if ok {
             Ok(())
         } else {

@@ -20,8 +20,8 @@ typedef __half half;
 #include <cuda_bf16.h>
 typedef __nv_bfloat16 bfloat;
 // @section vec
-// A vector of 2 or 4 lanes aligned to its size, so a whole vector moves in one
-// memory access.
+// A vector of 2, 4 or 8 lanes aligned to its size, so a whole vector moves in
+// one memory access (8 lanes: 16 bytes of a 2-byte type).
 template <typename T, int N> struct metile_vec;
 template <typename T> struct alignas(2 * sizeof(T)) metile_vec<T, 2> {
   T x, y;
@@ -34,6 +34,13 @@ template <typename T> struct alignas(4 * sizeof(T)) metile_vec<T, 4> {
   __device__ __forceinline__ metile_vec() {}
   __device__ __forceinline__ explicit metile_vec(T s) : x(s), y(s), z(s), w(s) {}
   __device__ __forceinline__ metile_vec(T a, T b, T c, T d) : x(a), y(b), z(c), w(d) {}
+};
+template <typename T> struct alignas(8 * sizeof(T)) metile_vec<T, 8> {
+  T x, y, z, w, e4, e5, e6, e7;
+  __device__ __forceinline__ metile_vec() {}
+  __device__ __forceinline__ explicit metile_vec(T s) : x(s), y(s), z(s), w(s), e4(s), e5(s), e6(s), e7(s) {}
+  __device__ __forceinline__ metile_vec(T a, T b, T c, T d, T e, T f, T g, T h)
+      : x(a), y(b), z(c), w(d), e4(e), e5(f), e6(g), e7(h) {}
 };
 // @section reduce
 // Warp reductions with MSL's simd_sum/simd_max/simd_min meaning: every lane gets

@@ -285,10 +285,14 @@ impl<'a> BodyWriter<'a> {
                 self.define(depth, op.results[0], &rhs);
             }
             GpuOpKind::Extract { lane } => {
-                let field = ["x", "y", "z", "w"]
+                // MSL vectors have at most 4 lanes; CUDA's metile_vec has 8.
+                let fields: &[&str] = match self.lang {
+                    Lang::Msl => &["x", "y", "z", "w"],
+                    Lang::Cuda => &["x", "y", "z", "w", "e4", "e5", "e6", "e7"],
+                };
+                let field = *fields
                     .get(usize::from(*lane))
-                    .copied()
-                    .unwrap_or("x");
+                    .ok_or_else(|| format!("vector lane {lane} out of range"))?;
                 let v = arg(0)?;
                 self.define_with(depth, op.results[0], |_, out| {
                     let _ = write!(out, "{v}.{field}");
