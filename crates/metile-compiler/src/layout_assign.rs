@@ -94,6 +94,10 @@ pub struct Assignment {
     thread_level: Vec<bool>,
     /// Pointer offsets are i64 (else i32).
     pub offsets_i64: bool,
+    /// Elements in a thread's contiguous run of the default layout: one full
+    /// vector access of the narrowest element the kernel loads or stores (4 f32,
+    /// 8 bf16 on a 16-byte target), so every access is as wide as the target allows.
+    pub run_lanes: usize,
     /// The `simdgroup_role` body being analysed or lowered, if any.
     pub role: Option<RoleDomain>,
     /// [`Assignment::blocked`]'s answers: kernels ask for the same few shapes
@@ -158,7 +162,8 @@ pub fn choose_threads(f: &Function, num_sgs: Option<u32>, target: &Target) -> Co
         return Ok(threads);
     }
     let largest = f.values.iter().map(|t| t.numel()).max().unwrap_or(1);
-    let wanted = largest / (simd_width as usize * target.default_elements_per_thread);
+    let per_thread = target.default_elements_per_thread.max(run_lanes(f, target));
+    let wanted = largest / (simd_width as usize * per_thread);
     let sgs = wanted.clamp(1, target.max_default_simdgroups as usize);
     let sgs = 1usize << (usize::BITS - 1 - sgs.leading_zeros());
     Ok(sgs as u32 * simd_width)
@@ -202,7 +207,7 @@ impl Assignment {
         let err = |e: metile_layout::LayoutError| {
             CompileError::new("kernel", format!("internal layout error: {e}"), Loc::unknown())
         };
-        let (simd, lanes) = (self.target.simd_width, self.target.max_vector_lanes);
+        let (simd, lanes) = (self.target.simd_width, self.run_lanes);
         let layout = match self.role {
             None => DistLayout::blocked(shape, self.threads as usize, lanes).map_err(err)?,
             Some(role) => DistLayout::blocked(shape, simd as usize, lanes)
@@ -288,6 +293,29 @@ impl Assignment {
     }
 }
 
+/// The run length of the default layout for `f` on `target`: the widest vector
+/// of the narrowest element type `f` moves through memory.
+pub fn run_lanes(f: &Function, target: &Target) -> usize {
+    let mut narrowest = usize::MAX;
+    f.walk(&mut |op| {
+        let ptr = match op.kind {
+            OpKind::Load { .. } | OpKind::Store { .. } | OpKind::TileLoad { .. } | OpKind::TileStore { .. } => {
+                op.operands[0]
+            }
+            _ => return,
+        };
+        if let Some(d) = f.ty(ptr).elem.pointee() {
+            narrowest = narrowest.min(d.size_bytes());
+        }
+    });
+    let lanes = if narrowest == usize::MAX {
+        target.max_vector_lanes.min(target.default_elements_per_thread)
+    } else {
+        target.max_vector_lanes.min(target.max_vector_bytes / narrowest)
+    };
+    lanes.max(1)
+}
+
 /// Assigns classes, layouts and pointer roots to every value of `f`.
 pub fn assign(f: &Function, threads: u32, target: &Target) -> CompileResult<Assignment> {
     let mut a = Assignment {
@@ -299,6 +327,7 @@ pub fn assign(f: &Function, threads: u32, target: &Target) -> CompileResult<Assi
         roots: vec![None; f.values.len()],
         thread_level: vec![false; f.values.len()],
         offsets_i64: false,
+        run_lanes: run_lanes(f, target),
         role: None,
         blocked_cache: vec![],
     };
