@@ -58,7 +58,7 @@ def test_the_search_picks_the_config_doing_the_least_work(device):
         metile.Config(BLOCK=256, WORK=1),
         metile.Config(BLOCK=256, WORK=500, num_sgs=2),
     ]
-    k = tuned(repeated_halving, configs, rep=5)
+    k = tuned(repeated_halving, configs, rep=9)
     # On a GPU a small launch costs the same whatever its arithmetic: enough
     # elements, resident in device memory (Buffers), make the planted work dominate.
     n = 1 << 22 if device in ("cuda", "metal") else 1000
