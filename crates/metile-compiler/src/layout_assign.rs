@@ -299,9 +299,10 @@ pub fn run_lanes(f: &Function, target: &Target) -> usize {
     let mut narrowest = usize::MAX;
     f.walk(&mut |op| {
         let ptr = match op.kind {
-            OpKind::Load { .. } | OpKind::Store { .. } | OpKind::TileLoad { .. } | OpKind::TileStore { .. } => {
-                op.operands[0]
-            }
+            OpKind::Load { .. }
+            | OpKind::Store { .. }
+            | OpKind::TileLoad { .. }
+            | OpKind::TileStore { .. } => op.operands[0],
             _ => return,
         };
         if let Some(d) = f.ty(ptr).elem.pointee() {
