@@ -21,16 +21,7 @@
 use metile_ir::DType;
 use metile_layout::{Layout, LayoutError};
 
-/// Which instruction an atom stands for (the emitters spell it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum AtomKind {
-    /// `simdgroup_multiply_accumulate` on `simdgroup_matrix<T, 8, 8>`.
-    AppleSimdgroup8x8,
-    /// `mma.sync.aligned.m16n8k16.row.col.f32.{f16|bf16}.{f16|bf16}.f32`.
-    NvidiaMmaM16N8K16,
-    /// `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`.
-    NvidiaMmaM16N8K8Tf32,
-}
+pub use metile_ir::gpu_ir::AtomKind;
 
 /// One matrix instruction: its shape, dtypes and operand layouts.
 #[derive(Clone, Debug, PartialEq)]

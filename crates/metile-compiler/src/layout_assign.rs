@@ -512,8 +512,11 @@ fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
         }
         OpKind::Dot => {
             let (acc, r) = (op.operands[2], op.results[0]);
-            let class = Class::Fixed(a.natural_layout(acc, &shape_of(r))?);
-            set(f, a, r, class);
+            let layout = match dot_atom_plan(f, op, a) {
+                Some(plan) => a.layouts.intern(plan.c),
+                None => a.natural_layout(acc, &shape_of(r))?,
+            };
+            set(f, a, r, Class::Fixed(layout));
         }
         OpKind::Reduce { axis, .. } => {
             let (x, r) = (op.operands[0], op.results[0]);
@@ -550,6 +553,22 @@ fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
         }
     }
     Ok(())
+}
+
+/// The matrix-atom plan of a `dot` op, when one fits (never inside a
+/// `simdgroup_role`, whose tiles live in one simdgroup's threads).
+pub fn dot_atom_plan(f: &Function, op: &Op, a: &Assignment) -> Option<crate::dot_tiling::AtomTiling> {
+    if a.role.is_some() {
+        return None;
+    }
+    let (ta, tb) = (f.ty(op.operands[0]), f.ty(op.operands[1]));
+    let operand = ta.dtype()?;
+    crate::dot_tiling::plan(
+        &a.target,
+        (ta.shape[0], tb.shape[1], ta.shape[1]),
+        operand,
+        a.threads as usize,
+    )
 }
 
 /// The threads of a role; refuses roles without simdgroups and nested roles.

@@ -14,6 +14,7 @@ pub mod atoms;
 pub mod axis_info;
 pub mod cuda;
 pub mod dist_layout;
+pub mod dot_tiling;
 pub mod error;
 pub mod gpu_passes;
 pub mod layout_assign;

@@ -54,8 +54,11 @@ pub struct Target {
     /// (Metal's `thread_position_in_grid`), so threadgroups × threads < 2^32.
     pub grid_x_counts_threads: bool,
     /// The matrix instructions the target has (`atoms::MatrixAtom` describes
-    /// each); `dot` does not use them yet.
+    /// each); `dot` tiles them over the simdgroups (`dot_tiling`).
     pub matrix_atoms: Vec<AtomKind>,
+    /// Pad each staged row of `dot`'s operands in threadgroup memory by 16
+    /// bytes, so that fragment reads are free of bank conflicts.
+    pub pad_dot_scratch: bool,
 }
 
 impl Target {
@@ -75,6 +78,7 @@ impl Target {
             max_grid: [u64::from(u32::MAX), u64::from(u32::MAX), u64::from(u32::MAX)],
             grid_x_counts_threads: true,
             matrix_atoms: vec![AtomKind::AppleSimdgroup8x8],
+            pad_dot_scratch: true,
         }
     }
 
@@ -107,6 +111,7 @@ impl Target {
             } else {
                 Vec::new()
             },
+            pad_dot_scratch: true,
         }
     }
 

@@ -148,6 +148,37 @@ impl Builtin {
     }
 }
 
+/// A matrix multiply-accumulate instruction: the spelling of one matrix atom
+/// (its fragment layouts are described in `metile-compiler`'s `atoms`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AtomKind {
+    /// `simdgroup_multiply_accumulate` on `simdgroup_matrix<T, 8, 8>`.
+    AppleSimdgroup8x8,
+    /// `mma.sync.aligned.m16n8k16.row.col.f32.{f16|bf16}.{f16|bf16}.f32`.
+    NvidiaMmaM16N8K16,
+    /// `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`.
+    NvidiaMmaM16N8K8Tf32,
+}
+
+impl AtomKind {
+    /// Values one thread holds of A, B and C (= D).
+    pub fn fragment_sizes(self) -> (usize, usize, usize) {
+        match self {
+            AtomKind::AppleSimdgroup8x8 => (2, 2, 2),
+            AtomKind::NvidiaMmaM16N8K16 => (8, 4, 4),
+            AtomKind::NvidiaMmaM16N8K8Tf32 => (4, 2, 4),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AtomKind::AppleSimdgroup8x8 => "simdgroup8x8",
+            AtomKind::NvidiaMmaM16N8K16 => "m16n8k16",
+            AtomKind::NvidiaMmaM16N8K8Tf32 => "m16n8k8.tf32",
+        }
+    }
+}
+
 /// What an op does. Operand and result conventions are listed per variant; the
 /// verifier checks them.
 #[derive(Clone, Debug, PartialEq)]
@@ -193,6 +224,12 @@ pub enum GpuOpKind {
     SimdBroadcast,
     /// `(x) -> x`: the reduction over the simdgroup's 32 lanes, on every lane.
     SimdReduce(ReduceOp),
+    /// `(a_0 .. a_na, b_0 .. b_nb, c_0 .. c_nc) -> (d_0 .. d_nc)`: one matrix
+    /// instruction over the simdgroup, `D = A · B + C`. The operands are this
+    /// thread's fragment values in the atom's A, B and C layouts, in value
+    /// order (`AtomKind::fragment_sizes`); A and B are scalars of one float
+    /// dtype, C and D f32 scalars.
+    Mma(AtomKind),
     /// `()`: threadgroup execution and threadgroup-memory barrier.
     Barrier,
     /// `(start, end, step: i32)`: region 0 has one argument, the `i32` induction
@@ -226,6 +263,7 @@ impl GpuOpKind {
                 ReduceOp::Max => "simd_max".into(),
                 ReduceOp::Min => "simd_min".into(),
             },
+            GpuOpKind::Mma(kind) => format!("mma.{}", kind.name()),
             GpuOpKind::Barrier => "barrier".into(),
             GpuOpKind::For => "for".into(),
             GpuOpKind::If => "if".into(),
@@ -254,7 +292,10 @@ impl GpuOpKind {
     pub fn is_simd_collective(&self) -> bool {
         matches!(
             self,
-            GpuOpKind::SimdShuffleXor | GpuOpKind::SimdBroadcast | GpuOpKind::SimdReduce(_)
+            GpuOpKind::SimdShuffleXor
+                | GpuOpKind::SimdBroadcast
+                | GpuOpKind::SimdReduce(_)
+                | GpuOpKind::Mma(_)
         )
     }
 }

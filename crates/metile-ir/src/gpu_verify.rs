@@ -196,6 +196,8 @@ impl<'f> GpuVerifier<'f> {
             }
             GpuOpKind::SimdBroadcast | GpuOpKind::SimdReduce(_) => operand_u.min(Uniformity::Simdgroup),
             GpuOpKind::SimdShuffleXor if operand_u != Uniformity::Uniform => Uniformity::Varying,
+            // Each lane gets its own part of the product.
+            GpuOpKind::Mma(_) => Uniformity::Varying,
             _ => operand_u,
         }
     }
@@ -414,6 +416,19 @@ impl<'f> GpuVerifier<'f> {
                 );
                 if !ok || ins[0] != outs[0] {
                     return fail("simdgroup reductions take i32, u32, f16 or f32");
+                }
+            }
+            GpuOpKind::Mma(kind) => {
+                let (na, nb, nc) = kind.fragment_sizes();
+                arity(na + nb + nc, nc)?;
+                let operand = ins[0];
+                let floats = matches!(operand, GpuType::Scalar(DType::F16 | DType::BF16 | DType::F32));
+                let f32s = GpuType::Scalar(DType::F32);
+                if !floats
+                    || ins[..na + nb].iter().any(|&t| t != operand)
+                    || ins[na + nb..].iter().chain(outs.iter()).any(|&t| t != f32s)
+                {
+                    return fail("A and B are scalars of one float dtype, C and D f32 scalars");
                 }
             }
             GpuOpKind::Barrier => arity(0, 0)?,

@@ -85,6 +85,7 @@ struct Uses {
     bf16: bool,
     vectors: bool,
     reductions: bool,
+    mma: bool,
     builtins: [bool; 5],
 }
 
@@ -102,6 +103,7 @@ fn uses(f: &GpuFunction) -> Uses {
     }
     f.walk(&mut |op| match op.kind {
         GpuOpKind::SimdReduce(_) => u.reductions = true,
+        GpuOpKind::Mma(_) => u.mma = true,
         GpuOpKind::Builtin(b) => {
             let i = match b {
                 Builtin::ThreadIndex => 0,
@@ -195,6 +197,9 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
         (used.bf16, "bf16"),
         (used.vectors, "vec"),
         (used.reductions, "reduce"),
+        (used.mma && used.f16, "mma_f16"),
+        (used.mma && used.bf16, "mma_bf16"),
+        (used.mma, "mma_tf32"),
     ];
     for (wanted, name) in sections {
         if wanted {

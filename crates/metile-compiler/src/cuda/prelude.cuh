@@ -63,3 +63,19 @@ template <typename T> static __device__ __forceinline__ T simd_min(T x) {
   for (int m = 16; m > 0; m >>= 1) x = metile_min(x, __shfl_xor_sync(0xffffffffu, x, m));
   return x;
 }
+// @section mma_f16
+// Two 16-bit fragment values in one 32-bit mma register, the first in the low half.
+static __device__ __forceinline__ uint metile_pack2(half lo, half hi) {
+  return uint(__half_as_ushort(lo)) | (uint(__half_as_ushort(hi)) << 16);
+}
+// @section mma_bf16
+static __device__ __forceinline__ uint metile_pack2(bfloat lo, bfloat hi) {
+  return uint(__bfloat16_as_ushort(lo)) | (uint(__bfloat16_as_ushort(hi)) << 16);
+}
+// @section mma_tf32
+// An f32 rounded to tf32 (to nearest, ties away), as mma's tf32 operands expect.
+static __device__ __forceinline__ uint metile_tf32(float x) {
+  uint r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}

@@ -27,15 +27,45 @@ const I32: GpuType = GpuType::Scalar(DType::I32);
 
 impl<'f> Lowering<'f> {
     pub(super) fn dot(&mut self, op: &'f Op) -> CompileResult<()> {
-        let (a, b, acc, r) = (op.operands[0], op.operands[1], op.operands[2], op.results[0]);
+        let (acc, r) = (op.operands[2], op.results[0]);
         let Class::Fixed(lc) = self.a.class(r) else {
             return Err(self.internal("dot without a result layout"));
         };
+        let result_dtype = self.elem_dtype(r);
+
+        let accv = self.elems(acc, lc)?;
+        let count = accv.len();
+        let reg = match self.in_place_accumulator(acc, &accv) {
+            Some(reg) => reg,
+            None => {
+                let reg = self.b.add_reg(DType::F32, count as u32);
+                for (v, &x) in accv.iter().enumerate() {
+                    let f = self.cast(x, DType::F32);
+                    self.reg_write(reg, v as u32, f);
+                }
+                reg
+            }
+        };
+        match crate::layout_assign::dot_atom_plan(self.f, op, &self.a) {
+            Some(plan) if self.layout(lc) == &plan.c => self.atom_dot(op, &plan, reg)?,
+            _ => self.generic_dot(op, lc, reg)?,
+        }
+
+        let elems: Vec<GpuValue> = (0..count)
+            .map(|v| {
+                let x = self.reg_read(reg, v as u32, DType::F32);
+                self.cast(x, result_dtype)
+            })
+            .collect();
+        self.set_home(r, Home::Regs { layout: lc, elems })
+    }
+
+    /// The generic path: every thread accumulates its own registers of `lc`.
+    fn generic_dot(&mut self, op: &'f Op, lc: LayoutId, reg: RegId) -> CompileResult<()> {
+        let (a, b) = (op.operands[0], op.operands[1]);
         let (m, k) = (self.f.ty(a).shape[0], self.f.ty(a).shape[1]);
         let n = self.f.ty(b).shape[1];
         let operand_dtype = self.elem_dtype(a);
-        let result_dtype = self.elem_dtype(r);
-
         let capacity = self.scratch_capacity(operand_dtype);
         let kc = (1..=k)
             .rev()
@@ -54,19 +84,6 @@ impl<'f> Lowering<'f> {
         let lb = self.natural_layout(b)?;
         let av = self.elems(a, la)?;
         let bv = self.elems(b, lb)?;
-        let accv = self.elems(acc, lc)?;
-        let count = accv.len();
-        let reg = match self.in_place_accumulator(acc, &accv) {
-            Some(reg) => reg,
-            None => {
-                let reg = self.b.add_reg(DType::F32, count as u32);
-                for (v, &x) in accv.iter().enumerate() {
-                    let f = self.cast(x, DType::F32);
-                    self.reg_write(reg, v as u32, f);
-                }
-                reg
-            }
-        };
 
         if chunks == 1 {
             let k0 = self.const_i32(0);
@@ -84,13 +101,7 @@ impl<'f> Lowering<'f> {
                 .emit_region_op(GpuOpKind::For, [start, end, step], vec![body]);
         }
 
-        let elems: Vec<GpuValue> = (0..count)
-            .map(|v| {
-                let x = self.reg_read(reg, v as u32, DType::F32);
-                self.cast(x, result_dtype)
-            })
-            .collect();
-        self.set_home(r, Home::Regs { layout: lc, elems })
+        Ok(())
     }
 
     /// Stages columns `k0 .. k0 + kc` of a and rows of b, then accumulates them.

@@ -92,7 +92,7 @@ impl<'f> Lowering<'f> {
         }
     }
 
-    fn make_vector(&mut self, lanes: &[GpuValue]) -> GpuValue {
+    pub(super) fn make_vector(&mut self, lanes: &[GpuValue]) -> GpuValue {
         let d = self.dtype_of(lanes[0]);
         self.emit1(
             GpuOpKind::MakeVector,

@@ -24,6 +24,7 @@
 mod control;
 mod convert;
 mod dot;
+mod dot_atoms;
 mod elementwise;
 mod index;
 mod memory;

@@ -405,6 +405,7 @@ impl<'a> BodyWriter<'a> {
                 };
                 self.define(depth, op.results[0], &format!("{f}({})", arg(0)?));
             }
+            GpuOpKind::Mma(kind) => self.mma(op, *kind, depth)?,
             GpuOpKind::Barrier => match self.lang {
                 Lang::Msl => self.line(depth, "threadgroup_barrier(mem_flags::mem_threadgroup);"),
                 Lang::Cuda => self.line(depth, "__syncthreads();"),
@@ -425,6 +426,89 @@ impl<'a> BodyWriter<'a> {
                     _ => self.line(depth, "}"),
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// One matrix instruction. MSL fills `simdgroup_matrix` values through
+    /// `thread_elements()` (the lane layout the atom describes); CUDA packs
+    /// the fragments into the registers `mma.sync` takes (two 16-bit values
+    /// per 32-bit register, the lower half first; tf32 as rounded f32 bits).
+    fn mma(&mut self, op: &GpuOp, kind: AtomKind, depth: usize) -> EmitResult<()> {
+        let (na, nb, nc) = kind.fragment_sizes();
+        let names = op
+            .operands
+            .iter()
+            .map(|&v| self.name(v).map(|n| n.to_string()))
+            .collect::<EmitResult<Vec<String>>>()?;
+        let (a, rest) = names.split_at(na);
+        let (b, c) = rest.split_at(nb);
+        let operand = scalar_type(self.dtype(op.operands[0]));
+        let first = op.results[0].0;
+        match (self.lang, kind) {
+            (Lang::Msl, AtomKind::AppleSimdgroup8x8) => {
+                let m = format!("m{first}");
+                self.line_fmt(depth, format_args!("simdgroup_matrix<{operand}, 8, 8> {m}a, {m}b;"));
+                self.line_fmt(depth, format_args!("simdgroup_float8x8 {m}c;"));
+                for (suffix, values) in [("a", a), ("b", b), ("c", c)] {
+                    for (i, x) in values.iter().enumerate() {
+                        self.line_fmt(depth, format_args!("{m}{suffix}.thread_elements()[{i}] = {x};"));
+                    }
+                }
+                self.line_fmt(
+                    depth,
+                    format_args!("simdgroup_multiply_accumulate({m}c, {m}a, {m}b, {m}c);"),
+                );
+                for (i, &d) in op.results.iter().enumerate() {
+                    self.define(depth, d, &format!("{m}c.thread_elements()[{i}]"));
+                }
+            }
+            (Lang::Cuda, AtomKind::NvidiaMmaM16N8K16 | AtomKind::NvidiaMmaM16N8K8Tf32) => {
+                let (ptx, a_regs, b_regs): (String, Vec<String>, Vec<String>) = match kind {
+                    AtomKind::NvidiaMmaM16N8K8Tf32 => (
+                        "m16n8k8.row.col.f32.tf32.tf32.f32".into(),
+                        a.iter().map(|x| format!("metile_tf32({x})")).collect(),
+                        b.iter().map(|x| format!("metile_tf32({x})")).collect(),
+                    ),
+                    _ => {
+                        let ty = if operand == "half" { "f16" } else { "bf16" };
+                        let pairs =
+                            |v: &[String]| v.chunks(2).map(|p| format!("metile_pack2({}, {})", p[0], p[1])).collect();
+                        (format!("m16n8k16.row.col.f32.{ty}.{ty}.f32"), pairs(a), pairs(b))
+                    }
+                };
+                let list = |from: usize, count: usize| {
+                    (from..from + count)
+                        .map(|i| format!("%{i}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                let (nar, nbr) = (a_regs.len(), b_regs.len());
+                let text = format!(
+                    "mma.sync.aligned.{ptx} {{{}}}, {{{}}}, {{{}}}, {{{}}};",
+                    list(0, nc),
+                    list(nc, nar),
+                    list(nc + nar, nbr),
+                    list(nc + nar + nbr, nc)
+                );
+                let results: Vec<String> = op.results.iter().map(|d| format!("v{}", d.0)).collect();
+                self.line_fmt(depth, format_args!("float {};", results.join(", ")));
+                let outs: Vec<String> = results.iter().map(|r| format!("\"=f\"({r})")).collect();
+                let ins: Vec<String> = a_regs
+                    .iter()
+                    .chain(&b_regs)
+                    .map(|r| format!("\"r\"({r})"))
+                    .chain(c.iter().map(|x| format!("\"f\"({x})")))
+                    .collect();
+                self.line_fmt(
+                    depth,
+                    format_args!("asm(\"{text}\" : {} : {});", outs.join(", "), ins.join(", ")),
+                );
+                for &d in op.results.iter() {
+                    self.set_name(d, Name::Local(d.0));
+                }
+            }
+            (lang, kind) => return Err(format!("no {lang:?} spelling of the matrix atom {}", kind.name())),
         }
         Ok(())
     }

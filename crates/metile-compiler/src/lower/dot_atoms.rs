@@ -1,0 +1,266 @@
+//! `dot` on a matrix atom (`dot_tiling.rs` plans it): the operands are staged
+//! in threadgroup scratch, then every simdgroup walks `k` one atom step at a
+//! time, reads its A and B fragments from scratch through the plan's fragment
+//! layouts and issues one `mma` per atom tile it owns, accumulating in
+//! registers in the atom's C layout.
+//!
+//! Scratch holds `a` as `M x kc` rows of `lda = kc + pad` elements and `b` as
+//! `kc x N` rows of `ldb = N + pad`, `pad` being 16 bytes (when enabled): the
+//! eight rows one fragment read touches then start in different banks (a
+//! stride of an odd multiple of 16 bytes modulo 128), so the reads are free of
+//! bank conflicts. `kc` is `K` when both operands fit the free threadgroup
+//! memory, else the largest multiple of the atom's `k` that divides `K` and
+//! fits; a uniform loop walks the chunks. Each thread stores the elements it
+//! holds (its canonical ones, when the layout replicates), as vectors where its
+//! layout has contiguous runs.
+
+use super::Lowering;
+use crate::dot_tiling::AtomTiling;
+use crate::error::CompileResult;
+use crate::layout_assign::LayoutId;
+use metile_ir::gpu_ir::*;
+use metile_ir::{BinaryOp, DType, Op};
+
+const I32: GpuType = GpuType::Scalar(DType::I32);
+
+/// Where one operand lives in scratch: `base + row * ld + col`.
+#[derive(Clone, Copy)]
+struct Staged {
+    base: usize,
+    ld: usize,
+}
+
+impl<'f> Lowering<'f> {
+    pub(super) fn atom_dot(&mut self, op: &'f Op, plan: &AtomTiling, reg: RegId) -> CompileResult<()> {
+        let (a, b) = (op.operands[0], op.operands[1]);
+        let (m, n, k) = plan.shape;
+        let ak = plan.atom.shape.2;
+        let dtype = self.elem_dtype(a);
+        let pad = if self.a.target.pad_dot_scratch {
+            16 / dtype.size_bytes()
+        } else {
+            0
+        };
+        let align = (16 / dtype.size_bytes()).max(1);
+        let layout_of = |kc: usize| {
+            let sa = Staged { base: 0, ld: kc + pad };
+            let sb = Staged {
+                base: (m * sa.ld).div_ceil(align) * align,
+                ld: n + pad,
+            };
+            (sa, sb, sb.base + kc * sb.ld)
+        };
+        let capacity = self.scratch_capacity(dtype);
+        let kc = (1..=k / ak)
+            .rev()
+            .map(|steps| steps * ak)
+            .find(|&kc| k % kc == 0 && layout_of(kc).2 <= capacity)
+            .ok_or_else(|| {
+                self.err(format!(
+                    "staging {ak} columns of a and rows of b for the matrix unit takes {} bytes of threadgroup \
+                     memory, more than is free; use smaller tiles",
+                    layout_of(ak).2 * dtype.size_bytes()
+                ))
+            })?;
+        let (sa, sb, len) = layout_of(kc);
+        let root = self.scratch(dtype, len)?;
+
+        let la = self.natural_layout(a)?;
+        let lb = self.natural_layout(b)?;
+        let av = self.elems(a, la)?;
+        let bv = self.elems(b, lb)?;
+        let frag_a = self.a.layouts.intern(plan.a.clone());
+        let frag_b = self.a.layouts.intern(plan.b.clone());
+
+        let chunk = |this: &mut Self, k0: Option<GpuValue>| -> CompileResult<()> {
+            this.barrier()?;
+            this.stage(root, sa, la, &av, k0.map(|k0| (1, k0, kc)))?;
+            this.stage(root, sb, lb, &bv, k0.map(|k0| (0, k0, kc)))?;
+            this.barrier()?;
+            this.atom_steps(root, plan, (sa, sb), (frag_a, frag_b), kc, reg)
+        };
+        if kc == k {
+            chunk(self, None)
+        } else {
+            let (start, end, step) = (
+                self.const_i32(0),
+                self.const_i32(k as i32),
+                self.const_i32(kc as i32),
+            );
+            let k0 = self.push_block(&[I32])[0];
+            chunk(self, Some(k0))?;
+            let body = self.pop_block();
+            self.b
+                .emit_region_op(GpuOpKind::For, [start, end, step], vec![body]);
+            Ok(())
+        }
+    }
+
+    /// Writes the elements a thread holds of a tile in layout `l` to scratch at
+    /// `base + row * ld + col`. With `chunk = (axis, k0, kc)` only the elements
+    /// whose coordinate along `axis` lies in `k0 .. k0 + kc` are written, at
+    /// that coordinate minus `k0`.
+    fn stage(
+        &mut self,
+        root: GpuValue,
+        at: Staged,
+        l: LayoutId,
+        xs: &[GpuValue],
+        chunk: Option<(usize, GpuValue, usize)>,
+    ) -> CompileResult<()> {
+        let dtype = self.dtype_of(root);
+        let owner = self.owner(l);
+        let mut w = self.layout_vector_width(l, dtype);
+        let runs_stay_whole = chunk.is_none_or(|(axis, _, kc)| axis == 0 || kc % w == 0);
+        if w > 1 && (at.ld % w != 0 || at.base % w != 0 || !runs_stay_whole) {
+            w = 1;
+        }
+        let ld = self.const_i32(at.ld as i32);
+        let base = self.const_i32(at.base as i32);
+        for start in (0..xs.len()).step_by(w) {
+            let mut row = self.coord(l, 0, start);
+            let mut col = self.coord(l, 1, start);
+            let mut mask = owner;
+            if let Some((axis, k0, kc)) = chunk {
+                let c = if axis == 0 { &mut row } else { &mut col };
+                *c = self.binary(BinaryOp::Sub, *c, k0);
+                let inside = self.in_range(*c, kc as i64);
+                mask = self.and_opt(Some(inside), mask);
+            }
+            let offset = self.binary(BinaryOp::Mul, row, ld);
+            let offset = self.binary(BinaryOp::Add, offset, col);
+            let index = self.binary(BinaryOp::Add, base, offset);
+            let value = if w == 1 {
+                xs[start]
+            } else {
+                self.make_vector(&xs[start..start + w])
+            };
+            self.mem_store(root, index, value, w as u8, mask);
+        }
+        Ok(())
+    }
+
+    /// One pass over the staged `kc` columns of a and rows of b, `k` atom
+    /// steps at a time: fragment reads, then one `mma` per owned atom tile.
+    fn atom_steps(
+        &mut self,
+        root: GpuValue,
+        plan: &AtomTiling,
+        (sa, sb): (Staged, Staged),
+        (frag_a, frag_b): (LayoutId, LayoutId),
+        kc: usize,
+        reg: RegId,
+    ) -> CompileResult<()> {
+        let (na, nb, nc) = plan.atom.values_per_thread();
+        let (reps_m, reps_n) = plan.reps;
+        let ak = plan.atom.shape.2;
+        let a_thread = self.fragment_thread_index(frag_a, sa);
+        let b_thread = self.fragment_thread_index(frag_b, sb);
+
+        let (zero, end, step) = (
+            self.const_i32(0),
+            self.const_i32(kc as i32),
+            self.const_i32(ak as i32),
+        );
+        let kk = self.push_block(&[I32])[0];
+        // a[row][kk + col] and b[kk + row][col].
+        let ldb = self.const_i32(sb.ld as i32);
+        let b_step = self.binary(BinaryOp::Mul, kk, ldb);
+        let a_base = self.binary(BinaryOp::Add, a_thread, kk);
+        let b_base = self.binary(BinaryOp::Add, b_thread, b_step);
+        let a_frags = self.fragment_reads(root, frag_a, sa, a_base, (ak, 1))?;
+        let b_frags = self.fragment_reads(root, frag_b, sb, b_base, (ak, sb.ld))?;
+        let kind = plan.atom.kind;
+        for mi in 0..reps_m {
+            for ni in 0..reps_n {
+                let first = nc * (ni + reps_n * mi);
+                let mut operands: Vec<GpuValue> = a_frags[na * mi..na * (mi + 1)].to_vec();
+                operands.extend_from_slice(&b_frags[nb * ni..nb * (ni + 1)]);
+                for j in 0..nc {
+                    operands.push(self.reg_read(reg, (first + j) as u32, DType::F32));
+                }
+                let d = self.emit(GpuOpKind::Mma(kind), operands, vec![GpuType::Scalar(DType::F32); nc]);
+                for (j, x) in d.into_iter().enumerate() {
+                    self.reg_write(reg, (first + j) as u32, x);
+                }
+            }
+        }
+        let body = self.pop_block();
+        self.b
+            .emit_region_op(GpuOpKind::For, [zero, end, step], vec![body]);
+        Ok(())
+    }
+
+    /// `base + row_t * ld + col_t` of a fragment layout: the thread's part of
+    /// every fragment index, computed once at the top level.
+    fn fragment_thread_index(&mut self, l: LayoutId, at: Staged) -> GpuValue {
+        self.at_depth(0, |this| {
+            let row = this.thread_coord(l, 0);
+            let col = this.thread_coord(l, 1);
+            let ld = this.const_i32(at.ld as i32);
+            let base = this.const_i32(at.base as i32);
+            let offset = this.binary(BinaryOp::Mul, row, ld);
+            let offset = this.binary(BinaryOp::Add, offset, col);
+            this.binary(BinaryOp::Add, base, offset)
+        })
+    }
+
+    /// Reads every fragment value of layout `l` from scratch at `thread_index +
+    /// row_v * ld + col_v`, as vectors where consecutive values are consecutive
+    /// and aligned elements. `step` is `(atom k, scratch distance of one k)`,
+    /// what the loop adds to `thread_index` per step (it keeps alignment when
+    /// a multiple of the width).
+    fn fragment_reads(
+        &mut self,
+        root: GpuValue,
+        l: LayoutId,
+        at: Staged,
+        thread_index: GpuValue,
+        step: (usize, usize),
+    ) -> CompileResult<Vec<GpuValue>> {
+        let dtype = self.dtype_of(root);
+        let layout = self.layout(l).clone();
+        let offsets: Vec<i64> = (0..layout.values())
+            .map(|v| {
+                let c = layout.value_coords(v);
+                c[0] * at.ld as i64 + c[1]
+            })
+            .collect();
+        let thread_strides: Vec<i64> = layout
+            .thread_coord_terms(0)
+            .iter()
+            .map(|t| t.stride * at.ld as i64)
+            .chain(layout.thread_coord_terms(1).iter().map(|t| t.stride))
+            .chain([at.base as i64, (step.0 * step.1) as i64])
+            .collect();
+        let t = &self.a.target;
+        let max_w = t.max_vector_lanes.min(t.max_vector_bytes / dtype.size_bytes()).max(1);
+        let mut out = Vec::with_capacity(offsets.len());
+        let mut v = 0;
+        while v < offsets.len() {
+            let mut w = 1;
+            let mut next = 2;
+            while next <= max_w
+                && v + next <= offsets.len()
+                && (1..next).all(|i| offsets[v + i] == offsets[v] + i as i64)
+                && offsets[v] % next as i64 == 0
+                && thread_strides.iter().all(|s| s % next as i64 == 0)
+            {
+                w = next;
+                next *= 2;
+            }
+            let off = self.const_i32(offsets[v] as i32);
+            let index = self.binary(BinaryOp::Add, thread_index, off);
+            let x = self.mem_load(root, index, w as u8, None, None);
+            if w == 1 {
+                out.push(x);
+            } else {
+                for lane in 0..w {
+                    out.push(self.emit1(GpuOpKind::Extract { lane: lane as u8 }, [x], GpuType::Scalar(dtype)));
+                }
+            }
+            v += w;
+        }
+        Ok(out)
+    }
+}

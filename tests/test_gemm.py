@@ -1,0 +1,160 @@
+"""GEMM conformance: `dot` on the targets' matrix atoms (Apple simdgroup_matrix,
+NVIDIA mma.sync) and on the generic path, against numpy, for f32/f16/bf16
+operands, ragged shapes, fused epilogues, Triton-style masked GEMMs, swizzled
+grids and every threadgroup size."""
+
+import numpy as np
+import pytest
+
+import metile
+from metile import _frontend, _metile
+
+
+def _bf16(x):
+    """Rounds float32 values to bfloat16 (to nearest even), returned as float32."""
+    bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def _operands(rng, shape, dtype):
+    """The array to pass and its exact values; bf16 operands are f32 arrays of
+    bf16-representable values that the kernel casts (numpy has no bfloat16)."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    if dtype == "f16":
+        x = x.astype(np.float16)
+    elif dtype == "bf16":
+        x = _bf16(x)
+    return x, x.astype(np.float64)
+
+
+@metile.kernel
+def gemm(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr, BLOCK_K: metile.constexpr,
+         DT: metile.constexpr = "f16"):
+    pid_m = metile.program_id(0)
+    pid_n = metile.program_id(1)
+    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype="f32")
+    for k in metile.tile_range(0, K, BLOCK_K):
+        a = metile.tile_load(A, pid_m * BLOCK_M, k, K, (BLOCK_M, BLOCK_K), bounds=(M, K)).to(DT)
+        b = metile.tile_load(B, k, pid_n * BLOCK_N, N, (BLOCK_K, BLOCK_N), bounds=(K, N)).to(DT)
+        acc = metile.dot(a, b, acc)
+    metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N), bounds=(M, N))
+
+
+def _run_gemm(rng, M, N, K, dtype, blocks, num_sgs=None):
+    a, a64 = _operands(rng, (M, K), dtype)
+    b, b64 = _operands(rng, (K, N), dtype)
+    c = np.full((M, N), np.nan, np.float32)
+    bm, bn, bk = blocks
+    opts = {} if num_sgs is None else {"num_sgs": num_sgs}
+    gemm[(metile.cdiv(M, bm), metile.cdiv(N, bn))](a, b, c, M, N, K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                                                        DT=dtype, **opts)
+    want = a64 @ b64
+    tol = 1e-4 if dtype == "f32" else 2e-3
+    np.testing.assert_allclose(c, want, rtol=tol, atol=tol * np.sqrt(K))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("M, N, K", [(64, 64, 64), (67, 45, 83), (5, 130, 17), (1, 1, 1)])
+def test_gemm_on_matrix_atoms_and_ragged_edges(device, rng, dtype, M, N, K):
+    _run_gemm(rng, M, N, K, dtype, (32, 32, 16))
+
+
+@pytest.mark.parametrize("num_sgs", [1, 2, 4, 8])
+def test_gemm_at_every_threadgroup_size(device, rng, num_sgs):
+    # 16x16 tiles with 8 simdgroups: more simdgroups than atom tiles (some repeat the work).
+    _run_gemm(rng, 40, 24, 48, "f16", (16, 16, 16), num_sgs=num_sgs)
+
+
+@pytest.mark.parametrize("blocks", [(16, 8, 16), (8, 8, 8), (48, 40, 32), (64, 32, 64)])
+def test_gemm_block_shapes(device, rng, blocks):
+    _run_gemm(rng, 70, 50, 64, "f16", blocks)
+
+
+@metile.kernel
+def gemm_masked_epilogue(A, B, Bias, C, M, N, K, alpha, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
+                         BLOCK_K: metile.constexpr):
+    """Triton-style: 2-D masked loads and stores, a fused bias + scale + SiLU/ReLU epilogue."""
+    pid_m = metile.program_id(0)
+    pid_n = metile.program_id(1)
+    rm = pid_m * BLOCK_M + metile.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + metile.arange(0, BLOCK_N)
+    rk = metile.arange(0, BLOCK_K)
+    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype="f32")
+    for k in metile.tile_range(0, K, BLOCK_K):
+        a_mask = (rm[:, None] < M) & ((k + rk)[None, :] < K)
+        b_mask = ((k + rk)[:, None] < K) & (rn[None, :] < N)
+        a = metile.load(A + rm[:, None] * K + (k + rk)[None, :], mask=a_mask, other=0.0)
+        b = metile.load(B + (k + rk)[:, None] * N + rn[None, :], mask=b_mask, other=0.0)
+        acc = metile.dot(a, b, acc)
+    bias = metile.load(Bias + rn, mask=rn < N, other=0.0)
+    y = alpha * acc + bias[None, :]
+    y = metile.where(y > 0, y, 0.0) + 0.5 * y / (1.0 + metile.exp(-y))
+    metile.store(C + rm[:, None] * N + rn[None, :], y.to("f16"), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@pytest.mark.parametrize("M, N, K", [(64, 64, 32), (50, 37, 29)])
+def test_masked_gemm_with_fused_epilogue(device, rng, M, N, K):
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    bias = rng.standard_normal(N).astype(np.float32)
+    c = np.full((M, N), np.nan, np.float16)
+    gemm_masked_epilogue[(metile.cdiv(M, 32), metile.cdiv(N, 32))](
+        a, b, bias, c, M, N, K, 0.5, BLOCK_M=32, BLOCK_N=32, BLOCK_K=16)
+    y = 0.5 * (a.astype(np.float64) @ b.astype(np.float64)) + bias
+    want = np.where(y > 0, y, 0.0) + 0.5 * y / (1.0 + np.exp(-y))
+    np.testing.assert_allclose(c.astype(np.float64), want, rtol=5e-3, atol=5e-3)
+
+
+@metile.kernel
+def gemm_swizzled(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
+                  BLOCK_K: metile.constexpr, GROUP: metile.constexpr):
+    pid_m, pid_n = metile.tile_swizzle(metile.program_id(0), metile.program_id(1), "morton", GROUP)
+    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype="f32")
+    for k in metile.tile_range(0, K, BLOCK_K):
+        a = metile.tile_load(A, pid_m * BLOCK_M, k, K, (BLOCK_M, BLOCK_K), bounds=(M, K))
+        b = metile.tile_load(B, k, pid_n * BLOCK_N, N, (BLOCK_K, BLOCK_N), bounds=(K, N))
+        acc = metile.dot(a, b, acc)
+    metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N), bounds=(M, N))
+
+
+def test_gemm_on_a_swizzled_odd_grid(device, rng):
+    M, N, K = 80, 112, 32
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float32)
+    gemm_swizzled[(metile.cdiv(M, 16), metile.cdiv(N, 16))](a, b, c, M, N, K, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16,
+                                                            GROUP=2)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=2e-3, atol=2e-2)
+
+
+GEMM_PARAMS = [("A", "ptr", "f32"), ("B", "ptr", "f32"), ("C", "ptr", "f32"), ("M", "scalar", "i32"),
+               ("N", "scalar", "i32"), ("K", "scalar", "i32")]
+
+
+def _traced(dtype, blocks=(64, 64, 32)):
+    params = [(n, k, "f16" if n in "AB" and dtype == "f16" else d) for n, k, d in GEMM_PARAMS]
+    constexprs = dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K"), blocks), DT=dtype)
+    return _frontend.specialize(gemm.fn, params, constexprs, {})
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+def test_apple_gemm_uses_simdgroup_matrices(dtype):
+    msl = _metile.compile_msl(_traced(dtype))["msl"]
+    assert "simdgroup_multiply_accumulate(" in msl
+    assert "thread_elements()" in msl
+
+
+@pytest.mark.parametrize("dtype, atom", [("f16", "m16n8k16.row.col.f32.f16.f16.f32"),
+                                         ("bf16", "m16n8k16.row.col.f32.bf16.bf16.f32")])
+def test_nvidia_gemm_uses_mma_sync(dtype, atom):
+    src = _metile.compile_cuda(_traced(dtype), arch="sm_90")["cuda"]
+    assert f"mma.sync.aligned.{atom}" in src
+
+
+def test_shapes_without_an_atom_take_the_generic_path():
+    # f32 on NVIDIA (tf32 would change results), and a tile that is no multiple of the atom.
+    assert "mma.sync" not in _metile.compile_cuda(_traced("f32"), arch="sm_90")["cuda"]
+    assert "mma.sync" not in _metile.compile_cuda(_traced("f16", (24, 20, 16)), arch="sm_90")["cuda"]
+    assert "mma.sync" not in _metile.compile_cuda(_traced("f16"), arch="sm_75")["cuda"]
+    assert "simdgroup_multiply_accumulate" not in _metile.compile_msl(_traced("f16", (12, 8, 8)))["msl"]
