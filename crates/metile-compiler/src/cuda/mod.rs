@@ -86,6 +86,7 @@ struct Uses {
     vectors: bool,
     reductions: bool,
     mma: bool,
+    tf32: bool,
     builtins: [bool; 5],
 }
 
@@ -103,7 +104,10 @@ fn uses(f: &GpuFunction) -> Uses {
     }
     f.walk(&mut |op| match op.kind {
         GpuOpKind::SimdReduce(_) => u.reductions = true,
-        GpuOpKind::Mma(_) => u.mma = true,
+        GpuOpKind::Mma(kind) => {
+            u.mma = true;
+            u.tf32 |= kind == AtomKind::NvidiaMmaM16N8K8Tf32;
+        }
         GpuOpKind::Builtin(b) => {
             let i = match b {
                 Builtin::ThreadIndex => 0,
@@ -199,7 +203,7 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
         (used.reductions, "reduce"),
         (used.mma && used.f16, "mma_f16"),
         (used.mma && used.bf16, "mma_bf16"),
-        (used.mma, "mma_tf32"),
+        (used.tf32, "mma_tf32"),
     ];
     for (wanted, name) in sections {
         if wanted {
