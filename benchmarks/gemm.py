@@ -134,7 +134,7 @@ def row(shape, dtype, configs):
             f"| {tr_ms / mt_ms:.2f} | {mt_err:.1e} | {mt_cfg} |")
 
 
-PASSES = ["matrix_atoms", "pad_dot_scratch"]
+PASSES = ["matrix_atoms", "prefetch", "pad_dot_scratch", "ldmatrix"]
 
 
 def passes_rows(dtype=torch.float16, size=4096):

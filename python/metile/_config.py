@@ -1,4 +1,5 @@
-"""`metile.Config`: one set of constexpr values plus launch options (`num_sgs`),
+"""`metile.Config`: one set of constexpr values plus launch options (`num_sgs` and
+the GEMM pass switches),
 the unit autotuning searches over. A Config is a read-only mapping, so it can also
 be splatted into a launch: `kernel[grid](*args, **config)`."""
 
@@ -7,17 +8,23 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-_LAUNCH_OPTIONS = ("num_sgs",)
+# Switches of optional GEMM passes (each on unless set to False); see docs/gemm.md.
+PASS_OPTIONS = ("matrix_atoms", "prefetch", "pad_dot_scratch", "ldmatrix")
 
 
 class Config(Mapping):
     """`Config(BLOCK=256, num_sgs=4)`: constexprs by name; `num_sgs` (simdgroups of
-    32 threads per threadgroup) is a launch option, left to the compiler when None."""
+    32 threads per threadgroup) is a launch option, left to the compiler when None,
+    and so are the pass switches (`Config(BLOCK_M=128, prefetch=False)`)."""
 
     def __init__(self, num_sgs: int | None = None, **constexprs: Any) -> None:
         if num_sgs is not None and (isinstance(num_sgs, bool) or not isinstance(num_sgs, int)
                                     or not 1 <= num_sgs <= 32):
             raise ValueError(f"num_sgs must be an int from 1 to 32 (simdgroups of 32 threads), got {num_sgs!r}")
+        self.passes = {k: constexprs.pop(k) for k in PASS_OPTIONS if k in constexprs}
+        for name, on in self.passes.items():
+            if not isinstance(on, bool):
+                raise ValueError(f"{name} switches a pass on or off and must be True or False, got {on!r}")
         self.kwargs = dict(constexprs)
         self.num_sgs = num_sgs
 
@@ -25,6 +32,7 @@ class Config(Mapping):
         items = dict(self.kwargs)
         if self.num_sgs is not None:
             items["num_sgs"] = self.num_sgs
+        items.update(self.passes)
         return items
 
     def __getitem__(self, key: str) -> Any:

@@ -39,6 +39,21 @@ pub struct AtomTiling {
     pub c: DistLayout,
     pub a: DistLayout,
     pub b: DistLayout,
+    /// Where the fragments come from `ldmatrix` instead of element reads.
+    pub ldmatrix: Option<LdMatrixPlan>,
+}
+
+/// The lane addresses of NVIDIA's `ldmatrix` for an m16n8k16 atom's fragments:
+/// lane `l` names row `l % 8` of 8x8 matrix `l / 8`. `a` over `[M, ak]` (one
+/// `x4` per row block, registers in A fragment order); `b` over `[ak, N]`
+/// (`x4.trans` for two column blocks, or `x2.trans` for one, registers in B
+/// fragment order, column block after column block).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LdMatrixPlan {
+    pub a: DistLayout,
+    pub b: DistLayout,
+    /// Matrices per B `ldmatrix`: 4 (two column blocks) or 2.
+    pub b_count: u8,
 }
 
 /// The atom that `dot` on `operand` tiles uses on `target`, if any. The tf32
@@ -110,7 +125,43 @@ pub fn plan(target: &Target, (m, n, k): (usize, usize, usize), operand: DType, t
             warp_leaves(reps_n as i64 * an_i, 0),
             &[Leaf { extent: reps_n as i64, stride: an_i }],
         )?;
+        let ldmatrix = if target.ldmatrix && atom.kind == AtomKind::NvidiaMmaM16N8K16 {
+            let b_blocks: usize = if reps_n % 2 == 0 { 2 } else { 1 };
+            let lanes = |first: Leaf, second: Leaf, third: Leaf| vec![first, second, third];
+            let mut a_threads = lanes(
+                Leaf { extent: 8, stride: k_i },
+                Leaf { extent: 2, stride: 8 * k_i },
+                Leaf { extent: 2, stride: 8 },
+            );
+            a_threads.extend(warp_leaves(0, reps_m as i64 * am_i * k_i));
+            let mut b_threads = lanes(
+                Leaf { extent: 8, stride: n_i },
+                Leaf { extent: 2, stride: 8 * n_i },
+                Leaf { extent: 2, stride: if b_blocks == 2 { an_i } else { 0 } },
+            );
+            b_threads.extend(warp_leaves(reps_n as i64 * an_i, 0));
+            let keep = |v: Vec<Leaf>| v.into_iter().filter(|l| l.extent > 1).collect::<Vec<_>>();
+            Some(LdMatrixPlan {
+                a: DistLayout::from_leaves(
+                    &[m, ak],
+                    &keep(a_threads),
+                    &keep(vec![Leaf { extent: reps_m as i64, stride: am_i * k_i }]),
+                )?,
+                b: DistLayout::from_leaves(
+                    &[ak, n],
+                    &keep(b_threads),
+                    &keep(vec![Leaf {
+                        extent: (reps_n / b_blocks) as i64,
+                        stride: b_blocks as i64 * an_i,
+                    }]),
+                )?,
+                b_count: 2 * b_blocks as u8,
+            })
+        } else {
+            None
+        };
         Ok(AtomTiling {
+            ldmatrix,
             atom: atom.clone(),
             shape: (m, n, k),
             warps: (wm, wn),
@@ -214,6 +265,47 @@ mod tests {
         check(&apple, (64, 64, 16), DType::F32, 256);
         check(&apple, (8, 8, 8), DType::F16, 128);
         check(&apple, (32, 24, 8), DType::BF16, 96);
+    }
+
+    /// Simulates `ldmatrix` on the planned lane addresses: every lane must get
+    /// exactly its fragment values, in order.
+    fn check_ldmatrix(shape: (usize, usize, usize), threads: usize) {
+        let p = plan(&Target::nvidia(9, 0), shape, DType::F16, threads).unwrap();
+        let ld = p.ldmatrix.as_ref().unwrap();
+        let n = shape.1;
+        let (na, nb, _) = p.atom.values_per_thread();
+        for t in 0..threads {
+            let (warp, lane) = (t / 32, t % 32);
+            let (g, tq) = (lane / 4, lane % 4);
+            let addr = |l: &DistLayout, matrix: usize, row: usize, v: usize| l.element(warp * 32 + 8 * matrix + row, v);
+            for mi in 0..p.reps.0 {
+                for i in 0..4 {
+                    for j in 0..2 {
+                        let got = addr(&ld.a, i, g, mi) + (2 * tq + j) as i64;
+                        assert_eq!(got, p.a.element(t, 2 * i + j + na * mi), "A thread {t} matrix {i}");
+                    }
+                }
+            }
+            let blocks = usize::from(ld.b_count) / 2;
+            for bi in 0..p.reps.1 / blocks {
+                for i in 0..usize::from(ld.b_count) {
+                    for j in 0..2 {
+                        let got = addr(&ld.b, i, 2 * tq + j, bi) + g as i64;
+                        let ni = bi * blocks + i / 2;
+                        let want = p.b.element(t, 2 * (i % 2) + j + nb * ni);
+                        assert_eq!((got / n as i64, got % n as i64), (want / n as i64, want % n as i64), "B thread {t}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn ldmatrix_addresses_give_every_lane_its_fragments() {
+        check_ldmatrix((128, 128, 32), 256);
+        check_ldmatrix((64, 24, 16), 128);
+        check_ldmatrix((16, 8, 16), 64);
+        assert!(plan(&Target::apple(), (64, 64, 32), DType::F16, 128).unwrap().ldmatrix.is_none());
     }
 
     #[test]

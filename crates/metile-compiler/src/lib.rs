@@ -20,6 +20,7 @@ pub mod gpu_passes;
 pub mod layout_assign;
 pub mod lower;
 pub mod msl;
+pub mod prefetch;
 pub mod target;
 pub mod tile_checks;
 pub mod tile_passes;
@@ -44,6 +45,71 @@ pub struct MslOptions {
     pub num_sgs: Option<u32>,
     /// Also return the GPU IR text (for `METILE_DEBUG=gpu_ir`).
     pub keep_gpu_ir: bool,
+    /// The optional GEMM passes, each on unless switched off.
+    pub passes: Passes,
+}
+
+/// The GEMM passes a launch can switch off (launch options and `metile.Config`
+/// keys of the same names), so their effect can be measured. Each is on by
+/// default; switching one off never changes results beyond float rounding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Passes {
+    /// `dot` on the target's matrix atoms where one fits (else the generic path).
+    pub matrix_atoms: bool,
+    /// `dot` operands loaded one loop iteration ahead (`prefetch`).
+    pub prefetch: bool,
+    /// 16 bytes of padding per staged row of `dot` operands (no bank conflicts).
+    pub pad_dot_scratch: bool,
+    /// Fragments read with NVIDIA's `ldmatrix` rather than element loads.
+    pub ldmatrix: bool,
+}
+
+impl Default for Passes {
+    fn default() -> Passes {
+        Passes {
+            matrix_atoms: true,
+            prefetch: true,
+            pad_dot_scratch: true,
+            ldmatrix: true,
+        }
+    }
+}
+
+impl Passes {
+    /// The launch-option names, in the order of [`Passes::set`]'s switches.
+    pub const NAMES: [&'static str; 4] = ["matrix_atoms", "prefetch", "pad_dot_scratch", "ldmatrix"];
+
+    fn slot(&mut self, name: &str) -> Option<&mut bool> {
+        match name {
+            "matrix_atoms" => Some(&mut self.matrix_atoms),
+            "prefetch" => Some(&mut self.prefetch),
+            "pad_dot_scratch" => Some(&mut self.pad_dot_scratch),
+            "ldmatrix" => Some(&mut self.ldmatrix),
+            _ => None,
+        }
+    }
+
+    /// Switches the pass called `name` on or off; false for an unknown name.
+    pub fn set(&mut self, name: &str, on: bool) -> bool {
+        self.slot(name).map(|s| *s = on).is_some()
+    }
+
+    /// Whether the pass called `name` is on (`None` for an unknown name).
+    pub fn get(&self, name: &str) -> Option<bool> {
+        let mut passes = *self;
+        passes.slot(name).map(|s| *s)
+    }
+
+    /// `target` with what these passes switch off taken away.
+    fn restrict(&self, target: &Target) -> Target {
+        let mut t = target.clone();
+        if !self.matrix_atoms {
+            t.matrix_atoms.clear();
+        }
+        t.pad_dot_scratch &= self.pad_dot_scratch;
+        t.ldmatrix &= self.ldmatrix;
+        t
+    }
 }
 
 /// The result of [`compile_msl`].
@@ -58,7 +124,17 @@ pub struct MslCompilation {
 /// the default rule choose, verified.
 pub fn compile_gpu_ir(func: &Function, options: &MslOptions, target: &Target) -> CompileResult<GpuFunction> {
     verify(func).map_err(|e| CompileError::internal("tracing", e))?;
+    let target = &options.passes.restrict(target);
     let threads = layout_assign::choose_threads(func, options.num_sgs, target)?;
+    let mut prefetched = func.clone();
+    let func = if options.passes.prefetch && prefetch::prefetch_dot_operands(&mut prefetched) {
+        let pass_err = |e| CompileError::internal("prefetching dot operands", e);
+        verify(&prefetched).map_err(pass_err)?;
+        tile_passes::clean_up(&mut prefetched).map_err(pass_err)?;
+        &prefetched
+    } else {
+        func
+    };
     let mut gpu = lower::lower(func, threads, target)?;
     verify_gpu(&gpu).map_err(|e| CompileError::internal("lowering", e))?;
     // A pass that changed nothing leaves the IR the last verification accepted,

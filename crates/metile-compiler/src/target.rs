@@ -59,6 +59,8 @@ pub struct Target {
     /// Pad each staged row of `dot`'s operands in threadgroup memory by 16
     /// bytes, so that fragment reads are free of bank conflicts.
     pub pad_dot_scratch: bool,
+    /// NVIDIA's `ldmatrix` (sm_75 and later) reads 16-bit mma fragments.
+    pub ldmatrix: bool,
 }
 
 impl Target {
@@ -79,6 +81,7 @@ impl Target {
             grid_x_counts_threads: true,
             matrix_atoms: vec![AtomKind::AppleSimdgroup8x8],
             pad_dot_scratch: true,
+            ldmatrix: false,
         }
     }
 
@@ -112,6 +115,7 @@ impl Target {
                 Vec::new()
             },
             pad_dot_scratch: true,
+            ldmatrix: (major, minor) >= (7, 5),
         }
     }
 

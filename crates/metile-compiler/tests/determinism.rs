@@ -26,6 +26,7 @@ fn compiling_twice_gives_identical_bytes() {
             let options = MslOptions {
                 num_sgs,
                 keep_gpu_ir: true,
+                ..Default::default()
             };
             let a = compile_msl(&f, &options).unwrap();
             let b = compile_msl(&f.clone(), &options).unwrap();
@@ -43,6 +44,7 @@ fn gpu_ir_of_every_kernel_verifies() {
             let options = MslOptions {
                 num_sgs,
                 keep_gpu_ir: false,
+                ..Default::default()
             };
             let gpu = compile_gpu_ir(&f, &options, &metile_compiler::Target::apple()).unwrap();
             verify_gpu(&gpu).unwrap_or_else(|e| panic!("{}: {e}\n{}", f.name, print_gpu_function(&gpu)));

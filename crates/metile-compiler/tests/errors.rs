@@ -11,6 +11,7 @@ fn compile_err(f: &Function, num_sgs: Option<u32>) -> CompileError {
     let options = MslOptions {
         num_sgs,
         keep_gpu_ir: false,
+        ..Default::default()
     };
     match compile_msl(f, &options) {
         Ok(_) => panic!("`{}` compiled but should have been refused", f.name),
@@ -81,6 +82,7 @@ fn num_sgs_must_match_the_threads_a_kernel_was_traced_for() {
         &MslOptions {
             num_sgs: Some(2),
             keep_gpu_ir: false,
+            ..Default::default()
         },
     );
     assert_eq!(ok.map(|c| c.kernel.threads_per_group).ok(), Some(64));

@@ -230,6 +230,12 @@ pub enum GpuOpKind {
     /// order (`AtomKind::fragment_sizes`); A and B are scalars of one float
     /// dtype, C and D f32 scalars.
     Mma(AtomKind),
+    /// `(ptr: threadgroup, index: int) -> (T x 2) * count`: NVIDIA's `ldmatrix`
+    /// over the simdgroup: `count` 8x8 matrices of a 16-bit `T`, lane `8i + r`
+    /// giving the index of row `r` of matrix `i` (16-byte aligned); lane
+    /// `4g + t` gets elements `(g, 2t)` and `(g, 2t + 1)` of each matrix, or
+    /// `(2t, g)` and `(2t + 1, g)` with `trans`.
+    LdMatrix { count: u8, trans: bool },
     /// `()`: threadgroup execution and threadgroup-memory barrier.
     Barrier,
     /// `(start, end, step: i32)`: region 0 has one argument, the `i32` induction
@@ -264,6 +270,9 @@ impl GpuOpKind {
                 ReduceOp::Min => "simd_min".into(),
             },
             GpuOpKind::Mma(kind) => format!("mma.{}", kind.name()),
+            GpuOpKind::LdMatrix { count, trans } => {
+                format!("ldmatrix.x{count}{}", if *trans { ".trans" } else { "" })
+            }
             GpuOpKind::Barrier => "barrier".into(),
             GpuOpKind::For => "for".into(),
             GpuOpKind::If => "if".into(),
@@ -296,6 +305,7 @@ impl GpuOpKind {
                 | GpuOpKind::SimdBroadcast
                 | GpuOpKind::SimdReduce(_)
                 | GpuOpKind::Mma(_)
+                | GpuOpKind::LdMatrix { .. }
         )
     }
 }

@@ -197,7 +197,7 @@ impl<'f> GpuVerifier<'f> {
             GpuOpKind::SimdBroadcast | GpuOpKind::SimdReduce(_) => operand_u.min(Uniformity::Simdgroup),
             GpuOpKind::SimdShuffleXor if operand_u != Uniformity::Uniform => Uniformity::Varying,
             // Each lane gets its own part of the product.
-            GpuOpKind::Mma(_) => Uniformity::Varying,
+            GpuOpKind::Mma(_) | GpuOpKind::LdMatrix { .. } => Uniformity::Varying,
             _ => operand_u,
         }
     }
@@ -429,6 +429,16 @@ impl<'f> GpuVerifier<'f> {
                     || ins[na + nb..].iter().chain(outs.iter()).any(|&t| t != f32s)
                 {
                     return fail("A and B are scalars of one float dtype, C and D f32 scalars");
+                }
+            }
+            GpuOpKind::LdMatrix { count, .. } => {
+                arity(2, usize::from(*count))?;
+                let GpuType::Ptr(d, MemSpace::Threadgroup) = ins[0] else {
+                    return fail("ldmatrix reads threadgroup memory");
+                };
+                let pair = GpuType::Vector(d, 2);
+                if d.size_bytes() != 2 || !matches!(count, 1 | 2 | 4) || !int_scalar(ins[1]) || outs.iter().any(|&t| t != pair) {
+                    return fail("(threadgroup ptr of a 16-bit type, int index) -> 1, 2 or 4 pairs");
                 }
             }
             GpuOpKind::Barrier => arity(0, 0)?,

@@ -8,6 +8,7 @@ use crate::device_args::{copy_back, ArgContext, Staged};
 use crate::device_state::{current_device, runtime_error_to_py};
 use crate::tracing::PyTileFunction;
 use metile_interp::KernelArg;
+use metile_compiler::Passes;
 use metile_runtime::{check_grid, CompileOptions, CompiledKernel, Device};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -16,9 +17,70 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Launch keywords that are options rather than kernel parameters.
+/// Launch keywords that are options rather than kernel parameters: `num_sgs`
+/// and the GEMM pass switches (`Passes::NAMES`).
 const OPTION_NUM_SGS: &str = "num_sgs";
 const MAX_NUM_SGS: i64 = 32;
+const OPTIONS_TEXT: &str =
+    "the launch options num_sgs, matrix_atoms, prefetch, pad_dot_scratch and ldmatrix";
+
+/// The launch options of one launch, and which of them were given.
+#[derive(Clone, Copy, Debug, Default)]
+struct LaunchOptions {
+    num_sgs: Option<u32>,
+    passes: Passes,
+    /// Bit `i` set: `Passes::NAMES[i]` was given.
+    passes_given: u8,
+}
+
+impl LaunchOptions {
+    /// Takes `key=value` when `key` names a launch option (false otherwise).
+    fn take(&mut self, key: &str, value: &Bound<'_, PyAny>) -> PyResult<bool> {
+        if key == OPTION_NUM_SGS {
+            self.num_sgs = Some(parse_num_sgs(value)?);
+            return Ok(true);
+        }
+        let Some(i) = Passes::NAMES.iter().position(|n| *n == key) else {
+            return Ok(false);
+        };
+        let on = value.cast::<PyBool>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "the launch option {key} switches a pass on or off and must be True or False, got {}",
+                value.repr().map(|r| r.to_string()).unwrap_or_default()
+            ))
+        })?;
+        self.passes.set(key, on.is_true());
+        self.passes_given |= 1 << i;
+        Ok(true)
+    }
+
+    /// Adds a launcher's preset options; one given twice is an error.
+    fn merge(&mut self, preset: &LaunchOptions, signature: &str) -> PyResult<()> {
+        let twice = |name: &str| {
+            PyTypeError::new_err(format!(
+                "{signature} got multiple values for the launch option {name}: the launcher's configuration \
+                 already sets it"
+            ))
+        };
+        if let Some(n) = preset.num_sgs {
+            if self.num_sgs.is_some() {
+                return Err(twice(OPTION_NUM_SGS));
+            }
+            self.num_sgs = Some(n);
+        }
+        for (i, name) in Passes::NAMES.iter().enumerate() {
+            if preset.passes_given & (1 << i) == 0 {
+                continue;
+            }
+            if self.passes_given & (1 << i) != 0 {
+                return Err(twice(name));
+            }
+            self.passes.set(name, preset.passes.get(name).unwrap_or(true));
+            self.passes_given |= 1 << i;
+        }
+        Ok(())
+    }
+}
 
 /// A constexpr value as it enters the specialisation key.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -66,6 +128,7 @@ struct SpecKey {
     args: Vec<ArgKind>,
     constexprs: Vec<ConstKey>,
     num_sgs: Option<u32>,
+    passes: Passes,
 }
 
 struct Specialization {
@@ -84,11 +147,11 @@ struct Selected {
 }
 
 /// Keyword values a launcher supplies on every launch (`kernel[grid].configure(...)`):
-/// constexprs by parameter position, and the `num_sgs` option.
+/// constexprs by parameter position, and launch options.
 #[derive(Default)]
 struct Preset {
     values: Vec<(usize, Py<PyAny>)>,
-    num_sgs: Option<u32>,
+    options: LaunchOptions,
 }
 
 #[pyclass(module = "metile._metile", name = "Kernel", frozen)]
@@ -109,7 +172,7 @@ pub struct Kernel {
 /// Arguments after binding, in parameter order.
 struct BoundArgs<'py> {
     values: Vec<Option<Bound<'py, PyAny>>>,
-    num_sgs: Option<u32>,
+    options: LaunchOptions,
 }
 
 impl Kernel {
@@ -134,7 +197,7 @@ impl Kernel {
         let mut values: Vec<Option<Bound<'py, PyAny>>> = args.iter().map(Some).collect();
         values.resize(n, None);
         let py = args.py();
-        let mut num_sgs = None;
+        let mut options = LaunchOptions::default();
         if let Some(kwargs) = kwargs {
             for (key, value) in kwargs.iter() {
                 let key: String = key.extract()?;
@@ -146,11 +209,11 @@ impl Kernel {
                         )))
                     }
                     Some(i) => values[i] = Some(value),
-                    None if key == OPTION_NUM_SGS => num_sgs = Some(parse_num_sgs(&value)?),
+                    None if options.take(&key, &value)? => {}
                     None => {
                         return Err(PyTypeError::new_err(format!(
                             "{} got an unknown keyword argument '{key}'; its parameters are {} \
-                             (and the launch option num_sgs)",
+                             (and {OPTIONS_TEXT})",
                             self.signature_text(),
                             self.params.join(", ")
                         )))
@@ -169,16 +232,7 @@ impl Kernel {
                 }
                 values[*i] = Some(value.bind(py).clone());
             }
-            if let Some(n) = preset.num_sgs {
-                if num_sgs.is_some() {
-                    return Err(PyTypeError::new_err(format!(
-                        "{} got multiple values for the launch option num_sgs: the launcher's configuration \
-                         already sets it",
-                        self.signature_text()
-                    )));
-                }
-                num_sgs = Some(n);
-            }
+            options.merge(&preset.options, &self.signature_text())?;
         }
         for (value, default) in values.iter_mut().zip(&self.defaults) {
             if let (None, Some(d)) = (&value, default) {
@@ -201,7 +255,7 @@ impl Kernel {
                 )
             }));
         }
-        Ok(BoundArgs { values, num_sgs })
+        Ok(BoundArgs { values, options })
     }
 
     fn trace_and_compile(
@@ -235,7 +289,13 @@ impl Kernel {
             .filter_map(|(slot, &w)| w.then_some(slot))
             .collect();
         let compiled = device
-            .compile(func, &CompileOptions { num_sgs: key.num_sgs })
+            .compile(
+                func,
+                &CompileOptions {
+                    num_sgs: key.num_sgs,
+                    passes: key.passes,
+                },
+            )
             .map_err(|e| runtime_error_to_py(py, e))?;
         Ok(Arc::new(Specialization { compiled, written }))
     }
@@ -271,7 +331,8 @@ impl Kernel {
             device: device.name(),
             args: kinds,
             constexprs,
-            num_sgs: bound.num_sgs,
+            num_sgs: bound.options.num_sgs,
+            passes: bound.options.passes,
         };
         let cached = self.cache.lock().ok().and_then(|c| c.get(&key).cloned());
         let spec = match cached {
@@ -512,7 +573,7 @@ impl Launcher {
     }
 
     /// A launcher over the same grid that passes these constexprs (and the
-    /// `num_sgs` option) on every launch: `kernel[grid].configure(**config)`.
+    /// launch options) on every launch: `kernel[grid].configure(**config)`.
     #[pyo3(signature = (**kwargs))]
     fn configure(&self, py: Python<'_>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Launcher> {
         let kernel = self.kernel.get();
@@ -522,7 +583,7 @@ impl Launcher {
             .iter()
             .map(|(i, v)| (*i, v.clone_ref(py)))
             .collect();
-        let mut num_sgs = self.preset.num_sgs;
+        let mut options = self.preset.options;
         for (key, value) in kwargs.into_iter().flat_map(|k| k.iter()) {
             let key: String = key.extract()?;
             match kernel.params.iter().position(|p| *p == key) {
@@ -536,10 +597,10 @@ impl Launcher {
                         kernel.signature_text()
                     )))
                 }
-                None if key == OPTION_NUM_SGS => num_sgs = Some(parse_num_sgs(&value)?),
+                None if options.take(&key, &value)? => {}
                 None => {
                     return Err(PyTypeError::new_err(format!(
-                        "{} has no constexpr '{key}'; configure() takes its constexprs and the launch option num_sgs",
+                        "{} has no constexpr '{key}'; configure() takes its constexprs and {OPTIONS_TEXT}",
                         kernel.signature_text()
                     )))
                 }
@@ -548,7 +609,7 @@ impl Launcher {
         Ok(Launcher {
             kernel: self.kernel.clone_ref(py),
             grid: self.grid,
-            preset: Arc::new(Preset { values, num_sgs }),
+            preset: Arc::new(Preset { values, options }),
         })
     }
 }

@@ -96,6 +96,7 @@ pub fn compile_msl_py(
     let options = MslOptions {
         num_sgs,
         keep_gpu_ir: false,
+        ..Default::default()
     };
     let compiled = py.detach(|| -> Result<_, CompileError> {
         let gpu = compile_gpu_ir(&f, &options, &metile_compiler::Target::apple())?;
@@ -148,6 +149,7 @@ pub fn compile_cuda_py<'py>(
     let options = MslOptions {
         num_sgs,
         keep_gpu_ir: false,
+        ..Default::default()
     };
     let compiled = py
         .detach(|| metile_compiler::compile_cuda(&f, &options, &target))

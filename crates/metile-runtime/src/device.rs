@@ -15,6 +15,8 @@ use std::sync::Arc;
 pub struct CompileOptions {
     /// Simdgroups per threadgroup; `None` lets the backend choose.
     pub num_sgs: Option<u32>,
+    /// The GEMM passes switched on (all by default).
+    pub passes: metile_compiler::Passes,
 }
 
 /// A kernel ready to launch on one device.

@@ -23,6 +23,7 @@ pub fn emit(
     let msl_options = MslOptions {
         num_sgs: options.num_sgs,
         keep_gpu_ir: debug_enabled("gpu_ir"),
+        passes: options.passes,
     };
     let compiled = compile_msl(func, &msl_options).map_err(compile_error)?;
     if let Some(gpu_ir) = &compiled.gpu_ir {

@@ -154,8 +154,16 @@ impl<'f> Lowering<'f> {
         let (na, nb, nc) = plan.atom.values_per_thread();
         let (reps_m, reps_n) = plan.reps;
         let ak = plan.atom.shape.2;
-        let a_thread = self.fragment_thread_index(frag_a, sa);
-        let b_thread = self.fragment_thread_index(frag_b, sb);
+        let ldm = plan
+            .ldmatrix
+            .as_ref()
+            .map(|p| (self.a.layouts.intern(p.a.clone()), self.a.layouts.intern(p.b.clone()), p.b_count));
+        let (addr_a, addr_b) = match ldm {
+            Some((la, lb, _)) => (la, lb),
+            None => (frag_a, frag_b),
+        };
+        let a_thread = self.fragment_thread_index(addr_a, sa);
+        let b_thread = self.fragment_thread_index(addr_b, sb);
 
         let (zero, end, step) = (
             self.const_i32(0),
@@ -168,8 +176,16 @@ impl<'f> Lowering<'f> {
         let b_step = self.binary(BinaryOp::Mul, kk, ldb);
         let a_base = self.binary(BinaryOp::Add, a_thread, kk);
         let b_base = self.binary(BinaryOp::Add, b_thread, b_step);
-        let a_frags = self.fragment_reads(root, frag_a, sa, a_base, (ak, 1))?;
-        let b_frags = self.fragment_reads(root, frag_b, sb, b_base, (ak, sb.ld))?;
+        let (a_frags, b_frags) = match ldm {
+            Some((la, lb, b_count)) => (
+                self.ldmatrix_reads(root, la, sa, a_base, 4, false),
+                self.ldmatrix_reads(root, lb, sb, b_base, b_count, true),
+            ),
+            None => (
+                self.fragment_reads(root, frag_a, sa, a_base, (ak, 1))?,
+                self.fragment_reads(root, frag_b, sb, b_base, (ak, sb.ld))?,
+            ),
+        };
         let kind = plan.atom.kind;
         for mi in 0..reps_m {
             for ni in 0..reps_n {
@@ -203,6 +219,39 @@ impl<'f> Lowering<'f> {
             let offset = this.binary(BinaryOp::Add, offset, col);
             this.binary(BinaryOp::Add, base, offset)
         })
+    }
+
+    /// One `ldmatrix` of `count` matrices per register of the address layout
+    /// `l`, each lane reading from `thread_index + row_v * ld + col_v`; the
+    /// loaded pairs split into scalars, in fragment order.
+    fn ldmatrix_reads(
+        &mut self,
+        root: GpuValue,
+        l: LayoutId,
+        at: Staged,
+        thread_index: GpuValue,
+        count: u8,
+        trans: bool,
+    ) -> Vec<GpuValue> {
+        let dtype = self.dtype_of(root);
+        let layout = self.layout(l).clone();
+        let mut out = vec![];
+        for v in 0..layout.values() {
+            let c = layout.value_coords(v);
+            let off = self.const_i32((c[0] * at.ld as i64 + c[1]) as i32);
+            let index = self.binary(BinaryOp::Add, thread_index, off);
+            let pairs = self.emit(
+                GpuOpKind::LdMatrix { count, trans },
+                [root, index],
+                vec![GpuType::Vector(dtype, 2); usize::from(count)],
+            );
+            for p in pairs {
+                for lane in 0..2 {
+                    out.push(self.emit1(GpuOpKind::Extract { lane }, [p], GpuType::Scalar(dtype)));
+                }
+            }
+        }
+        out
     }
 
     /// Reads every fragment value of layout `l` from scratch at `thread_index +

@@ -406,6 +406,27 @@ impl<'a> BodyWriter<'a> {
                 self.define(depth, op.results[0], &format!("{f}({})", arg(0)?));
             }
             GpuOpKind::Mma(kind) => self.mma(op, *kind, depth)?,
+            GpuOpKind::LdMatrix { count, trans } if self.lang == Lang::Cuda => {
+                let (root, index) = (arg(0)?, arg(1)?);
+                let regs: Vec<String> = op.results.iter().map(|d| format!("m{}", d.0)).collect();
+                let list = (0..regs.len()).map(|i| format!("%{i}")).collect::<Vec<_>>().join(", ");
+                let outs = regs.iter().map(|r| format!("\"=r\"({r})")).collect::<Vec<_>>().join(", ");
+                self.line_fmt(depth, format_args!("uint {};", regs.join(", ")));
+                self.line_fmt(
+                    depth,
+                    format_args!(
+                        "asm volatile(\"ldmatrix.sync.aligned.m8n8.x{count}{}.shared.b16 {{{list}}}, [%{}];\" : {outs} : \
+                         \"r\"(uint(__cvta_generic_to_shared({root} + {index}))));",
+                        if *trans { ".trans" } else { "" },
+                        regs.len()
+                    ),
+                );
+                for (d, r) in op.results.iter().zip(&regs) {
+                    let ty = self.type_of(self.f.ty(*d));
+                    self.define(depth, *d, &format!("as_type<{ty}>({r})"));
+                }
+            }
+            GpuOpKind::LdMatrix { .. } => return Err("ldmatrix has no MSL spelling".into()),
             GpuOpKind::Barrier => match self.lang {
                 Lang::Msl => self.line(depth, "threadgroup_barrier(mem_flags::mem_threadgroup);"),
                 Lang::Cuda => self.line(depth, "__syncthreads();"),

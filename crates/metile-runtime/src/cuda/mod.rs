@@ -365,6 +365,7 @@ impl Device for CudaDevice {
         let gpu_options = MslOptions {
             num_sgs: options.num_sgs,
             keep_gpu_ir: debug_enabled("gpu_ir"),
+            passes: options.passes,
         };
         let compiled = compile_cuda(&func, &gpu_options, &self.target).map_err(compile_error)?;
         if let Some(gpu_ir) = &compiled.gpu_ir {

@@ -305,6 +305,7 @@ pub fn msl_of(f: &Function, num_sgs: Option<u32>) -> String {
     let options = metile_compiler::MslOptions {
         num_sgs,
         keep_gpu_ir: false,
+        ..Default::default()
     };
     match metile_compiler::compile_msl(f, &options) {
         Ok(c) => c.kernel.source,

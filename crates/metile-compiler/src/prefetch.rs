@@ -1,0 +1,328 @@
+//! Prefetching `dot` operands one loop iteration ahead (a Tile IR pass that
+//! runs for GPU targets only).
+//!
+//! In the usual GEMM loop every iteration loads its tiles and then multiplies
+//! them, so each iteration waits for memory before its matrix work starts. The
+//! pass turns
+//!
+//! ```text
+//! for k in range(start, end, step):  a = <loads of k>; acc = dot(a, b, acc)
+//! ```
+//!
+//! into
+//!
+//! ```text
+//! a0 = <loads of start> if start < end else 0
+//! for k in range(start, end, step), carrying a_cur = a0:
+//!     a_next = <loads of k + step> if k + step < end else 0
+//!     acc = dot(a_cur, b, acc)
+//!     yield a_next
+//! ```
+//!
+//! A GPU issues the loads of `a_next` and goes on to the multiply; they are
+//! waited for only when the next iteration stages them, so memory latency
+//! hides behind the matrix work (register double buffering). The guards keep
+//! every access one the original loop makes, so the kernel reads no address it
+//! would not have read (and the `else` value is never observed).
+//!
+//! What is prefetched is a whole `dot` operand: the value and everything it is
+//! computed from inside the loop body, when that slice is pure arithmetic and
+//! loads (no carried value, no other loop, nothing with effects) and contains
+//! a load. Loops are left alone unless their step is a positive constant and
+//! their body (nested regions included) has no stores, barriers, shared memory
+//! or thread-level ops, so no write can change what a load ahead of time reads.
+
+use metile_ir::{Block, CmpOp, DType, Elem, Function, Literal, Loc, Op, OpKind, Type, ValueId};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+/// Prefetches the `dot` operands of every eligible loop; true if any changed.
+pub fn prefetch_dot_operands(f: &mut Function) -> bool {
+    let mut consts = FxHashMap::default();
+    f.walk(&mut |op| {
+        if let OpKind::Constant(lit) = op.kind {
+            consts.insert(op.results[0], lit);
+        }
+    });
+    let mut values = std::mem::take(&mut f.values);
+    let changed = block(&mut f.body, &mut values, &consts);
+    f.values = values;
+    changed
+}
+
+fn block(b: &mut Block, values: &mut Vec<Type>, consts: &FxHashMap<ValueId, Literal>) -> bool {
+    let mut changed = false;
+    let mut i = 0;
+    while i < b.ops.len() {
+        for r in &mut b.ops[i].regions {
+            changed |= block(r, values, consts);
+        }
+        if matches!(b.ops[i].kind, OpKind::For) {
+            if let Some(prologue) = pipeline(&mut b.ops[i], values, consts) {
+                let n = prologue.len();
+                b.ops.splice(i..i, prologue);
+                i += n;
+                changed = true;
+            }
+        }
+        i += 1;
+    }
+    changed
+}
+
+fn is_slice_op(kind: &OpKind) -> bool {
+    matches!(
+        kind,
+        OpKind::Constant(_)
+            | OpKind::Arange { .. }
+            | OpKind::Broadcast
+            | OpKind::ExpandDims { .. }
+            | OpKind::Cast
+            | OpKind::Unary(_)
+            | OpKind::Binary(_)
+            | OpKind::Compare(_)
+            | OpKind::Select
+            | OpKind::AddPtr
+            | OpKind::ProgramId { .. }
+            | OpKind::NumPrograms { .. }
+            | OpKind::Load { .. }
+            | OpKind::TileLoad { .. }
+    )
+}
+
+fn forbids_prefetch(b: &Block) -> bool {
+    b.ops.iter().any(|op| {
+        matches!(
+            op.kind,
+            OpKind::Store { .. }
+                | OpKind::TileStore { .. }
+                | OpKind::Barrier
+                | OpKind::Shared { .. }
+                | OpKind::SimdgroupRole { .. }
+                | OpKind::ThreadId
+                | OpKind::SimdLaneId
+                | OpKind::SimdShuffleXor
+                | OpKind::SimdBroadcast
+        ) || op.regions.iter().any(forbids_prefetch)
+    })
+}
+
+/// The body ops (indices, in program order) that `v` is computed from, or
+/// `None` when that slice is not prefetchable.
+fn slice_of(v: ValueId, body: &Block, defs: &FxHashMap<ValueId, usize>, iv: ValueId) -> Option<Vec<usize>> {
+    let carried: FxHashSet<ValueId> = body.args[1..].iter().copied().collect();
+    let mut seen = FxHashSet::default();
+    let mut stack = vec![v];
+    let mut has_load = false;
+    while let Some(x) = stack.pop() {
+        if carried.contains(&x) {
+            return None;
+        }
+        let Some(&i) = defs.get(&x) else {
+            continue; // iv, or defined outside the loop
+        };
+        if !seen.insert(i) {
+            continue;
+        }
+        let op = &body.ops[i];
+        if !is_slice_op(&op.kind) {
+            return None;
+        }
+        has_load |= op.kind.reads_memory();
+        stack.extend(op.operands.iter().copied().filter(|&o| o != iv));
+    }
+    let mut slice: Vec<usize> = seen.into_iter().collect();
+    slice.sort_unstable();
+    has_load.then_some(slice)
+}
+
+struct Emitter<'a> {
+    values: &'a mut Vec<Type>,
+    loc: Loc,
+}
+
+impl Emitter<'_> {
+    fn value(&mut self, ty: Type) -> ValueId {
+        self.values.push(ty);
+        ValueId(self.values.len() as u32 - 1)
+    }
+
+    fn op(&mut self, out: &mut Vec<Op>, kind: OpKind, operands: Vec<ValueId>, types: Vec<Type>) -> Vec<ValueId> {
+        let results: Vec<ValueId> = types.into_iter().map(|t| self.value(t)).collect();
+        out.push(Op {
+            kind,
+            operands,
+            results: results.clone(),
+            regions: vec![],
+            loc: self.loc.clone(),
+        });
+        results
+    }
+
+    fn scalar(&mut self, out: &mut Vec<Op>, lit: Literal, d: DType) -> ValueId {
+        self.op(out, OpKind::Constant(lit), vec![], vec![Type::scalar(d)])[0]
+    }
+
+    /// `if cond { slice at iv = at; yield prefetched } else { yield zeros }`.
+    fn guarded(
+        &mut self,
+        out: &mut Vec<Op>,
+        cond: ValueId,
+        (body, slice, iv, at): (&Block, &[usize], ValueId, ValueId),
+        prefetched: &[ValueId],
+    ) -> Vec<ValueId> {
+        let mut then_ops = vec![];
+        let mut map: FxHashMap<ValueId, ValueId> = FxHashMap::default();
+        map.insert(iv, at);
+        for &i in slice {
+            let op = &body.ops[i];
+            let operands = op.operands.iter().map(|o| *map.get(o).unwrap_or(o)).collect();
+            let types = op.results.iter().map(|r| self.values[r.index()].clone()).collect();
+            let results = self.op(&mut then_ops, op.kind.clone(), operands, types);
+            map.extend(op.results.iter().copied().zip(results));
+        }
+        let yielded: Vec<ValueId> = prefetched.iter().map(|v| *map.get(v).unwrap_or(v)).collect();
+        self.op(&mut then_ops, OpKind::Yield, yielded, vec![]);
+        let mut else_ops = vec![];
+        let mut zeros = vec![];
+        for &v in prefetched {
+            let ty = self.values[v.index()].clone();
+            let Elem::Scalar(d) = ty.elem else { continue };
+            let zero = if d.is_float() { Literal::Float(0.0) } else { Literal::Int(0) };
+            let zero = if d == DType::Bool { Literal::Bool(false) } else { zero };
+            let z = self.scalar(&mut else_ops, zero, d);
+            let z = if ty.shape.is_empty() {
+                z
+            } else {
+                self.op(&mut else_ops, OpKind::Broadcast, vec![z], vec![ty.clone()])[0]
+            };
+            zeros.push(z);
+        }
+        self.op(&mut else_ops, OpKind::Yield, zeros, vec![]);
+        let types = prefetched.iter().map(|v| self.values[v.index()].clone()).collect();
+        let results = self.op(out, OpKind::If, vec![cond], types);
+        if let Some(last) = out.last_mut() {
+            last.regions = vec![
+                Block {
+                    args: vec![],
+                    ops: then_ops,
+                },
+                Block {
+                    args: vec![],
+                    ops: else_ops,
+                },
+            ];
+        }
+        results
+    }
+}
+
+/// `lo + step < hi` (or `lo < hi` without a step), compared in i64 so that
+/// `iv + step` cannot wrap.
+fn in_range(e: &mut Emitter<'_>, out: &mut Vec<Op>, lo: ValueId, step: Option<i64>, hi: ValueId) -> ValueId {
+    let i64s = Type::scalar(DType::I64);
+    let lo = e.op(out, OpKind::Cast, vec![lo], vec![i64s.clone()])[0];
+    let lo = match step {
+        Some(s) => {
+            let s = e.scalar(out, Literal::Int(s), DType::I64);
+            e.op(out, OpKind::Binary(metile_ir::BinaryOp::Add), vec![lo, s], vec![i64s.clone()])[0]
+        }
+        None => lo,
+    };
+    let hi = e.op(out, OpKind::Cast, vec![hi], vec![i64s])[0];
+    e.op(out, OpKind::Compare(CmpOp::Lt), vec![lo, hi], vec![Type::scalar(DType::Bool)])[0]
+}
+
+/// Rewrites one `for` op; returns the ops to insert before it, or `None`
+/// (nothing changed) when it has nothing to prefetch.
+fn pipeline(op: &mut Op, values: &mut Vec<Type>, consts: &FxHashMap<ValueId, Literal>) -> Option<Vec<Op>> {
+    let (start, end, step) = (op.operands[0], op.operands[1], op.operands[2]);
+    let step = match consts.get(&step) {
+        Some(Literal::Int(s)) if *s > 0 => *s,
+        _ => return None,
+    };
+    let body = op.regions.first()?;
+    if forbids_prefetch(body) {
+        return None;
+    }
+    let iv = *body.args.first()?;
+    let mut defs = FxHashMap::default();
+    for (i, o) in body.ops.iter().enumerate() {
+        for &r in &o.results {
+            defs.insert(r, i);
+        }
+    }
+    let mut prefetched: Vec<ValueId> = vec![];
+    let mut slice: Vec<usize> = vec![];
+    for o in body.ops.iter().filter(|o| matches!(o.kind, OpKind::Dot)) {
+        for &v in &o.operands[..2] {
+            if prefetched.contains(&v) || !defs.contains_key(&v) {
+                continue;
+            }
+            if let Some(s) = slice_of(v, body, &defs, iv) {
+                prefetched.push(v);
+                slice.extend(s);
+            }
+        }
+    }
+    if prefetched.is_empty() {
+        return None;
+    }
+    slice.sort_unstable();
+    slice.dedup();
+
+    let loc = op.loc.clone();
+    let mut e = Emitter { values, loc };
+    let mut prologue = vec![];
+    let first = in_range(&mut e, &mut prologue, start, None, end);
+    let initial = e.guarded(&mut prologue, first, (body, &slice, iv, start), &prefetched);
+
+    let mut ahead = vec![];
+    let more = in_range(&mut e, &mut ahead, iv, Some(step), end);
+    let step_i32 = e.scalar(&mut ahead, Literal::Int(step), DType::I32);
+    let next_iv = e.op(
+        &mut ahead,
+        OpKind::Binary(metile_ir::BinaryOp::Add),
+        vec![iv, step_i32],
+        vec![Type::scalar(DType::I32)],
+    )[0];
+    let next = e.guarded(&mut ahead, more, (body, &slice, iv, next_iv), &prefetched);
+    let current: Vec<ValueId> = prefetched
+        .iter()
+        .map(|v| {
+            let ty = e.values[v.index()].clone();
+            e.value(ty)
+        })
+        .collect();
+    let loop_results: Vec<ValueId> = prefetched
+        .iter()
+        .map(|v| {
+            let ty = e.values[v.index()].clone();
+            e.value(ty)
+        })
+        .collect();
+
+    let body = op.regions.first_mut()?;
+    let renamed: FxHashMap<ValueId, ValueId> = prefetched.iter().copied().zip(current.iter().copied()).collect();
+    rename_uses(body, &renamed);
+    if let Some(y) = body.ops.last_mut().filter(|y| matches!(y.kind, OpKind::Yield)) {
+        y.operands.extend(next.iter().copied());
+    }
+    body.args.extend(current);
+    body.ops.splice(0..0, ahead);
+    op.operands.extend(initial);
+    op.results.extend(loop_results);
+    Some(prologue)
+}
+
+fn rename_uses(b: &mut Block, renamed: &FxHashMap<ValueId, ValueId>) {
+    for op in &mut b.ops {
+        for o in &mut op.operands {
+            if let Some(&n) = renamed.get(o) {
+                *o = n;
+            }
+        }
+        for r in &mut op.regions {
+            rename_uses(r, renamed);
+        }
+    }
+}
