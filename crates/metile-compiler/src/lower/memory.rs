@@ -12,7 +12,9 @@
 //!
 //! Masks: a mask that is constant over each run guards the vector access as a
 //! whole; otherwise each run checks at run time that its whole mask is true and
-//! falls back to per-element masked accesses. Masked-off elements are never
+//! falls back to per-element masked accesses. Where a thread moves several runs
+//! and the mask is a bounds check on index tiles, one uniform test for the whole
+//! tile (`uniform_masks.rs`) first picks the unmasked path for interior tiles. Masked-off elements are never
 //! touched. Stores from replicated layouts (and uniform stores) are done by one
 //! canonical owner per element, so no two threads write the same address.
 
@@ -279,19 +281,50 @@ impl<'f> Lowering<'f> {
         match self.a.class(r) {
             Class::Fixed(l) => {
                 let index = self.elems(ptr, l)?;
-                let masks = mask.map(|m| self.elems(m, l)).transpose()?;
-                let others = other.map(|o| self.elems(o, l)).transpose()?;
                 let width = self.pointer_vector_width(l, ptr, dtype);
-                let acc = Access {
+                let unmasked = Access {
                     root,
                     dtype,
                     index: &index,
                     width,
-                    masks: masks.as_deref(),
-                    run_mask: self.run_mask_for(mask, width),
+                    masks: None,
+                    run_mask: RunMask::None,
                     aligned: None,
                 };
-                let elems = self.load_runs(&acc, others.as_deref());
+                let masked = |this: &mut Self| -> CompileResult<Vec<GpuValue>> {
+                    let masks = mask.map(|m| this.elems(m, l)).transpose()?;
+                    let others = other.map(|o| this.elems(o, l)).transpose()?;
+                    let acc = Access {
+                        masks: masks.as_deref(),
+                        run_mask: this.run_mask_for(mask, width),
+                        ..unmasked
+                    };
+                    Ok(this.load_runs(&acc, others.as_deref()))
+                };
+                let several_runs = width > 1 && index.len() > width;
+                let all_true = mask.filter(|_| several_runs).and_then(|m| self.mask_all_true(m));
+                let elems = match all_true {
+                    None => masked(self)?,
+                    Some(all) => {
+                        // Interior tiles take the unmasked vector path, edges the per-lane one.
+                        let reg = self.b.add_reg(dtype, index.len() as u32);
+                        let fill = |this: &mut Self, xs: Vec<GpuValue>| {
+                            for (i, x) in xs.into_iter().enumerate() {
+                                this.reg_write(reg, i as u32, x);
+                            }
+                        };
+                        self.push_block(&[]);
+                        let fast = self.load_runs(&unmasked, None);
+                        fill(self, fast);
+                        let then_b = self.pop_block();
+                        self.push_block(&[]);
+                        let slow = masked(self)?;
+                        fill(self, slow);
+                        let else_b = self.pop_block();
+                        self.b.emit_region_op(GpuOpKind::If, [all], vec![then_b, else_b]);
+                        (0..index.len()).map(|i| self.reg_read(reg, i as u32, dtype)).collect()
+                    }
+                };
                 self.set_home(r, Home::Regs { layout: l, elems })
             }
             _ => {
@@ -330,30 +363,47 @@ impl<'f> Lowering<'f> {
         };
         let index = self.elems(ptr, l)?;
         let values = self.elems(value, l)?;
-        let user_masks = mask.map(|m| self.elems(m, l)).transpose()?;
         let owner = self.owner(l);
         let width = self.pointer_vector_width(l, ptr, dtype);
-        let mut run_mask = self.run_mask_for(mask, width);
-        let masks: Option<Vec<GpuValue>> = match (user_masks, owner) {
-            (Some(ms), Some(o)) => Some(ms.iter().map(|&m| self.binary(BinaryOp::And, m, o)).collect()),
-            (Some(ms), None) => Some(ms),
-            (None, Some(o)) => {
-                run_mask = RunMask::First;
-                Some(vec![o; index.len()])
+        let store = |this: &mut Self, mask: Option<ValueId>| -> CompileResult<()> {
+            let user_masks = mask.map(|m| this.elems(m, l)).transpose()?;
+            let mut run_mask = this.run_mask_for(mask, width);
+            let masks: Option<Vec<GpuValue>> = match (user_masks, owner) {
+                (Some(ms), Some(o)) => Some(ms.iter().map(|&m| this.binary(BinaryOp::And, m, o)).collect()),
+                (Some(ms), None) => Some(ms),
+                (None, Some(o)) => {
+                    run_mask = RunMask::First;
+                    Some(vec![o; index.len()])
+                }
+                (None, None) => None,
+            };
+            let acc = Access {
+                root,
+                dtype,
+                index: &index,
+                width,
+                masks: masks.as_deref(),
+                run_mask,
+                aligned: None,
+            };
+            this.store_runs(&acc, &values);
+            Ok(())
+        };
+        let several_runs = width > 1 && index.len() > width;
+        match mask.filter(|_| several_runs).and_then(|m| self.mask_all_true(m)) {
+            None => store(self, mask),
+            Some(all) => {
+                // Interior tiles take the unmasked vector path, edges the per-lane one.
+                self.push_block(&[]);
+                store(self, None)?;
+                let then_b = self.pop_block();
+                self.push_block(&[]);
+                store(self, mask)?;
+                let else_b = self.pop_block();
+                self.b.emit_region_op(GpuOpKind::If, [all], vec![then_b, else_b]);
+                Ok(())
             }
-            (None, None) => None,
-        };
-        let acc = Access {
-            root,
-            dtype,
-            index: &index,
-            width,
-            masks: masks.as_deref(),
-            run_mask,
-            aligned: None,
-        };
-        self.store_runs(&acc, &values);
-        Ok(())
+        }
     }
 
     // ------------------------------------------------------ tile_load/store

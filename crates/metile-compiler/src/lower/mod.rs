@@ -30,6 +30,7 @@ mod index;
 mod memory;
 mod reduce;
 mod thread_ops;
+mod uniform_masks;
 
 use crate::axis_info::{self, AxisInfos};
 use crate::error::{CompileError, CompileResult};
