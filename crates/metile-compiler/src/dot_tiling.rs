@@ -125,7 +125,7 @@ pub fn plan(target: &Target, (m, n, k): (usize, usize, usize), operand: DType, t
             warp_leaves(reps_n as i64 * an_i, 0),
             &[Leaf { extent: reps_n as i64, stride: an_i }],
         )?;
-        let ldmatrix = if target.ldmatrix && atom.kind == AtomKind::NvidiaMmaM16N8K16 {
+        let ldmatrix = if target.ldmatrix && target.default_passes.ldmatrix && atom.kind == AtomKind::NvidiaMmaM16N8K16 {
             let b_blocks: usize = if reps_n % 2 == 0 { 2 } else { 1 };
             let lanes = |first: Leaf, second: Leaf, third: Leaf| vec![first, second, third];
             let mut a_threads = lanes(

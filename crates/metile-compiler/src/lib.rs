@@ -45,41 +45,40 @@ pub struct MslOptions {
     pub num_sgs: Option<u32>,
     /// Also return the GPU IR text (for `METILE_DEBUG=gpu_ir`).
     pub keep_gpu_ir: bool,
-    /// The optional GEMM passes, each on unless switched off.
+    /// The GEMM passes a launch switched on or off (the target decides the rest).
     pub passes: Passes,
 }
 
-/// The GEMM passes a launch can switch off (launch options and `metile.Config`
-/// keys of the same names), so their effect can be measured. Each is on by
-/// default; switching one off never changes results beyond float rounding.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// The GEMM passes a launch can switch on or off (launch options and
+/// `metile.Config` keys of the same names), so their effect can be measured.
+/// `None` leaves the choice to the target (`Target::default_passes`); no
+/// setting changes results beyond float rounding.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Passes {
     /// `dot` on the target's matrix atoms where one fits (else the generic path).
-    pub matrix_atoms: bool,
+    pub matrix_atoms: Option<bool>,
     /// `dot` operands loaded one loop iteration ahead (`prefetch`).
-    pub prefetch: bool,
+    pub prefetch: Option<bool>,
     /// 16 bytes of padding per staged row of `dot` operands (no bank conflicts).
-    pub pad_dot_scratch: bool,
+    pub pad_dot_scratch: Option<bool>,
     /// Fragments read with NVIDIA's `ldmatrix` rather than element loads.
+    pub ldmatrix: Option<bool>,
+}
+
+/// Which passes a target runs when a launch does not say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DefaultPasses {
+    pub matrix_atoms: bool,
+    pub prefetch: bool,
+    pub pad_dot_scratch: bool,
     pub ldmatrix: bool,
 }
 
-impl Default for Passes {
-    fn default() -> Passes {
-        Passes {
-            matrix_atoms: true,
-            prefetch: true,
-            pad_dot_scratch: true,
-            ldmatrix: true,
-        }
-    }
-}
-
 impl Passes {
-    /// The launch-option names, in the order of [`Passes::set`]'s switches.
+    /// The launch-option names.
     pub const NAMES: [&'static str; 4] = ["matrix_atoms", "prefetch", "pad_dot_scratch", "ldmatrix"];
 
-    fn slot(&mut self, name: &str) -> Option<&mut bool> {
+    fn slot(&mut self, name: &str) -> Option<&mut Option<bool>> {
         match name {
             "matrix_atoms" => Some(&mut self.matrix_atoms),
             "prefetch" => Some(&mut self.prefetch),
@@ -91,23 +90,34 @@ impl Passes {
 
     /// Switches the pass called `name` on or off; false for an unknown name.
     pub fn set(&mut self, name: &str, on: bool) -> bool {
-        self.slot(name).map(|s| *s = on).is_some()
+        self.slot(name).map(|s| *s = Some(on)).is_some()
     }
 
-    /// Whether the pass called `name` is on (`None` for an unknown name).
-    pub fn get(&self, name: &str) -> Option<bool> {
+    /// The setting given for the pass called `name`, if any.
+    pub fn given(&self, name: &str) -> Option<bool> {
         let mut passes = *self;
-        passes.slot(name).map(|s| *s)
+        passes.slot(name).and_then(|s| *s)
     }
 
-    /// `target` with what these passes switch off taken away.
+    /// What runs on `target`: the settings given, the target's defaults for the rest.
+    pub fn resolve(&self, target: &Target) -> DefaultPasses {
+        let d = target.default_passes;
+        DefaultPasses {
+            matrix_atoms: self.matrix_atoms.unwrap_or(d.matrix_atoms),
+            prefetch: self.prefetch.unwrap_or(d.prefetch),
+            pad_dot_scratch: self.pad_dot_scratch.unwrap_or(d.pad_dot_scratch),
+            ldmatrix: self.ldmatrix.unwrap_or(d.ldmatrix),
+        }
+    }
+
+    /// `target` with the passes that do not run taken away.
     fn restrict(&self, target: &Target) -> Target {
+        let on = self.resolve(target);
         let mut t = target.clone();
-        if !self.matrix_atoms {
+        if !on.matrix_atoms {
             t.matrix_atoms.clear();
         }
-        t.pad_dot_scratch &= self.pad_dot_scratch;
-        t.ldmatrix &= self.ldmatrix;
+        t.default_passes = on;
         t
     }
 }
@@ -127,7 +137,7 @@ pub fn compile_gpu_ir(func: &Function, options: &MslOptions, target: &Target) ->
     let target = &options.passes.restrict(target);
     let threads = layout_assign::choose_threads(func, options.num_sgs, target)?;
     let mut prefetched = func.clone();
-    let func = if options.passes.prefetch && prefetch::prefetch_dot_operands(&mut prefetched) {
+    let func = if target.default_passes.prefetch && prefetch::prefetch_dot_operands(&mut prefetched) {
         let pass_err = |e| CompileError::internal("prefetching dot operands", e);
         verify(&prefetched).map_err(pass_err)?;
         tile_passes::clean_up(&mut prefetched).map_err(pass_err)?;

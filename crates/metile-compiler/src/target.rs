@@ -56,11 +56,10 @@ pub struct Target {
     /// The matrix instructions the target has (`atoms::MatrixAtom` describes
     /// each); `dot` tiles them over the simdgroups (`dot_tiling`).
     pub matrix_atoms: Vec<AtomKind>,
-    /// Pad each staged row of `dot`'s operands in threadgroup memory by 16
-    /// bytes, so that fragment reads are free of bank conflicts.
-    pub pad_dot_scratch: bool,
     /// NVIDIA's `ldmatrix` (sm_75 and later) reads 16-bit mma fragments.
     pub ldmatrix: bool,
+    /// The GEMM passes that run unless a launch says otherwise (`Passes`).
+    pub default_passes: crate::DefaultPasses,
 }
 
 impl Target {
@@ -80,8 +79,13 @@ impl Target {
             max_grid: [u64::from(u32::MAX), u64::from(u32::MAX), u64::from(u32::MAX)],
             grid_x_counts_threads: true,
             matrix_atoms: vec![AtomKind::AppleSimdgroup8x8],
-            pad_dot_scratch: true,
             ldmatrix: false,
+            default_passes: crate::DefaultPasses {
+                matrix_atoms: true,
+                prefetch: true,
+                pad_dot_scratch: true,
+                ldmatrix: false,
+            },
         }
     }
 
@@ -114,8 +118,15 @@ impl Target {
             } else {
                 Vec::new()
             },
-            pad_dot_scratch: true,
             ldmatrix: (major, minor) >= (7, 5),
+            // Prefetching into registers costs occupancy on NVIDIA GPUs more
+            // than it hides latency (benchmarks/gemm.py measures it).
+            default_passes: crate::DefaultPasses {
+                matrix_atoms: true,
+                prefetch: false,
+                pad_dot_scratch: true,
+                ldmatrix: true,
+            },
         }
     }
 

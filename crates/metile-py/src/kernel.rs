@@ -29,8 +29,6 @@ const OPTIONS_TEXT: &str =
 struct LaunchOptions {
     num_sgs: Option<u32>,
     passes: Passes,
-    /// Bit `i` set: `Passes::NAMES[i]` was given.
-    passes_given: u8,
 }
 
 impl LaunchOptions {
@@ -40,9 +38,9 @@ impl LaunchOptions {
             self.num_sgs = Some(parse_num_sgs(value)?);
             return Ok(true);
         }
-        let Some(i) = Passes::NAMES.iter().position(|n| *n == key) else {
+        if !Passes::NAMES.contains(&key) {
             return Ok(false);
-        };
+        }
         let on = value.cast::<PyBool>().map_err(|_| {
             PyTypeError::new_err(format!(
                 "the launch option {key} switches a pass on or off and must be True or False, got {}",
@@ -50,7 +48,6 @@ impl LaunchOptions {
             ))
         })?;
         self.passes.set(key, on.is_true());
-        self.passes_given |= 1 << i;
         Ok(true)
     }
 
@@ -68,15 +65,13 @@ impl LaunchOptions {
             }
             self.num_sgs = Some(n);
         }
-        for (i, name) in Passes::NAMES.iter().enumerate() {
-            if preset.passes_given & (1 << i) == 0 {
-                continue;
+        for name in Passes::NAMES {
+            if let Some(on) = preset.passes.given(name) {
+                if self.passes.given(name).is_some() {
+                    return Err(twice(name));
+                }
+                self.passes.set(name, on);
             }
-            if self.passes_given & (1 << i) != 0 {
-                return Err(twice(name));
-            }
-            self.passes.set(name, preset.passes.get(name).unwrap_or(true));
-            self.passes_given |= 1 << i;
         }
         Ok(())
     }

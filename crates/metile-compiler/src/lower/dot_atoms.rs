@@ -36,7 +36,7 @@ impl<'f> Lowering<'f> {
         let (m, n, k) = plan.shape;
         let ak = plan.atom.shape.2;
         let dtype = self.elem_dtype(a);
-        let pad = if self.a.target.pad_dot_scratch {
+        let pad = if self.a.target.default_passes.pad_dot_scratch {
             16 / dtype.size_bytes()
         } else {
             0

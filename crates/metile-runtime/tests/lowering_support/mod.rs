@@ -171,7 +171,13 @@ fn launch(
     num_sgs: Option<u32>,
 ) -> Result<(), String> {
     let kernel = device
-        .compile(f.clone(), &CompileOptions { num_sgs })
+        .compile(
+            f.clone(),
+            &CompileOptions {
+                num_sgs,
+                ..Default::default()
+            },
+        )
         .map_err(|e| format!("{} compile: {e}", device.name()))?;
     let mut kargs = Vec::with_capacity(args.len());
     for a in args {
