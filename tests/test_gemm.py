@@ -158,3 +158,69 @@ def test_shapes_without_an_atom_take_the_generic_path():
     assert "mma.sync" not in _metile.compile_cuda(_traced("f16", (24, 20, 16)), arch="sm_90")["cuda"]
     assert "mma.sync" not in _metile.compile_cuda(_traced("f16"), arch="sm_75")["cuda"]
     assert "simdgroup_multiply_accumulate" not in _metile.compile_msl(_traced("f16", (12, 8, 8)))["msl"]
+
+
+def test_tf32_is_opt_in_and_uses_the_tf32_atom():
+    traced = _traced("f32")
+    assert "mma.sync" not in _metile.compile_cuda(traced, arch="sm_90")["cuda"]
+    src = _metile.compile_cuda(traced, arch="sm_90", tf32=True)["cuda"]
+    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in src
+    assert "cvt.rna.tf32.f32" in src
+    # Apple GPUs have no tf32: the switch changes nothing there.
+    assert _metile.compile_msl(traced, tf32=True)["msl"] == _metile.compile_msl(traced)["msl"]
+
+
+@pytest.mark.parametrize("M, N, K", [(64, 64, 64), (37, 70, 41)])
+def test_tf32_gemm_agrees_within_tf32_rounding(device, rng, M, N, K):
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    c = np.full((M, N), np.nan, np.float32)
+    gemm[(metile.cdiv(M, 32), metile.cdiv(N, 32))](a, b, c, M, N, K, BLOCK_M=32, BLOCK_N=32, BLOCK_K=16, DT="f32",
+                                                    tf32=True)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-2, atol=1e-2 * np.sqrt(K))
+
+
+PASS_SETTINGS = [{"matrix_atoms": False}, {"prefetch": True}, {"prefetch": False}, {"pad_dot_scratch": False},
+                 {"ldmatrix": False}, {"serpentine": False}]
+
+
+@pytest.mark.parametrize("passes", PASS_SETTINGS, ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items()))
+def test_every_pass_setting_gives_the_same_gemm(device, rng, passes):
+    M, N, K = 45, 70, 50
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float32)
+    gemm[(metile.cdiv(M, 32), metile.cdiv(N, 32))](a, b, c, M, N, K, BLOCK_M=32, BLOCK_N=32, BLOCK_K=16, **passes)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=2e-3, atol=2e-2)
+
+
+def test_passes_change_the_emitted_code():
+    traced = _traced("f16")
+    cuda = lambda **p: _metile.compile_cuda(traced, arch="sm_90", **p)["cuda"]  # noqa: E731
+    assert "ldmatrix" in cuda() and "ldmatrix" not in cuda(ldmatrix=False)
+    assert "mma.sync" not in cuda(matrix_atoms=False)
+    assert cuda(prefetch=True) != cuda() and cuda(pad_dot_scratch=False) != cuda()
+    assert cuda(serpentine=False) != cuda()
+    msl = lambda **p: _metile.compile_msl(traced, **p)["msl"]  # noqa: E731
+    assert msl(prefetch=False) != msl()
+    assert "simdgroup_multiply_accumulate" not in msl(matrix_atoms=False)
+
+
+def test_pass_switches_are_checked():
+    x = np.zeros((16, 16), np.float16)
+    c = np.zeros((16, 16), np.float32)
+    with pytest.raises(TypeError, match="the launch option prefetch switches a pass on or off and must be True or "
+                                        "False, got 1"):
+        gemm[(1, 1)](x, x, c, 16, 16, 16, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, prefetch=1)
+    with pytest.raises(TypeError, match="unknown keyword argument 'prefetching'.*launch options num_sgs, "
+                                        "matrix_atoms, prefetch"):
+        gemm[(1, 1)](x, x, c, 16, 16, 16, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, prefetching=True)
+    with pytest.raises(ValueError, match="tf32 switches a pass on or off and must be True or False, got 'yes'"):
+        metile.Config(BLOCK_M=16, tf32="yes")
+    with pytest.raises(TypeError, match="unknown pass 'fast'"):
+        _metile.compile_cuda(_traced("f16"), fast=True)
+    launcher = gemm[(1, 1)].configure(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, prefetch=False)
+    with pytest.raises(TypeError, match="multiple values for the launch option prefetch"):
+        launcher(x, x, c, 16, 16, 16, prefetch=True)
+    cfg = metile.Config(BLOCK_M=16, num_sgs=2, prefetch=False)
+    assert dict(cfg) == {"BLOCK_M": 16, "num_sgs": 2, "prefetch": False}

@@ -58,12 +58,14 @@ pub struct LdMatrixPlan {
 
 /// The atom that `dot` on `operand` tiles uses on `target`, if any. The tf32
 /// atom changes f32 results (inputs are rounded to 10-bit mantissas), so f32
-/// `dot` keeps exact f32 products and never picks it.
+/// `dot` takes it only when the `tf32` pass is switched on.
 pub fn atom_for(target: &Target, operand: DType) -> Option<MatrixAtom> {
     target.matrix_atoms.iter().find_map(|&kind| match kind {
         AtomKind::AppleSimdgroup8x8 => MatrixAtom::apple_simdgroup_8x8(operand),
         AtomKind::NvidiaMmaM16N8K16 => MatrixAtom::nvidia_mma_m16n8k16(operand),
-        AtomKind::NvidiaMmaM16N8K8Tf32 => None,
+        AtomKind::NvidiaMmaM16N8K8Tf32 => {
+            (target.default_passes.tf32 && operand == DType::F32).then(MatrixAtom::nvidia_mma_m16n8k8_tf32)
+        }
     })
 }
 

@@ -63,6 +63,12 @@ pub struct Passes {
     pub pad_dot_scratch: Option<bool>,
     /// Fragments read with NVIDIA's `ldmatrix` rather than element loads.
     pub ldmatrix: Option<bool>,
+    /// Each simdgroup walks its atom tiles row by row, alternating direction,
+    /// so consecutive `mma`s share a fragment.
+    pub serpentine: Option<bool>,
+    /// f32 `dot` on tf32 tensor cores (inputs rounded to 10-bit mantissas:
+    /// results then differ from the interpreter by that rounding). Off unless asked.
+    pub tf32: Option<bool>,
 }
 
 /// Which passes a target runs when a launch does not say.
@@ -72,11 +78,14 @@ pub struct DefaultPasses {
     pub prefetch: bool,
     pub pad_dot_scratch: bool,
     pub ldmatrix: bool,
+    pub serpentine: bool,
+    pub tf32: bool,
 }
 
 impl Passes {
     /// The launch-option names.
-    pub const NAMES: [&'static str; 4] = ["matrix_atoms", "prefetch", "pad_dot_scratch", "ldmatrix"];
+    pub const NAMES: [&'static str; 6] =
+        ["matrix_atoms", "prefetch", "pad_dot_scratch", "ldmatrix", "serpentine", "tf32"];
 
     fn slot(&mut self, name: &str) -> Option<&mut Option<bool>> {
         match name {
@@ -84,6 +93,8 @@ impl Passes {
             "prefetch" => Some(&mut self.prefetch),
             "pad_dot_scratch" => Some(&mut self.pad_dot_scratch),
             "ldmatrix" => Some(&mut self.ldmatrix),
+            "serpentine" => Some(&mut self.serpentine),
+            "tf32" => Some(&mut self.tf32),
             _ => None,
         }
     }
@@ -107,6 +118,8 @@ impl Passes {
             prefetch: self.prefetch.unwrap_or(d.prefetch),
             pad_dot_scratch: self.pad_dot_scratch.unwrap_or(d.pad_dot_scratch),
             ldmatrix: self.ldmatrix.unwrap_or(d.ldmatrix),
+            serpentine: self.serpentine.unwrap_or(d.serpentine),
+            tf32: self.tf32.unwrap_or(d.tf32),
         }
     }
 

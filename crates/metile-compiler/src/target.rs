@@ -85,6 +85,8 @@ impl Target {
                 prefetch: true,
                 pad_dot_scratch: true,
                 ldmatrix: false,
+                serpentine: true,
+                tf32: false,
             },
         }
     }
@@ -126,6 +128,8 @@ impl Target {
                 prefetch: false,
                 pad_dot_scratch: true,
                 ldmatrix: true,
+                serpentine: true,
+                tf32: false,
             },
         }
     }

@@ -86,17 +86,18 @@ impl PyMslCompilation {
 /// (as a read-only mapping) for a traced kernel (`metile._frontend.specialize(...)`'s
 /// result).
 #[pyfunction]
-#[pyo3(name = "compile_msl", signature = (func, num_sgs=None))]
+#[pyo3(name = "compile_msl", signature = (func, num_sgs=None, **passes))]
 pub fn compile_msl_py(
     py: Python<'_>,
     func: &Bound<'_, PyTileFunction>,
     num_sgs: Option<u32>,
+    passes: Option<&Bound<'_, pyo3::types::PyDict>>,
 ) -> PyResult<PyMslCompilation> {
     let f = func.get().func.clone();
     let options = MslOptions {
         num_sgs,
         keep_gpu_ir: false,
-        ..Default::default()
+        passes: parse_passes(passes)?,
     };
     let compiled = py.detach(|| -> Result<_, CompileError> {
         let gpu = compile_gpu_ir(&f, &options, &metile_compiler::Target::apple())?;
@@ -114,6 +115,22 @@ pub fn compile_msl_py(
             &e.loc,
         )
     })
+}
+
+/// Pass switches given by keyword (`prefetch=False`, ...).
+fn parse_passes(kwargs: Option<&Bound<'_, pyo3::types::PyDict>>) -> PyResult<metile_compiler::Passes> {
+    let mut passes = metile_compiler::Passes::default();
+    for (key, value) in kwargs.into_iter().flat_map(|k| k.iter()) {
+        let key: String = key.extract()?;
+        let on: bool = value.extract()?;
+        if !passes.set(&key, on) {
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "unknown pass '{key}'; the passes are {}",
+                metile_compiler::Passes::NAMES.join(", ")
+            )));
+        }
+    }
+    Ok(passes)
 }
 
 /// The NVIDIA target named `sm_XY` (compute capability X.Y).
@@ -137,19 +154,20 @@ fn nvidia_target(arch: &str) -> PyResult<metile_compiler::Target> {
 /// for a traced kernel: the CUDA C++ the cuda backend hands NVRTC for `arch`
 /// (no GPU needed).
 #[pyfunction]
-#[pyo3(name = "compile_cuda", signature = (func, num_sgs=None, arch="sm_90"))]
+#[pyo3(name = "compile_cuda", signature = (func, num_sgs=None, arch="sm_90", **passes))]
 pub fn compile_cuda_py<'py>(
     py: Python<'py>,
     func: &Bound<'_, PyTileFunction>,
     num_sgs: Option<u32>,
     arch: &str,
+    passes: Option<&Bound<'_, pyo3::types::PyDict>>,
 ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
     let target = nvidia_target(arch)?;
     let f = func.get().func.clone();
     let options = MslOptions {
         num_sgs,
         keep_gpu_ir: false,
-        ..Default::default()
+        passes: parse_passes(passes)?,
     };
     let compiled = py
         .detach(|| metile_compiler::compile_cuda(&f, &options, &target))

@@ -187,8 +187,10 @@ impl<'f> Lowering<'f> {
             ),
         };
         let kind = plan.atom.kind;
+        let serpentine = self.a.target.default_passes.serpentine;
         for mi in 0..reps_m {
-            for ni in 0..reps_n {
+            let backwards = serpentine && mi % 2 == 1;
+            for ni in (0..reps_n).map(|i| if backwards { reps_n - 1 - i } else { i }) {
                 let first = nc * (ni + reps_n * mi);
                 let mut operands: Vec<GpuValue> = a_frags[na * mi..na * (mi + 1)].to_vec();
                 operands.extend_from_slice(&b_frags[nb * ni..nb * (ni + 1)]);
