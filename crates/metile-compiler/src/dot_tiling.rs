@@ -71,7 +71,12 @@ pub fn atom_for(target: &Target, operand: DType) -> Option<MatrixAtom> {
 
 /// The plan for `dot` of an `m x k` by `k x n` tile of `operand` over `threads`
 /// threads, or `None` when no atom fits (the generic path then runs).
-pub fn plan(target: &Target, (m, n, k): (usize, usize, usize), operand: DType, threads: usize) -> Option<AtomTiling> {
+pub fn plan(
+    target: &Target,
+    (m, n, k): (usize, usize, usize),
+    operand: DType,
+    threads: usize,
+) -> Option<AtomTiling> {
     let atom = atom_for(target, operand)?;
     let (am, an, ak) = atom.shape;
     let simd = target.simd_width as usize;
@@ -96,9 +101,18 @@ pub fn plan(target: &Target, (m, n, k): (usize, usize, usize), operand: DType, t
     let build = || -> Result<AtomTiling, LayoutError> {
         let warp_leaves = |stride_n: i64, stride_m: i64| {
             vec![
-                Leaf { extent: wn as i64, stride: stride_n },
-                Leaf { extent: wm as i64, stride: stride_m },
-                Leaf { extent: replicas as i64, stride: 0 },
+                Leaf {
+                    extent: wn as i64,
+                    stride: stride_n,
+                },
+                Leaf {
+                    extent: wm as i64,
+                    stride: stride_m,
+                },
+                Leaf {
+                    extent: replicas as i64,
+                    stride: 0,
+                },
             ]
         };
         let (n_i, k_i) = (n as i64, ak as i64);
@@ -109,8 +123,14 @@ pub fn plan(target: &Target, (m, n, k): (usize, usize, usize), operand: DType, t
             am,
             warp_leaves(reps_n as i64 * an_i, reps_m as i64 * am_i * n_i),
             &[
-                Leaf { extent: reps_n as i64, stride: an_i },
-                Leaf { extent: reps_m as i64, stride: am_i * n_i },
+                Leaf {
+                    extent: reps_n as i64,
+                    stride: an_i,
+                },
+                Leaf {
+                    extent: reps_m as i64,
+                    stride: am_i * n_i,
+                },
             ],
         )?;
         let a = tiled(
@@ -118,28 +138,52 @@ pub fn plan(target: &Target, (m, n, k): (usize, usize, usize), operand: DType, t
             &atom.a,
             am,
             warp_leaves(0, reps_m as i64 * am_i * k_i),
-            &[Leaf { extent: reps_m as i64, stride: am_i * k_i }],
+            &[Leaf {
+                extent: reps_m as i64,
+                stride: am_i * k_i,
+            }],
         )?;
         let b = tiled(
             &[ak, n],
             &atom.b,
             ak,
             warp_leaves(reps_n as i64 * an_i, 0),
-            &[Leaf { extent: reps_n as i64, stride: an_i }],
+            &[Leaf {
+                extent: reps_n as i64,
+                stride: an_i,
+            }],
         )?;
-        let ldmatrix = if target.ldmatrix && target.default_passes.ldmatrix && atom.kind == AtomKind::NvidiaMmaM16N8K16 {
+        let ldmatrix = if target.ldmatrix
+            && target.default_passes.ldmatrix
+            && atom.kind == AtomKind::NvidiaMmaM16N8K16
+        {
             let b_blocks: usize = if reps_n % 2 == 0 { 2 } else { 1 };
             let lanes = |first: Leaf, second: Leaf, third: Leaf| vec![first, second, third];
             let mut a_threads = lanes(
-                Leaf { extent: 8, stride: k_i },
-                Leaf { extent: 2, stride: 8 * k_i },
+                Leaf {
+                    extent: 8,
+                    stride: k_i,
+                },
+                Leaf {
+                    extent: 2,
+                    stride: 8 * k_i,
+                },
                 Leaf { extent: 2, stride: 8 },
             );
             a_threads.extend(warp_leaves(0, reps_m as i64 * am_i * k_i));
             let mut b_threads = lanes(
-                Leaf { extent: 8, stride: n_i },
-                Leaf { extent: 2, stride: 8 * n_i },
-                Leaf { extent: 2, stride: if b_blocks == 2 { an_i } else { 0 } },
+                Leaf {
+                    extent: 8,
+                    stride: n_i,
+                },
+                Leaf {
+                    extent: 2,
+                    stride: 8 * n_i,
+                },
+                Leaf {
+                    extent: 2,
+                    stride: if b_blocks == 2 { an_i } else { 0 },
+                },
             );
             b_threads.extend(warp_leaves(reps_n as i64 * an_i, 0));
             let keep = |v: Vec<Leaf>| v.into_iter().filter(|l| l.extent > 1).collect::<Vec<_>>();
@@ -147,7 +191,10 @@ pub fn plan(target: &Target, (m, n, k): (usize, usize, usize), operand: DType, t
                 a: DistLayout::from_leaves(
                     &[m, ak],
                     &keep(a_threads),
-                    &keep(vec![Leaf { extent: reps_m as i64, stride: am_i * k_i }]),
+                    &keep(vec![Leaf {
+                        extent: reps_m as i64,
+                        stride: am_i * k_i,
+                    }]),
                 )?,
                 b: DistLayout::from_leaves(
                     &[ak, n],
@@ -279,12 +326,18 @@ mod tests {
         for t in 0..threads {
             let (warp, lane) = (t / 32, t % 32);
             let (g, tq) = (lane / 4, lane % 4);
-            let addr = |l: &DistLayout, matrix: usize, row: usize, v: usize| l.element(warp * 32 + 8 * matrix + row, v);
+            let addr = |l: &DistLayout, matrix: usize, row: usize, v: usize| {
+                l.element(warp * 32 + 8 * matrix + row, v)
+            };
             for mi in 0..p.reps.0 {
                 for i in 0..4 {
                     for j in 0..2 {
                         let got = addr(&ld.a, i, g, mi) + (2 * tq + j) as i64;
-                        assert_eq!(got, p.a.element(t, 2 * i + j + na * mi), "A thread {t} matrix {i}");
+                        assert_eq!(
+                            got,
+                            p.a.element(t, 2 * i + j + na * mi),
+                            "A thread {t} matrix {i}"
+                        );
                     }
                 }
             }
@@ -295,7 +348,11 @@ mod tests {
                         let got = addr(&ld.b, i, 2 * tq + j, bi) + g as i64;
                         let ni = bi * blocks + i / 2;
                         let want = p.b.element(t, 2 * (i % 2) + j + nb * ni);
-                        assert_eq!((got / n as i64, got % n as i64), (want / n as i64, want % n as i64), "B thread {t}");
+                        assert_eq!(
+                            (got / n as i64, got % n as i64),
+                            (want / n as i64, want % n as i64),
+                            "B thread {t}"
+                        );
                     }
                 }
             }
@@ -307,7 +364,10 @@ mod tests {
         check_ldmatrix((128, 128, 32), 256);
         check_ldmatrix((64, 24, 16), 128);
         check_ldmatrix((16, 8, 16), 64);
-        assert!(plan(&Target::apple(), (64, 64, 32), DType::F16, 128).unwrap().ldmatrix.is_none());
+        assert!(plan(&Target::apple(), (64, 64, 32), DType::F16, 128)
+            .unwrap()
+            .ldmatrix
+            .is_none());
     }
 
     #[test]

@@ -84,8 +84,14 @@ pub struct DefaultPasses {
 
 impl Passes {
     /// The launch-option names.
-    pub const NAMES: [&'static str; 6] =
-        ["matrix_atoms", "prefetch", "pad_dot_scratch", "ldmatrix", "serpentine", "tf32"];
+    pub const NAMES: [&'static str; 6] = [
+        "matrix_atoms",
+        "prefetch",
+        "pad_dot_scratch",
+        "ldmatrix",
+        "serpentine",
+        "tf32",
+    ];
 
     fn slot(&mut self, name: &str) -> Option<&mut Option<bool>> {
         match name {

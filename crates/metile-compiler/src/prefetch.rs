@@ -146,7 +146,13 @@ impl Emitter<'_> {
         ValueId(self.values.len() as u32 - 1)
     }
 
-    fn op(&mut self, out: &mut Vec<Op>, kind: OpKind, operands: Vec<ValueId>, types: Vec<Type>) -> Vec<ValueId> {
+    fn op(
+        &mut self,
+        out: &mut Vec<Op>,
+        kind: OpKind,
+        operands: Vec<ValueId>,
+        types: Vec<Type>,
+    ) -> Vec<ValueId> {
         let results: Vec<ValueId> = types.into_iter().map(|t| self.value(t)).collect();
         out.push(Op {
             kind,
@@ -176,7 +182,11 @@ impl Emitter<'_> {
         for &i in slice {
             let op = &body.ops[i];
             let operands = op.operands.iter().map(|o| *map.get(o).unwrap_or(o)).collect();
-            let types = op.results.iter().map(|r| self.values[r.index()].clone()).collect();
+            let types = op
+                .results
+                .iter()
+                .map(|r| self.values[r.index()].clone())
+                .collect();
             let results = self.op(&mut then_ops, op.kind.clone(), operands, types);
             map.extend(op.results.iter().copied().zip(results));
         }
@@ -187,8 +197,16 @@ impl Emitter<'_> {
         for &v in prefetched {
             let ty = self.values[v.index()].clone();
             let Elem::Scalar(d) = ty.elem else { continue };
-            let zero = if d.is_float() { Literal::Float(0.0) } else { Literal::Int(0) };
-            let zero = if d == DType::Bool { Literal::Bool(false) } else { zero };
+            let zero = if d.is_float() {
+                Literal::Float(0.0)
+            } else {
+                Literal::Int(0)
+            };
+            let zero = if d == DType::Bool {
+                Literal::Bool(false)
+            } else {
+                zero
+            };
             let z = self.scalar(&mut else_ops, zero, d);
             let z = if ty.shape.is_empty() {
                 z
@@ -198,7 +216,10 @@ impl Emitter<'_> {
             zeros.push(z);
         }
         self.op(&mut else_ops, OpKind::Yield, zeros, vec![]);
-        let types = prefetched.iter().map(|v| self.values[v.index()].clone()).collect();
+        let types = prefetched
+            .iter()
+            .map(|v| self.values[v.index()].clone())
+            .collect();
         let results = self.op(out, OpKind::If, vec![cond], types);
         if let Some(last) = out.last_mut() {
             last.regions = vec![
@@ -224,12 +245,22 @@ fn in_range(e: &mut Emitter<'_>, out: &mut Vec<Op>, lo: ValueId, step: Option<i6
     let lo = match step {
         Some(s) => {
             let s = e.scalar(out, Literal::Int(s), DType::I64);
-            e.op(out, OpKind::Binary(metile_ir::BinaryOp::Add), vec![lo, s], vec![i64s.clone()])[0]
+            e.op(
+                out,
+                OpKind::Binary(metile_ir::BinaryOp::Add),
+                vec![lo, s],
+                vec![i64s.clone()],
+            )[0]
         }
         None => lo,
     };
     let hi = e.op(out, OpKind::Cast, vec![hi], vec![i64s])[0];
-    e.op(out, OpKind::Compare(CmpOp::Lt), vec![lo, hi], vec![Type::scalar(DType::Bool)])[0]
+    e.op(
+        out,
+        OpKind::Compare(CmpOp::Lt),
+        vec![lo, hi],
+        vec![Type::scalar(DType::Bool)],
+    )[0]
 }
 
 /// Rewrites one `for` op; returns the ops to insert before it, or `None`
@@ -302,7 +333,8 @@ fn pipeline(op: &mut Op, values: &mut Vec<Type>, consts: &FxHashMap<ValueId, Lit
         .collect();
 
     let body = op.regions.first_mut()?;
-    let renamed: FxHashMap<ValueId, ValueId> = prefetched.iter().copied().zip(current.iter().copied()).collect();
+    let renamed: FxHashMap<ValueId, ValueId> =
+        prefetched.iter().copied().zip(current.iter().copied()).collect();
     rename_uses(body, &renamed);
     if let Some(y) = body.ops.last_mut().filter(|y| matches!(y.kind, OpKind::Yield)) {
         y.operands.extend(next.iter().copied());
@@ -324,5 +356,107 @@ fn rename_uses(b: &mut Block, renamed: &FxHashMap<ValueId, ValueId>) {
         for r in &mut op.regions {
             rename_uses(r, renamed);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metile_ir::{verify, Builder, Operand, ParamKind};
+
+    /// The seed GEMM's loop; with `store_inside`, the body also writes memory.
+    fn gemm(store_inside: bool) -> Function {
+        let mut b = Builder::new("gemm");
+        let a = b.add_param("A", ParamKind::Pointer(DType::F16));
+        let x = b.add_param("B", ParamKind::Pointer(DType::F16));
+        let c = b.add_param("C", ParamKind::Pointer(DType::F32));
+        let k = b.add_param("K", ParamKind::Scalar(DType::I32));
+        let acc0 = b.full(&[16, 16], Operand::Float(0.0), DType::F32).unwrap();
+        let acc = b
+            .build_for(
+                (Operand::Int(0), Operand::Value(k), Operand::Int(16)),
+                &[acc0],
+                |b, kk, carried| {
+                    let at = (
+                        Operand::Value(a),
+                        Operand::Int(0),
+                        Operand::Value(kk),
+                        Operand::Value(k),
+                    );
+                    let ta = b.tile_load(at.0, at.1, at.2, at.3, (16, 16))?;
+                    let tb = b.tile_load(
+                        Operand::Value(x),
+                        Operand::Value(kk),
+                        Operand::Int(0),
+                        Operand::Int(16),
+                        (16, 16),
+                    )?;
+                    let d = b.dot(
+                        Operand::Value(ta),
+                        Operand::Value(tb),
+                        Some(Operand::Value(carried[0])),
+                    )?;
+                    if store_inside {
+                        b.tile_store(
+                            Operand::Value(c),
+                            Operand::Int(0),
+                            Operand::Int(0),
+                            Operand::Int(16),
+                            Operand::Value(d),
+                            (16, 16),
+                        )?;
+                    }
+                    Ok(vec![d])
+                },
+            )
+            .unwrap()[0];
+        b.tile_store(
+            Operand::Value(c),
+            Operand::Int(0),
+            Operand::Int(0),
+            Operand::Int(16),
+            Operand::Value(acc),
+            (16, 16),
+        )
+        .unwrap();
+        b.finish().unwrap()
+    }
+
+    #[test]
+    fn dot_operands_are_carried_one_iteration_ahead() {
+        let mut f = gemm(false);
+        assert!(prefetch_dot_operands(&mut f));
+        verify(&f).unwrap();
+        let mut top_ifs = 0;
+        let mut for_carried = 0;
+        for op in &f.body.ops {
+            match op.kind {
+                OpKind::If => top_ifs += 1,
+                OpKind::For => {
+                    for_carried = op.results.len();
+                    // The loads for the next iteration come first, under a guard.
+                    assert!(matches!(
+                        op.regions[0]
+                            .ops
+                            .iter()
+                            .find(|o| matches!(o.kind, OpKind::If | OpKind::Dot))
+                            .map(|o| &o.kind),
+                        Some(OpKind::If)
+                    ));
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(
+            (top_ifs, for_carried),
+            (1, 3),
+            "a guarded prologue; acc plus two prefetched tiles"
+        );
+    }
+
+    #[test]
+    fn loops_that_write_memory_are_left_alone() {
+        let mut f = gemm(true);
+        assert!(!prefetch_dot_operands(&mut f));
     }
 }

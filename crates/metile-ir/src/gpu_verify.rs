@@ -437,7 +437,11 @@ impl<'f> GpuVerifier<'f> {
                     return fail("ldmatrix reads threadgroup memory");
                 };
                 let pair = GpuType::Vector(d, 2);
-                if d.size_bytes() != 2 || !matches!(count, 1 | 2 | 4) || !int_scalar(ins[1]) || outs.iter().any(|&t| t != pair) {
+                if d.size_bytes() != 2
+                    || !matches!(count, 1 | 2 | 4)
+                    || !int_scalar(ins[1])
+                    || outs.iter().any(|&t| t != pair)
+                {
                     return fail("(threadgroup ptr of a 16-bit type, int index) -> 1, 2 or 4 pairs");
                 }
             }

@@ -7,8 +7,8 @@ use crate::args::{convert_arg, ensure_writable, ArgKind};
 use crate::device_args::{copy_back, ArgContext, Staged};
 use crate::device_state::{current_device, runtime_error_to_py};
 use crate::tracing::PyTileFunction;
-use metile_interp::KernelArg;
 use metile_compiler::Passes;
+use metile_interp::KernelArg;
 use metile_runtime::{check_grid, CompileOptions, CompiledKernel, Device};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -586,12 +586,10 @@ impl Launcher {
                     values.retain(|(j, _)| *j != i);
                     values.push((i, value.unbind()));
                 }
-                Some(_) => {
-                    return Err(PyTypeError::new_err(format!(
-                        "configure() takes constexprs and launch options; '{key}' is a runtime argument of {}",
-                        kernel.signature_text()
-                    )))
-                }
+                Some(_) => return Err(PyTypeError::new_err(format!(
+                    "configure() takes constexprs and launch options; '{key}' is a runtime argument of {}",
+                    kernel.signature_text()
+                ))),
                 None if options.take(&key, &value)? => {}
                 None => {
                     return Err(PyTypeError::new_err(format!(

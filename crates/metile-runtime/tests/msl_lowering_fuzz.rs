@@ -228,3 +228,69 @@ fn random_kernels_match_the_interpreter() {
         c.check();
     }
 }
+
+/// `C = max(dot(A, B, C0), C0)` over one `m x k` by `k x n` tile, `k` walked in
+/// `bk` steps (a loop, so the prefetch pass and chunked staging take part).
+fn dot_kernel(m: usize, n: usize, k: usize, bk: usize, dtype: DType) -> Function {
+    let mut b = Builder::new("dot_fuzz");
+    let a = b.add_param("A", ParamKind::Pointer(dtype));
+    let bb = b.add_param("B", ParamKind::Pointer(dtype));
+    let c = b.add_param("C", ParamKind::Pointer(DType::F32));
+    let kk = b.add_param("K", ParamKind::Scalar(DType::I32));
+    let c0 = b
+        .tile_load(v(c), int(0), int(0), int(n as i64), (m as i64, n as i64))
+        .unwrap();
+    let acc = for_loop(
+        &mut b,
+        (int(0), v(kk), int(bk as i64)),
+        &[c0],
+        |b, k0, carried| {
+            let ta = b
+                .tile_load(v(a), int(0), v(k0), int(k as i64), (m as i64, bk as i64))
+                .unwrap();
+            let tb = b
+                .tile_load(v(bb), v(k0), int(0), int(n as i64), (bk as i64, n as i64))
+                .unwrap();
+            vec![b.dot(v(ta), v(tb), Some(v(carried[0]))).unwrap()]
+        },
+    )[0];
+    let out = b.binary(BinaryOp::Max, v(acc), v(c0)).unwrap();
+    b.tile_store(v(c), int(0), int(0), int(n as i64), v(out), (m as i64, n as i64))
+        .unwrap();
+    b.finish().unwrap()
+}
+
+#[test]
+fn random_dot_shapes_match_the_interpreter() {
+    // Atom-sized and not (the generic path), one to several atom tiles per
+    // simdgroup, more simdgroups than tiles, every operand dtype.
+    let dims = [8usize, 16, 24, 32, 40, 64, 12, 20];
+    let dtypes = [DType::F32, DType::F16, DType::BF16];
+    let sgs = [None, Some(1u32), Some(2), Some(3), Some(4), Some(8)];
+    let cases: u64 = std::env::var("METILE_FUZZ_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(12, |c: u64| c.min(200));
+    for case in 0..cases {
+        let mut rng = Rng::new(7000 + case);
+        let mut pick = |xs: &[usize]| xs[rng.int(0, xs.len() as i64) as usize];
+        let (m, n, bk) = (pick(&dims), pick(&dims), pick(&dims[..6]));
+        let k = bk * (1 + case as usize % 3);
+        let dtype = dtypes[case as usize % dtypes.len()];
+        let mut rng = Rng::new(9000 + case);
+        let bufs = vec![
+            Buf::random(dtype, m * k, &mut rng),
+            Buf::random(dtype, k * n, &mut rng),
+            Buf::random(DType::F32, m * n, &mut rng),
+        ];
+        let mut c = Case::new(
+            dot_kernel(m, n, k, bk, dtype),
+            bufs,
+            vec![Arg::Buf(0), Arg::Buf(1), Arg::Buf(2), i32_arg(k as i32)],
+            [1, 1, 1],
+        )
+        .scale(20.0);
+        c.num_sgs = sgs[case as usize % sgs.len()];
+        c.check();
+    }
+}

@@ -43,7 +43,10 @@ impl<'f> Lowering<'f> {
         };
         let align = (16 / dtype.size_bytes()).max(1);
         let layout_of = |kc: usize| {
-            let sa = Staged { base: 0, ld: kc + pad };
+            let sa = Staged {
+                base: 0,
+                ld: kc + pad,
+            };
             let sb = Staged {
                 base: (m * sa.ld).div_ceil(align) * align,
                 ld: n + pad,
@@ -154,10 +157,13 @@ impl<'f> Lowering<'f> {
         let (na, nb, nc) = plan.atom.values_per_thread();
         let (reps_m, reps_n) = plan.reps;
         let ak = plan.atom.shape.2;
-        let ldm = plan
-            .ldmatrix
-            .as_ref()
-            .map(|p| (self.a.layouts.intern(p.a.clone()), self.a.layouts.intern(p.b.clone()), p.b_count));
+        let ldm = plan.ldmatrix.as_ref().map(|p| {
+            (
+                self.a.layouts.intern(p.a.clone()),
+                self.a.layouts.intern(p.b.clone()),
+                p.b_count,
+            )
+        });
         let (addr_a, addr_b) = match ldm {
             Some((la, lb, _)) => (la, lb),
             None => (frag_a, frag_b),
@@ -197,7 +203,11 @@ impl<'f> Lowering<'f> {
                 for j in 0..nc {
                     operands.push(self.reg_read(reg, (first + j) as u32, DType::F32));
                 }
-                let d = self.emit(GpuOpKind::Mma(kind), operands, vec![GpuType::Scalar(DType::F32); nc]);
+                let d = self.emit(
+                    GpuOpKind::Mma(kind),
+                    operands,
+                    vec![GpuType::Scalar(DType::F32); nc],
+                );
                 for (j, x) in d.into_iter().enumerate() {
                     self.reg_write(reg, (first + j) as u32, x);
                 }
@@ -285,7 +295,10 @@ impl<'f> Lowering<'f> {
             .chain([at.base as i64, (step.0 * step.1) as i64])
             .collect();
         let t = &self.a.target;
-        let max_w = t.max_vector_lanes.min(t.max_vector_bytes / dtype.size_bytes()).max(1);
+        let max_w = t
+            .max_vector_lanes
+            .min(t.max_vector_bytes / dtype.size_bytes())
+            .max(1);
         let mut out = Vec::with_capacity(offsets.len());
         let mut v = 0;
         while v < offsets.len() {
@@ -307,7 +320,11 @@ impl<'f> Lowering<'f> {
                 out.push(x);
             } else {
                 for lane in 0..w {
-                    out.push(self.emit1(GpuOpKind::Extract { lane: lane as u8 }, [x], GpuType::Scalar(dtype)));
+                    out.push(self.emit1(
+                        GpuOpKind::Extract { lane: lane as u8 },
+                        [x],
+                        GpuType::Scalar(dtype),
+                    ));
                 }
             }
             v += w;

@@ -322,7 +322,9 @@ impl<'f> Lowering<'f> {
                         fill(self, slow);
                         let else_b = self.pop_block();
                         self.b.emit_region_op(GpuOpKind::If, [all], vec![then_b, else_b]);
-                        (0..index.len()).map(|i| self.reg_read(reg, i as u32, dtype)).collect()
+                        (0..index.len())
+                            .map(|i| self.reg_read(reg, i as u32, dtype))
+                            .collect()
                     }
                 };
                 self.set_home(r, Home::Regs { layout: l, elems })

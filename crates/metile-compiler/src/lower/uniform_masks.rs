@@ -119,7 +119,8 @@ impl<'f> Lowering<'f> {
     /// `cmp(base + offset, bound)` on every offset in `[lo, hi]`, with no lane
     /// outside `i32` range; computed in `i64`.
     fn span_compare(&mut self, s: Span, cmp: CmpOp, bound: GpuValue) -> Option<GpuValue> {
-        let wide = |this: &mut Self, v: GpuValue| this.emit1(GpuOpKind::Cast, [v], GpuType::Scalar(DType::I64));
+        let wide =
+            |this: &mut Self, v: GpuValue| this.emit1(GpuOpKind::Cast, [v], GpuType::Scalar(DType::I64));
         let base = wide(self, s.base);
         let bound = wide(self, bound);
         let at = |this: &mut Self, off: i64| {

@@ -409,8 +409,15 @@ impl<'a> BodyWriter<'a> {
             GpuOpKind::LdMatrix { count, trans } if self.lang == Lang::Cuda => {
                 let (root, index) = (arg(0)?, arg(1)?);
                 let regs: Vec<String> = op.results.iter().map(|d| format!("m{}", d.0)).collect();
-                let list = (0..regs.len()).map(|i| format!("%{i}")).collect::<Vec<_>>().join(", ");
-                let outs = regs.iter().map(|r| format!("\"=r\"({r})")).collect::<Vec<_>>().join(", ");
+                let list = (0..regs.len())
+                    .map(|i| format!("%{i}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let outs = regs
+                    .iter()
+                    .map(|r| format!("\"=r\"({r})"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
                 self.line_fmt(depth, format_args!("uint {};", regs.join(", ")));
                 self.line_fmt(
                     depth,
@@ -469,7 +476,10 @@ impl<'a> BodyWriter<'a> {
         match (self.lang, kind) {
             (Lang::Msl, AtomKind::AppleSimdgroup8x8) => {
                 let m = format!("m{first}");
-                self.line_fmt(depth, format_args!("simdgroup_matrix<{operand}, 8, 8> {m}a, {m}b;"));
+                self.line_fmt(
+                    depth,
+                    format_args!("simdgroup_matrix<{operand}, 8, 8> {m}a, {m}b;"),
+                );
                 self.line_fmt(depth, format_args!("simdgroup_float8x8 {m}c;"));
                 for (suffix, values) in [("a", a), ("b", b), ("c", c)] {
                     for (i, x) in values.iter().enumerate() {
@@ -493,8 +503,11 @@ impl<'a> BodyWriter<'a> {
                     ),
                     _ => {
                         let ty = if operand == "half" { "f16" } else { "bf16" };
-                        let pairs =
-                            |v: &[String]| v.chunks(2).map(|p| format!("metile_pack2({}, {})", p[0], p[1])).collect();
+                        let pairs = |v: &[String]| {
+                            v.chunks(2)
+                                .map(|p| format!("metile_pack2({}, {})", p[0], p[1]))
+                                .collect()
+                        };
                         (format!("m16n8k16.row.col.f32.{ty}.{ty}.f32"), pairs(a), pairs(b))
                     }
                 };
