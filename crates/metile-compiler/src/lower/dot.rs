@@ -89,6 +89,7 @@ impl<'f> Lowering<'f> {
             let k0 = self.const_i32(0);
             self.dot_chunk(root, (m, n, k, kc), (la, &av), (lb, &bv), lc, reg, k0)?;
         } else {
+            self.flush_deferred()?;
             let (start, end, step) = (
                 self.const_i32(0),
                 self.const_i32(k as i32),
@@ -159,6 +160,9 @@ impl<'f> Lowering<'f> {
             self.mem_store(root, idx, x, 1, mask);
         }
         self.barrier()?;
+        if whole {
+            self.flush_deferred()?;
+        }
 
         // for kk in 0..kc: acc[v] += a[row(v)][kk] * b[kk][col(v)]
         // a[row][kk] is at `row * kc + kk` and b[kk][col] at `kk * n + (m * kc + col)`:

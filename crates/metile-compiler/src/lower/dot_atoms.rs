@@ -80,11 +80,15 @@ impl<'f> Lowering<'f> {
             this.stage(root, sa, la, &av, k0.map(|k0| (1, k0, kc)))?;
             this.stage(root, sb, lb, &bv, k0.map(|k0| (0, k0, kc)))?;
             this.barrier()?;
+            if k0.is_none() {
+                this.flush_deferred()?;
+            }
             this.atom_steps(root, plan, (sa, sb), (frag_a, frag_b), kc, reg)
         };
         if kc == k {
             chunk(self, None)
         } else {
+            self.flush_deferred()?;
             let (start, end, step) = (
                 self.const_i32(0),
                 self.const_i32(k as i32),

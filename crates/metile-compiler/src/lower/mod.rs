@@ -99,6 +99,9 @@ pub struct Lowering<'f> {
     reg_writes: FxHashMap<RegId, u32>,
     /// Block indices of the open `simdgroup_role` bodies.
     role_depths: Vec<usize>,
+    /// Ops held back to run after the staging of the next `dot` (see
+    /// [`Lowering::block`]).
+    deferred: Vec<&'f Op>,
     /// The Tile IR op being lowered, for errors.
     loc: Loc,
     op_name: String,
@@ -125,6 +128,7 @@ pub fn lower(f: &Function, threads: u32, target: &Target) -> CompileResult<GpuFu
         reg_reads: FxHashMap::default(),
         reg_writes: FxHashMap::default(),
         role_depths: vec![],
+        deferred: vec![],
         loc: Loc::unknown(),
         op_name: "kernel".into(),
     };
@@ -169,6 +173,27 @@ pub fn lower(f: &Function, threads: u32, target: &Target) -> CompileResult<GpuFu
         ));
     }
     Ok(l.b.finish())
+}
+
+/// True for ops that neither write memory nor synchronise (nested regions included).
+fn writes_nothing(op: &Op) -> bool {
+    match op.kind {
+        OpKind::Store { .. }
+        | OpKind::TileStore { .. }
+        | OpKind::Barrier
+        | OpKind::Shared { .. }
+        | OpKind::SimdgroupRole { .. } => false,
+        _ => op.regions.iter().all(|r| r.ops.iter().all(writes_nothing)),
+    }
+}
+
+/// True when an op inside `op`'s regions reads one of `values`.
+fn mentions(op: &Op, values: &[ValueId]) -> bool {
+    op.regions.iter().any(|r| {
+        r.ops
+            .iter()
+            .any(|o| o.operands.iter().any(|x| values.contains(x)) || mentions(o, values))
+    })
 }
 
 impl<'f> Lowering<'f> {
@@ -463,17 +488,64 @@ impl<'f> Lowering<'f> {
 
     // ------------------------------------------------------------- walking
 
+    /// Lowers a block's ops in order, except that an `if` whose results only
+    /// feed the next loop iteration (the prefetch pass's loads of the next
+    /// tiles), followed by a `dot` with no memory writes or barriers between,
+    /// is lowered right after that `dot` has staged its operands: the
+    /// registers of the tiles being loaded and of the tiles being staged are
+    /// then never live together, and the loads still overlap the matrix work.
     fn block(&mut self, block: &'f Block) -> CompileResult<()> {
-        for op in &block.ops {
+        let outer = std::mem::take(&mut self.deferred);
+        for (i, op) in block.ops.iter().enumerate() {
             if matches!(op.kind, OpKind::Yield) {
                 continue;
             }
-            self.loc = op.loc.clone();
-            self.op_name = op.kind.name().to_string();
-            self.b.set_loc(op.loc.clone());
-            self.op(op)?;
+            if self.feeds_next_iteration_only(block, i) {
+                self.deferred.push(op);
+                continue;
+            }
+            self.lower_op(op)?;
+        }
+        self.flush_deferred()?;
+        self.deferred = outer;
+        Ok(())
+    }
+
+    fn lower_op(&mut self, op: &'f Op) -> CompileResult<()> {
+        self.loc = op.loc.clone();
+        self.op_name = op.kind.name().to_string();
+        self.b.set_loc(op.loc.clone());
+        self.op(op)
+    }
+
+    /// Lowers the ops held back by [`Lowering::block`].
+    fn flush_deferred(&mut self) -> CompileResult<()> {
+        for op in std::mem::take(&mut self.deferred) {
+            self.lower_op(op)?;
         }
         Ok(())
+    }
+
+    /// Op `i` of `block` is an `if` without effects whose results only the
+    /// block's `yield` reads, and a `dot` follows it with nothing between that
+    /// writes memory or synchronises.
+    fn feeds_next_iteration_only(&self, block: &Block, i: usize) -> bool {
+        let op = &block.ops[i];
+        if !matches!(op.kind, OpKind::If) || op.results.is_empty() {
+            return false;
+        }
+        if !op.regions.iter().all(|r| r.ops.iter().all(writes_nothing)) {
+            return false;
+        }
+        let rest = &block.ops[i + 1..];
+        let only_yielded = rest.iter().all(|o| {
+            matches!(o.kind, OpKind::Yield) || !(o.operands.iter().any(|x| op.results.contains(x)) || mentions(o, &op.results))
+        });
+        let next_dot = rest
+            .iter()
+            .find(|o| matches!(o.kind, OpKind::Dot) || !writes_nothing(o))
+            .is_some_and(|o| matches!(o.kind, OpKind::Dot));
+        only_yielded && next_dot
     }
 
     fn op(&mut self, op: &'f Op) -> CompileResult<()> {
