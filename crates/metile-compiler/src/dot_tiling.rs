@@ -56,6 +56,238 @@ pub struct LdMatrixPlan {
     pub b_count: u8,
 }
 
+/// Where one operand lives in threadgroup scratch: element `(row, col)` at
+/// `base + row * ld + col`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Staged {
+    pub base: usize,
+    pub ld: usize,
+}
+
+/// Scratch for `kc` columns of `a` (`M x kc`) and rows of `b` (`kc x N`),
+/// their rows padded by `pads` elements (`a`'s, `b`'s), `b` starting 16-byte
+/// aligned. Returns both placements and the elements needed.
+pub fn staging(m: usize, n: usize, kc: usize, dtype: DType, pads: (usize, usize)) -> (Staged, Staged, usize) {
+    let per16 = (16 / dtype.size_bytes()).max(1);
+    let a = Staged {
+        base: 0,
+        ld: kc + pads.0,
+    };
+    let b = Staged {
+        base: (m * a.ld).div_ceil(per16) * per16,
+        ld: n + pads.1,
+    };
+    (a, b, b.base + kc * b.ld)
+}
+
+/// How many `k` columns to stage at once: `K` when everything fits in
+/// `capacity` elements, else the largest multiple of the atom's `k` dividing `K`
+/// that fits.
+pub fn staged_k(plan: &AtomTiling, dtype: DType, pads: (usize, usize), capacity: usize) -> Option<usize> {
+    let (m, n, k) = plan.shape;
+    let ak = plan.atom.shape.2;
+    (1..=k / ak)
+        .rev()
+        .map(|steps| steps * ak)
+        .find(|&kc| k % kc == 0 && staging(m, n, kc, dtype, pads).2 <= capacity)
+}
+
+/// The row padding (in elements, for `a` and for `b`) whose fragment reads
+/// have the fewest bank conflicts: each of 0, 16, 32, 48 and 64 bytes is
+/// tried, computed from the layouts (`bank_conflicts`), the smallest of the
+/// best kept. No padding when the `pad_dot_scratch` pass is off.
+pub fn choose_pads(plan: &AtomTiling, target: &Target, dtype: DType, capacity: usize) -> (usize, usize) {
+    if !target.default_passes.pad_dot_scratch {
+        return (0, 0);
+    }
+    let size = dtype.size_bytes();
+    let candidates: Vec<usize> = [0, 16, 32, 48, 64].iter().map(|b| b / size).collect();
+    let cost = |pads: (usize, usize)| -> Option<(usize, usize)> {
+        let kc = staged_k(plan, dtype, pads, capacity)?;
+        let (sa, sb, _) = staging(plan.shape.0, plan.shape.1, kc, dtype, pads);
+        let reads = fragment_reads(plan, target, dtype, (sa, sb));
+        Some((
+            bank_conflicts(reads.a_layout, sa, &reads.a, size),
+            bank_conflicts(reads.b_layout, sb, &reads.b, size),
+        ))
+    };
+    let best = |conflicts: &dyn Fn(usize) -> Option<usize>| {
+        candidates
+            .iter()
+            .filter_map(|&p| conflicts(p).map(|c| (c, p)))
+            .min()
+            .map_or(0, |(_, p)| p)
+    };
+    let pad_a = best(&|p| cost((p, 0)).map(|c| c.0));
+    let pad_b = best(&|p| cost((pad_a, p)).map(|c| c.1));
+    (pad_a, pad_b)
+}
+
+/// The fragment reads of one `k` step: `(first value, width)` runs of the
+/// layouts the reads go through (the fragment layouts, or the `ldmatrix`
+/// address layouts, one 16-byte row per lane).
+pub struct FragmentReads<'p> {
+    pub a: Vec<(usize, usize)>,
+    pub b: Vec<(usize, usize)>,
+    pub a_layout: &'p DistLayout,
+    pub b_layout: &'p DistLayout,
+}
+
+pub fn fragment_reads<'p>(
+    p: &'p AtomTiling,
+    target: &Target,
+    dtype: DType,
+    (sa, sb): (Staged, Staged),
+) -> FragmentReads<'p> {
+    let size = dtype.size_bytes();
+    match &p.ldmatrix {
+        Some(ld) => {
+            let rows = |l: &DistLayout| (0..l.values()).map(|v| (v, 16 / size)).collect::<Vec<_>>();
+            FragmentReads {
+                a: rows(&ld.a),
+                b: rows(&ld.b),
+                a_layout: &ld.a,
+                b_layout: &ld.b,
+            }
+        }
+        None => {
+            let max_w = target.max_vector_lanes.min(target.max_vector_bytes / size).max(1);
+            let ak = p.atom.shape.2;
+            let (oa, sa_strides) = fragment_offsets(&p.a, sa, ak);
+            let (ob, sb_strides) = fragment_offsets(&p.b, sb, ak * sb.ld);
+            FragmentReads {
+                a: vector_runs(&oa, &sa_strides, max_w),
+                b: vector_runs(&ob, &sb_strides, max_w),
+                a_layout: &p.a,
+                b_layout: &p.b,
+            }
+        }
+    }
+}
+
+/// Groups consecutive fragment values into vector reads: `(first value,
+/// width)` runs, a run of `w` needing consecutive, `w`-aligned offsets and
+/// every per-thread stride a multiple of `w`, up to `max_width`.
+pub fn vector_runs(offsets: &[i64], thread_strides: &[i64], max_width: usize) -> Vec<(usize, usize)> {
+    let mut runs = vec![];
+    let mut v = 0;
+    while v < offsets.len() {
+        let mut w = 1;
+        let mut next = 2;
+        while next <= max_width
+            && v + next <= offsets.len()
+            && (1..next).all(|i| offsets[v + i] == offsets[v] + i as i64)
+            && offsets[v] % next as i64 == 0
+            && thread_strides.iter().all(|s| s % next as i64 == 0)
+        {
+            w = next;
+            next *= 2;
+        }
+        runs.push((v, w));
+        v += w;
+    }
+    runs
+}
+
+/// The `(scratch offset of each value, per-thread strides)` of a fragment
+/// layout placed at `at`, `step` elements added per `k` step.
+pub fn fragment_offsets(l: &DistLayout, at: Staged, step: usize) -> (Vec<i64>, Vec<i64>) {
+    let ld = at.ld as i64;
+    let offsets = (0..l.values())
+        .map(|v| {
+            let c = l.value_coords(v);
+            c[0] * ld + c[1]
+        })
+        .collect();
+    let strides = l
+        .thread_coord_terms(0)
+        .iter()
+        .map(|t| t.stride * ld)
+        .chain(l.thread_coord_terms(1).iter().map(|t| t.stride))
+        .chain([at.base as i64, step as i64])
+        .collect();
+    (offsets, strides)
+}
+
+/// The most accesses one bank serves in one simdgroup read of fragment
+/// layout `l` at `at` (1: conflict free), over every read of a `k` step, for
+/// 32 banks of 4 bytes. A `w`-element read of `bytes` bytes per lane runs in
+/// `ceil(lanes * bytes / 128)` phases of consecutive lanes, as on NVIDIA GPUs
+/// (an assumption for Apple's, which do not document their banks).
+pub fn bank_conflicts(l: &DistLayout, at: Staged, reads: &[(usize, usize)], elem_bytes: usize) -> usize {
+    let cols = l.shape()[1] as i64;
+    let mut worst = 1;
+    for &(v, w) in reads {
+        let bytes = w * elem_bytes;
+        let lanes_per_phase = (128 / bytes.max(4)).clamp(1, 32);
+        for phase in (0..32).step_by(lanes_per_phase) {
+            let mut words: Vec<(i64, i64)> = vec![];
+            for lane in phase..phase + lanes_per_phase {
+                let e = l.element(lane, v);
+                let index = at.base as i64 + (e / cols) * at.ld as i64 + e % cols;
+                let first = index * elem_bytes as i64 / 4;
+                for word in first..first + bytes.div_ceil(4) as i64 {
+                    if !words.iter().any(|&(x, _)| x == word) {
+                        words.push((word, word.rem_euclid(32)));
+                    }
+                }
+            }
+            for bank in 0..32 {
+                worst = worst.max(words.iter().filter(|&&(_, b)| b == bank).count());
+            }
+        }
+    }
+    worst
+}
+
+/// What a `dot` plan amounts to, for tables (`metile._metile.dot_plan`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DotReport {
+    pub atom: &'static str,
+    pub warps: (usize, usize),
+    pub reps: (usize, usize),
+    /// Columns of `a` / rows of `b` staged at once, and the scratch they take.
+    pub staged_k: usize,
+    pub staged_bytes: usize,
+    /// Row padding of the staged `a` and `b`, in bytes.
+    pub pad_bytes: (usize, usize),
+    /// The worst bank conflict of the A and B fragment reads (1: none).
+    pub conflicts: (usize, usize),
+    /// Fragment read instructions per matrix instruction.
+    pub reads_per_mma: f64,
+}
+
+/// The report of [`plan`] on `target` with its default passes.
+pub fn report(
+    target: &Target,
+    shape: (usize, usize, usize),
+    operand: DType,
+    threads: usize,
+) -> Option<DotReport> {
+    let p = plan(target, shape, operand, threads)?;
+    let size = operand.size_bytes();
+    let capacity = target.max_threadgroup_bytes / size;
+    let pads = choose_pads(&p, target, operand, capacity);
+    let kc = staged_k(&p, operand, pads, capacity)?;
+    let (sa, sb, len) = staging(shape.0, shape.1, kc, operand, pads);
+    let reads = fragment_reads(&p, target, operand, (sa, sb));
+    let (a_reads, b_reads, la, lb) = (&reads.a, &reads.b, reads.a_layout, reads.b_layout);
+    let mmas = (p.reps.0 * p.reps.1) as f64;
+    Some(DotReport {
+        atom: p.atom.kind.name(),
+        warps: p.warps,
+        reps: p.reps,
+        staged_k: kc,
+        staged_bytes: len * size,
+        pad_bytes: (pads.0 * size, pads.1 * size),
+        conflicts: (
+            bank_conflicts(la, sa, a_reads, size),
+            bank_conflicts(lb, sb, b_reads, size),
+        ),
+        reads_per_mma: (a_reads.len() + b_reads.len()) as f64 / mmas,
+    })
+}
+
 /// The atom that `dot` on `operand` tiles uses on `target`, if any. The tf32
 /// atom changes f32 results (inputs are rounded to 10-bit mantissas), so f32
 /// `dot` takes it only when the `tf32` pass is switched on.
@@ -368,6 +600,29 @@ mod tests {
             .unwrap()
             .ldmatrix
             .is_none());
+    }
+
+    #[test]
+    fn padding_removes_the_bank_conflicts_of_fragment_reads() {
+        let mut nv = Target::nvidia(9, 0);
+        let r = report(&nv, (128, 128, 32), DType::F16, 256).unwrap();
+        assert_eq!((r.atom, r.conflicts, r.staged_k), ("m16n8k16", (1, 1), 32));
+        nv.default_passes.pad_dot_scratch = false;
+        let r = report(&nv, (128, 128, 32), DType::F16, 256).unwrap();
+        assert!(r.conflicts.0 >= 4 && r.conflicts.1 >= 4, "{:?}", r.conflicts);
+        let mut apple = Target::apple();
+        let r = report(&apple, (64, 64, 32), DType::F32, 128).unwrap();
+        assert_eq!(r.conflicts, (1, 1));
+        apple.default_passes.pad_dot_scratch = false;
+        assert!(report(&apple, (64, 64, 32), DType::F32, 128).unwrap().conflicts.0 > 1);
+    }
+
+    #[test]
+    fn vector_runs_need_consecutive_aligned_offsets() {
+        assert_eq!(vector_runs(&[0, 1, 8, 9], &[2, 4], 8), vec![(0, 2), (2, 2)]);
+        assert_eq!(vector_runs(&[0, 1, 2, 3], &[4], 8), vec![(0, 4)]);
+        assert_eq!(vector_runs(&[0, 1, 2, 3], &[2], 8), vec![(0, 2), (2, 2)]);
+        assert_eq!(vector_runs(&[1, 2], &[2], 8), vec![(0, 1), (1, 1)]);
     }
 
     #[test]

@@ -130,7 +130,7 @@ impl Passes {
     }
 
     /// `target` with the passes that do not run taken away.
-    fn restrict(&self, target: &Target) -> Target {
+    pub fn restrict(&self, target: &Target) -> Target {
         let on = self.resolve(target);
         let mut t = target.clone();
         if !on.matrix_atoms {

@@ -586,10 +586,12 @@ impl Launcher {
                     values.retain(|(j, _)| *j != i);
                     values.push((i, value.unbind()));
                 }
-                Some(_) => return Err(PyTypeError::new_err(format!(
+                Some(_) => {
+                    return Err(PyTypeError::new_err(format!(
                     "configure() takes constexprs and launch options; '{key}' is a runtime argument of {}",
                     kernel.signature_text()
-                ))),
+                )))
+                }
                 None if options.take(&key, &value)? => {}
                 None => {
                     return Err(PyTypeError::new_err(format!(

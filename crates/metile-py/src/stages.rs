@@ -12,7 +12,13 @@ use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
-const KEYS: [&str; 4] = ["msl", "kernel_name", "threads_per_group", "gpu_ir"];
+const KEYS: [&str; 5] = [
+    "msl",
+    "kernel_name",
+    "threads_per_group",
+    "threadgroup_bytes",
+    "gpu_ir",
+];
 
 /// The result of `compile_msl`: a read-only mapping with the keys "msl",
 /// "kernel_name", "threads_per_group" and "gpu_ir". The GPU IR is printed the
@@ -40,6 +46,12 @@ impl PyMslCompilation {
             "threads_per_group" => self
                 .kernel
                 .threads_per_group
+                .into_pyobject(py)?
+                .into_any()
+                .unbind(),
+            "threadgroup_bytes" => self
+                .gpu
+                .threadgroup_bytes()
                 .into_pyobject(py)?
                 .into_any()
                 .unbind(),
@@ -133,6 +145,50 @@ fn parse_passes(kwargs: Option<&Bound<'_, pyo3::types::PyDict>>) -> PyResult<met
     Ok(passes)
 }
 
+/// `dot_plan(m, n, k, dtype, num_sgs, arch="apple", **passes)`: how `dot` of
+/// an `m x k` by `k x n` tile of `dtype` runs on `num_sgs` simdgroups, as a
+/// dict (atom, simdgroup grid, atom tiles per simdgroup, staged `k`, scratch
+/// bytes, row padding, bank conflicts of the fragment reads, reads per matrix
+/// instruction), or `None` where the generic path runs.
+#[pyfunction]
+#[pyo3(name = "dot_plan", signature = (m, n, k, dtype, num_sgs, arch="apple", **passes))]
+#[allow(clippy::too_many_arguments)]
+pub fn dot_plan_py<'py>(
+    py: Python<'py>,
+    m: usize,
+    n: usize,
+    k: usize,
+    dtype: &str,
+    num_sgs: usize,
+    arch: &str,
+    passes: Option<&Bound<'_, pyo3::types::PyDict>>,
+) -> PyResult<Option<Bound<'py, pyo3::types::PyDict>>> {
+    let target = if arch == "apple" {
+        metile_compiler::Target::apple()
+    } else {
+        nvidia_target(arch)?
+    };
+    let target = parse_passes(passes)?.restrict(&target);
+    let dtype = metile_ir::DType::parse(dtype).ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "unknown dtype '{dtype}'; dot takes f32, f16 or bf16"
+        ))
+    })?;
+    let Some(r) = metile_compiler::dot_tiling::report(&target, (m, n, k), dtype, num_sgs * 32) else {
+        return Ok(None);
+    };
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("atom", r.atom)?;
+    d.set_item("warps", r.warps)?;
+    d.set_item("reps", r.reps)?;
+    d.set_item("staged_k", r.staged_k)?;
+    d.set_item("staged_bytes", r.staged_bytes)?;
+    d.set_item("pad_bytes", r.pad_bytes)?;
+    d.set_item("bank_conflicts", r.conflicts)?;
+    d.set_item("reads_per_mma", r.reads_per_mma)?;
+    Ok(Some(d))
+}
+
 /// The NVIDIA target named `sm_XY` (compute capability X.Y).
 fn nvidia_target(arch: &str) -> PyResult<metile_compiler::Target> {
     let digits = arch
@@ -191,6 +247,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyMslCompilation>()?;
     m.add_function(wrap_pyfunction!(compile_msl_py, m)?)?;
     m.add_function(wrap_pyfunction!(compile_cuda_py, m)?)?;
+    m.add_function(wrap_pyfunction!(dot_plan_py, m)?)?;
     // A mapping to Python code that checks (isinstance(x, Mapping)).
     m.py()
         .import("collections.abc")?

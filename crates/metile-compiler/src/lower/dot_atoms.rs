@@ -15,7 +15,7 @@
 //! layout has contiguous runs.
 
 use super::Lowering;
-use crate::dot_tiling::AtomTiling;
+use crate::dot_tiling::{choose_pads, fragment_offsets, staged_k, staging, vector_runs, AtomTiling, Staged};
 use crate::error::CompileResult;
 use crate::layout_assign::LayoutId;
 use metile_ir::gpu_ir::*;
@@ -23,49 +23,22 @@ use metile_ir::{BinaryOp, DType, Op};
 
 const I32: GpuType = GpuType::Scalar(DType::I32);
 
-/// Where one operand lives in scratch: `base + row * ld + col`.
-#[derive(Clone, Copy)]
-struct Staged {
-    base: usize,
-    ld: usize,
-}
-
 impl<'f> Lowering<'f> {
     pub(super) fn atom_dot(&mut self, op: &'f Op, plan: &AtomTiling, reg: RegId) -> CompileResult<()> {
         let (a, b) = (op.operands[0], op.operands[1]);
         let (m, n, k) = plan.shape;
         let ak = plan.atom.shape.2;
         let dtype = self.elem_dtype(a);
-        let pad = if self.a.target.default_passes.pad_dot_scratch {
-            16 / dtype.size_bytes()
-        } else {
-            0
-        };
-        let align = (16 / dtype.size_bytes()).max(1);
-        let layout_of = |kc: usize| {
-            let sa = Staged {
-                base: 0,
-                ld: kc + pad,
-            };
-            let sb = Staged {
-                base: (m * sa.ld).div_ceil(align) * align,
-                ld: n + pad,
-            };
-            (sa, sb, sb.base + kc * sb.ld)
-        };
         let capacity = self.scratch_capacity(dtype);
-        let kc = (1..=k / ak)
-            .rev()
-            .map(|steps| steps * ak)
-            .find(|&kc| k % kc == 0 && layout_of(kc).2 <= capacity)
-            .ok_or_else(|| {
-                self.err(format!(
-                    "staging {ak} columns of a and rows of b for the matrix unit takes {} bytes of threadgroup \
-                     memory, more than is free; use smaller tiles",
-                    layout_of(ak).2 * dtype.size_bytes()
-                ))
-            })?;
-        let (sa, sb, len) = layout_of(kc);
+        let pads = choose_pads(plan, &self.a.target, dtype, capacity);
+        let kc = staged_k(plan, dtype, pads, capacity).ok_or_else(|| {
+            self.err(format!(
+                "staging {ak} columns of a and rows of b for the matrix unit takes {} bytes of threadgroup \
+                 memory, more than is free; use smaller tiles",
+                staging(m, n, ak, dtype, pads).2 * dtype.size_bytes()
+            ))
+        })?;
+        let (sa, sb, len) = staging(m, n, kc, dtype, pads);
         let root = self.scratch(dtype, len)?;
 
         let la = self.natural_layout(a)?;
@@ -284,39 +257,14 @@ impl<'f> Lowering<'f> {
         step: (usize, usize),
     ) -> CompileResult<Vec<GpuValue>> {
         let dtype = self.dtype_of(root);
-        let layout = self.layout(l).clone();
-        let offsets: Vec<i64> = (0..layout.values())
-            .map(|v| {
-                let c = layout.value_coords(v);
-                c[0] * at.ld as i64 + c[1]
-            })
-            .collect();
-        let thread_strides: Vec<i64> = layout
-            .thread_coord_terms(0)
-            .iter()
-            .map(|t| t.stride * at.ld as i64)
-            .chain(layout.thread_coord_terms(1).iter().map(|t| t.stride))
-            .chain([at.base as i64, (step.0 * step.1) as i64])
-            .collect();
+        let (offsets, strides) = fragment_offsets(self.layout(l), at, step.0 * step.1);
         let t = &self.a.target;
         let max_w = t
             .max_vector_lanes
             .min(t.max_vector_bytes / dtype.size_bytes())
             .max(1);
         let mut out = Vec::with_capacity(offsets.len());
-        let mut v = 0;
-        while v < offsets.len() {
-            let mut w = 1;
-            let mut next = 2;
-            while next <= max_w
-                && v + next <= offsets.len()
-                && (1..next).all(|i| offsets[v + i] == offsets[v] + i as i64)
-                && offsets[v] % next as i64 == 0
-                && thread_strides.iter().all(|s| s % next as i64 == 0)
-            {
-                w = next;
-                next *= 2;
-            }
+        for (v, w) in vector_runs(&offsets, &strides, max_w) {
             let off = self.const_i32(offsets[v] as i32);
             let index = self.binary(BinaryOp::Add, thread_index, off);
             let x = self.mem_load(root, index, w as u8, None, None);
@@ -331,7 +279,6 @@ impl<'f> Lowering<'f> {
                     ));
                 }
             }
-            v += w;
         }
         Ok(out)
     }

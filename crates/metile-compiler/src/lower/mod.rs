@@ -539,7 +539,8 @@ impl<'f> Lowering<'f> {
         }
         let rest = &block.ops[i + 1..];
         let only_yielded = rest.iter().all(|o| {
-            matches!(o.kind, OpKind::Yield) || !(o.operands.iter().any(|x| op.results.contains(x)) || mentions(o, &op.results))
+            matches!(o.kind, OpKind::Yield)
+                || !(o.operands.iter().any(|x| op.results.contains(x)) || mentions(o, &op.results))
         });
         let next_dot = rest
             .iter()
