@@ -224,3 +224,16 @@ def test_pass_switches_are_checked():
         launcher(x, x, c, 16, 16, 16, prefetch=True)
     cfg = metile.Config(BLOCK_M=16, num_sgs=2, prefetch=False)
     assert dict(cfg) == {"BLOCK_M": 16, "num_sgs": 2, "prefetch": False}
+
+
+def test_operands_too_big_to_stage_at_once_go_through_in_k_chunks(device, rng):
+    # 64x128 and 128x64 f32 operands exceed Apple's 32 KiB: the atom path stages k in chunks.
+    _run_gemm(rng, 64, 64, 256, "f32", (64, 64, 128))
+
+
+def test_atom_staging_that_cannot_fit_falls_back_to_the_generic_path(device, rng):
+    # One 8-wide k step of a 1024-row f32 tile and of b passes Apple's 32 KiB; the generic
+    # path stages fewer k at a time and still runs.
+    msl = _metile.compile_msl(_traced("f32", (1024, 64, 8)), num_sgs=32)["msl"]
+    assert "simdgroup_multiply_accumulate" not in msl
+    _run_gemm(rng, 1024, 64, 16, "f32", (1024, 64, 8), num_sgs=32)

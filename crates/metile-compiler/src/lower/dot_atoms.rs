@@ -24,20 +24,18 @@ use metile_ir::{BinaryOp, DType, Op};
 const I32: GpuType = GpuType::Scalar(DType::I32);
 
 impl<'f> Lowering<'f> {
-    pub(super) fn atom_dot(&mut self, op: &'f Op, plan: &AtomTiling, reg: RegId) -> CompileResult<()> {
+    /// Lowers `op` on the plan's atom; `false` (nothing emitted) when not even
+    /// one atom step of both operands fits the free threadgroup memory, so the
+    /// generic path, which stages one `k` at a time, takes the op instead.
+    pub(super) fn atom_dot(&mut self, op: &'f Op, plan: &AtomTiling, reg: RegId) -> CompileResult<bool> {
         let (a, b) = (op.operands[0], op.operands[1]);
         let (m, n, k) = plan.shape;
-        let ak = plan.atom.shape.2;
         let dtype = self.elem_dtype(a);
         let capacity = self.scratch_capacity(dtype);
         let pads = choose_pads(plan, &self.a.target, dtype, capacity);
-        let kc = staged_k(plan, dtype, pads, capacity).ok_or_else(|| {
-            self.err(format!(
-                "staging {ak} columns of a and rows of b for the matrix unit takes {} bytes of threadgroup \
-                 memory, more than is free; use smaller tiles",
-                staging(m, n, ak, dtype, pads).2 * dtype.size_bytes()
-            ))
-        })?;
+        let Some(kc) = staged_k(plan, dtype, pads, capacity) else {
+            return Ok(false);
+        };
         let (sa, sb, len) = staging(m, n, kc, dtype, pads);
         let root = self.scratch(dtype, len)?;
 
@@ -59,7 +57,7 @@ impl<'f> Lowering<'f> {
             this.atom_steps(root, plan, (sa, sb), (frag_a, frag_b), kc, reg)
         };
         if kc == k {
-            chunk(self, None)
+            chunk(self, None)?;
         } else {
             self.flush_deferred()?;
             let (start, end, step) = (
@@ -72,8 +70,8 @@ impl<'f> Lowering<'f> {
             let body = self.pop_block();
             self.b
                 .emit_region_op(GpuOpKind::For, [start, end, step], vec![body]);
-            Ok(())
         }
+        Ok(true)
     }
 
     /// Writes the elements a thread holds of a tile in layout `l` to scratch at
