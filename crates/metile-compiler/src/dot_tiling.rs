@@ -217,24 +217,36 @@ pub fn fragment_offsets(l: &DistLayout, at: Staged, step: usize) -> (Vec<i64>, V
 pub fn bank_conflicts(l: &DistLayout, at: Staged, reads: &[(usize, usize)], elem_bytes: usize) -> usize {
     let cols = l.shape()[1] as i64;
     let mut worst = 1;
+    // Conflicts do not change when every lane's address moves by the same
+    // amount, so each pattern of lane addresses is counted once.
+    let mut patterns: Vec<Vec<i64>> = vec![];
     for &(v, w) in reads {
         let bytes = w * elem_bytes;
-        let lanes_per_phase = (128 / bytes.max(4)).clamp(1, 32);
-        for phase in (0..32).step_by(lanes_per_phase) {
-            let mut words: Vec<(i64, i64)> = vec![];
-            for lane in phase..phase + lanes_per_phase {
+        let first_words: Vec<i64> = (0..32)
+            .map(|lane| {
                 let e = l.element(lane, v);
-                let index = at.base as i64 + (e / cols) * at.ld as i64 + e % cols;
-                let first = index * elem_bytes as i64 / 4;
-                for word in first..first + bytes.div_ceil(4) as i64 {
-                    if !words.iter().any(|&(x, _)| x == word) {
-                        words.push((word, word.rem_euclid(32)));
-                    }
-                }
+                (at.base as i64 + (e / cols) * at.ld as i64 + e % cols) * elem_bytes as i64 / 4
+            })
+            .collect();
+        let pattern: Vec<i64> = first_words.iter().map(|x| x - first_words[0]).collect();
+        if patterns.contains(&pattern) {
+            continue;
+        }
+        patterns.push(pattern);
+        let words_per_lane = bytes.div_ceil(4) as i64;
+        let lanes_per_phase = (128 / bytes.max(4)).clamp(1, 32);
+        for phase in first_words.chunks(lanes_per_phase) {
+            let mut words: Vec<i64> = phase
+                .iter()
+                .flat_map(|&first| first..first + words_per_lane)
+                .collect();
+            words.sort_unstable();
+            words.dedup();
+            let mut per_bank = [0usize; 32];
+            for word in words {
+                per_bank[word.rem_euclid(32) as usize] += 1;
             }
-            for bank in 0..32 {
-                worst = worst.max(words.iter().filter(|&&(_, b)| b == bank).count());
-            }
+            worst = worst.max(per_bank.into_iter().max().unwrap_or(1));
         }
     }
     worst
