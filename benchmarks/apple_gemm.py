@@ -14,21 +14,8 @@ without padding show what the padding pass buys.
 
 import argparse
 
-import metile
 from metile import _frontend, _metile
-
-
-@metile.kernel
-def gemm(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr, BLOCK_K: metile.constexpr):
-    pid_m = metile.program_id(0)
-    pid_n = metile.program_id(1)
-    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype="f32")
-    for k in metile.tile_range(0, K, BLOCK_K):
-        a = metile.tile_load(A, pid_m * BLOCK_M, k, K, (BLOCK_M, BLOCK_K))
-        b = metile.tile_load(B, k, pid_n * BLOCK_N, N, (BLOCK_K, BLOCK_N))
-        acc = metile.dot(a, b, acc)
-    metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N))
-
+from metile.testing.reference_kernels import gemm
 
 CONFIGS = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_sgs)
     (32, 32, 16, 4), (64, 64, 16, 4), (64, 64, 32, 4), (64, 32, 32, 2), (32, 64, 32, 4), (64, 64, 32, 8),

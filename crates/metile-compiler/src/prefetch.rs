@@ -89,20 +89,26 @@ fn is_slice_op(kind: &OpKind) -> bool {
     )
 }
 
+/// True for ops that neither write memory nor synchronise (nested regions included).
+pub(crate) fn writes_nothing(op: &Op) -> bool {
+    match op.kind {
+        OpKind::Store { .. }
+        | OpKind::TileStore { .. }
+        | OpKind::Barrier
+        | OpKind::Shared { .. }
+        | OpKind::SimdgroupRole { .. } => false,
+        _ => op.regions.iter().all(|r| r.ops.iter().all(writes_nothing)),
+    }
+}
+
 fn forbids_prefetch(b: &Block) -> bool {
     b.ops.iter().any(|op| {
-        matches!(
-            op.kind,
-            OpKind::Store { .. }
-                | OpKind::TileStore { .. }
-                | OpKind::Barrier
-                | OpKind::Shared { .. }
-                | OpKind::SimdgroupRole { .. }
-                | OpKind::ThreadId
-                | OpKind::SimdLaneId
-                | OpKind::SimdShuffleXor
-                | OpKind::SimdBroadcast
-        ) || op.regions.iter().any(forbids_prefetch)
+        !writes_nothing(op)
+            || matches!(
+                op.kind,
+                OpKind::ThreadId | OpKind::SimdLaneId | OpKind::SimdShuffleXor | OpKind::SimdBroadcast
+            )
+            || op.regions.iter().any(forbids_prefetch)
     })
 }
 

@@ -77,7 +77,6 @@ impl<'f> Lowering<'f> {
                     (m + n) * operand_dtype.size_bytes()
                 ))
             })?;
-        let chunks = k / kc;
         let root = self.scratch(operand_dtype, (m + n) * kc)?;
 
         let la = self.natural_layout(a)?;
@@ -85,23 +84,36 @@ impl<'f> Lowering<'f> {
         let av = self.elems(a, la)?;
         let bv = self.elems(b, lb)?;
 
-        if chunks == 1 {
-            let k0 = self.const_i32(0);
-            self.dot_chunk(root, (m, n, k, kc), (la, &av), (lb, &bv), lc, reg, k0)?;
-        } else {
-            self.flush_deferred()?;
-            let (start, end, step) = (
-                self.const_i32(0),
-                self.const_i32(k as i32),
-                self.const_i32(kc as i32),
-            );
-            let k0 = self.push_block(&[I32])[0];
-            self.dot_chunk(root, (m, n, k, kc), (la, &av), (lb, &bv), lc, reg, k0)?;
-            let body = self.pop_block();
-            self.b
-                .emit_region_op(GpuOpKind::For, [start, end, step], vec![body]);
-        }
+        self.over_k_chunks(k, kc, |this, k0| {
+            let k0 = k0.unwrap_or_else(|| this.const_i32(0));
+            this.dot_chunk(root, (m, n, k, kc), (la, &av), (lb, &bv), lc, reg, k0)
+        })
+    }
 
+    /// Runs `chunk` once with no chunk start when `kc == k`, else in a uniform
+    /// loop over the chunk starts `0, kc, .. < k`. Ops held back for after the
+    /// staging (`Lowering::block`) are emitted first when there is a loop: in
+    /// it they would run once per chunk.
+    pub(super) fn over_k_chunks(
+        &mut self,
+        k: usize,
+        kc: usize,
+        mut chunk: impl FnMut(&mut Self, Option<GpuValue>) -> CompileResult<()>,
+    ) -> CompileResult<()> {
+        if kc == k {
+            return chunk(self, None);
+        }
+        self.flush_deferred()?;
+        let (start, end, step) = (
+            self.const_i32(0),
+            self.const_i32(k as i32),
+            self.const_i32(kc as i32),
+        );
+        let k0 = self.push_block(&[I32])[0];
+        chunk(self, Some(k0))?;
+        let body = self.pop_block();
+        self.b
+            .emit_region_op(GpuOpKind::For, [start, end, step], vec![body]);
         Ok(())
     }
 

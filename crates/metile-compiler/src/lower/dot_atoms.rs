@@ -56,21 +56,7 @@ impl<'f> Lowering<'f> {
             }
             this.atom_steps(root, plan, (sa, sb), (frag_a, frag_b), kc, reg)
         };
-        if kc == k {
-            chunk(self, None)?;
-        } else {
-            self.flush_deferred()?;
-            let (start, end, step) = (
-                self.const_i32(0),
-                self.const_i32(k as i32),
-                self.const_i32(kc as i32),
-            );
-            let k0 = self.push_block(&[I32])[0];
-            chunk(self, Some(k0))?;
-            let body = self.pop_block();
-            self.b
-                .emit_region_op(GpuOpKind::For, [start, end, step], vec![body]);
-        }
+        self.over_k_chunks(k, kc, chunk)?;
         Ok(true)
     }
 

@@ -313,15 +313,19 @@ impl<'f> Lowering<'f> {
                                 this.reg_write(reg, i as u32, x);
                             }
                         };
-                        self.push_block(&[]);
-                        let fast = self.load_runs(&unmasked, None);
-                        fill(self, fast);
-                        let then_b = self.pop_block();
-                        self.push_block(&[]);
-                        let slow = masked(self)?;
-                        fill(self, slow);
-                        let else_b = self.pop_block();
-                        self.b.emit_region_op(GpuOpKind::If, [all], vec![then_b, else_b]);
+                        self.if_else(
+                            all,
+                            |this| {
+                                let fast = this.load_runs(&unmasked, None);
+                                fill(this, fast);
+                                Ok(())
+                            },
+                            |this| {
+                                let slow = masked(this)?;
+                                fill(this, slow);
+                                Ok(())
+                            },
+                        )?;
                         (0..index.len())
                             .map(|i| self.reg_read(reg, i as u32, dtype))
                             .collect()
@@ -394,17 +398,8 @@ impl<'f> Lowering<'f> {
         let several_runs = width > 1 && index.len() > width;
         match mask.filter(|_| several_runs).and_then(|m| self.mask_all_true(m)) {
             None => store(self, mask),
-            Some(all) => {
-                // Interior tiles take the unmasked vector path, edges the per-lane one.
-                self.push_block(&[]);
-                store(self, None)?;
-                let then_b = self.pop_block();
-                self.push_block(&[]);
-                store(self, mask)?;
-                let else_b = self.pop_block();
-                self.b.emit_region_op(GpuOpKind::If, [all], vec![then_b, else_b]);
-                Ok(())
-            }
+            // Interior tiles take the unmasked vector path, edges the per-lane one.
+            Some(all) => self.if_else(all, |this| store(this, None), |this| store(this, mask)),
         }
     }
 

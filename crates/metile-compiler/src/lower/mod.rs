@@ -35,6 +35,7 @@ mod uniform_masks;
 use crate::axis_info::{self, AxisInfos};
 use crate::error::{CompileError, CompileResult};
 use crate::layout_assign::{Assignment, LayoutId, Root};
+use crate::prefetch::writes_nothing;
 use crate::target::Target;
 use metile_ir::gpu_ir::*;
 use metile_ir::{Block, DType, Elem, Function, Literal, Loc, Op, OpKind, ParamKind, ValueId};
@@ -175,18 +176,6 @@ pub fn lower(f: &Function, threads: u32, target: &Target) -> CompileResult<GpuFu
     Ok(l.b.finish())
 }
 
-/// True for ops that neither write memory nor synchronise (nested regions included).
-fn writes_nothing(op: &Op) -> bool {
-    match op.kind {
-        OpKind::Store { .. }
-        | OpKind::TileStore { .. }
-        | OpKind::Barrier
-        | OpKind::Shared { .. }
-        | OpKind::SimdgroupRole { .. } => false,
-        _ => op.regions.iter().all(|r| r.ops.iter().all(writes_nothing)),
-    }
-}
-
 /// True when an op inside `op`'s regions reads one of `values`.
 fn mentions(op: &Op, values: &[ValueId]) -> bool {
     op.regions.iter().any(|r| {
@@ -322,6 +311,23 @@ impl<'f> Lowering<'f> {
             return v;
         }
         self.emit1(GpuOpKind::Cast, [v], GpuType::Scalar(dtype))
+    }
+
+    /// Emits `if cond { then } else { otherwise }`, each branch built by its closure.
+    fn if_else(
+        &mut self,
+        cond: GpuValue,
+        then: impl FnOnce(&mut Self) -> CompileResult<()>,
+        otherwise: impl FnOnce(&mut Self) -> CompileResult<()>,
+    ) -> CompileResult<()> {
+        self.push_block(&[]);
+        then(self)?;
+        let then_b = self.pop_block();
+        self.push_block(&[]);
+        otherwise(self)?;
+        let else_b = self.pop_block();
+        self.b.emit_region_op(GpuOpKind::If, [cond], vec![then_b, else_b]);
+        Ok(())
     }
 
     fn barrier(&mut self) -> CompileResult<()> {
