@@ -43,8 +43,9 @@ MT_TILES = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_sgs)
     (128, 128, 32, 8), (128, 128, 32, 4), (128, 64, 32, 4), (64, 128, 32, 4), (64, 64, 32, 4),
     (128, 256, 32, 8), (256, 128, 32, 8), (128, 128, 64, 8),
 ]
-# Each tile with the target's default passes and with operands prefetched a loop iteration ahead.
-MT_CONFIGS = [(*t, {}) for t in MT_TILES] + [(*t, {"prefetch": True}) for t in MT_TILES]
+# Each tile with the target's default passes, with operands prefetched a loop iteration ahead, and
+# without the two-blocks-per-SM register cap.
+MT_CONFIGS = [(*t, extra) for extra in ({}, {"prefetch": True}, {"occupancy": False}) for t in MT_TILES]
 
 
 @triton.jit
@@ -143,7 +144,7 @@ def row(shape, dtype, configs):
 
 # Each switched away from the target's default: on NVIDIA prefetch is off by default.
 PASSES = [("matrix_atoms", False), ("prefetch", True), ("pad_dot_scratch", False), ("ldmatrix", False),
-          ("serpentine", False)]
+          ("serpentine", False), ("occupancy", False)]
 
 
 def passes_rows(dtype=torch.float16, size=4096):

@@ -181,7 +181,7 @@ def test_tf32_gemm_agrees_within_tf32_rounding(device, rng, M, N, K):
 
 
 PASS_SETTINGS = [{"matrix_atoms": False}, {"prefetch": True}, {"prefetch": False}, {"pad_dot_scratch": False},
-                 {"ldmatrix": False}, {"serpentine": False}]
+                 {"ldmatrix": False}, {"serpentine": False}, {"occupancy": False}]
 
 
 @pytest.mark.parametrize("passes", PASS_SETTINGS, ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items()))
@@ -201,6 +201,7 @@ def test_passes_change_the_emitted_code():
     assert "mma.sync" not in cuda(matrix_atoms=False)
     assert cuda(prefetch=True) != cuda() and cuda(pad_dot_scratch=False) != cuda()
     assert cuda(serpentine=False) != cuda()
+    assert "__launch_bounds__(256, 2)" in cuda() and "__launch_bounds__(256)" in cuda(occupancy=False)
     msl = lambda **p: _metile.compile_msl(traced, **p)["msl"]  # noqa: E731
     assert msl(prefetch=False) != msl()
     assert "simdgroup_multiply_accumulate" not in msl(matrix_atoms=False)

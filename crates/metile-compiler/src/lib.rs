@@ -69,6 +69,9 @@ pub struct Passes {
     /// f32 `dot` on tf32 tensor cores (inputs rounded to 10-bit mantissas:
     /// results then differ from the interpreter by that rounding). Off unless asked.
     pub tf32: Option<bool>,
+    /// NVIDIA matrix kernels of up to 256 threads ask for two blocks per SM
+    /// (`__launch_bounds__(threads, 2)`: at most 128 registers at 256 threads).
+    pub occupancy: Option<bool>,
 }
 
 /// Which passes a target runs when a launch does not say.
@@ -80,17 +83,19 @@ pub struct DefaultPasses {
     pub ldmatrix: bool,
     pub serpentine: bool,
     pub tf32: bool,
+    pub occupancy: bool,
 }
 
 impl Passes {
     /// The launch-option names.
-    pub const NAMES: [&'static str; 6] = [
+    pub const NAMES: [&'static str; 7] = [
         "matrix_atoms",
         "prefetch",
         "pad_dot_scratch",
         "ldmatrix",
         "serpentine",
         "tf32",
+        "occupancy",
     ];
 
     fn slot(&mut self, name: &str) -> Option<&mut Option<bool>> {
@@ -101,6 +106,7 @@ impl Passes {
             "ldmatrix" => Some(&mut self.ldmatrix),
             "serpentine" => Some(&mut self.serpentine),
             "tf32" => Some(&mut self.tf32),
+            "occupancy" => Some(&mut self.occupancy),
             _ => None,
         }
     }
@@ -126,6 +132,7 @@ impl Passes {
             ldmatrix: self.ldmatrix.unwrap_or(d.ldmatrix),
             serpentine: self.serpentine.unwrap_or(d.serpentine),
             tf32: self.tf32.unwrap_or(d.tf32),
+            occupancy: self.occupancy.unwrap_or(d.occupancy),
         }
     }
 
@@ -201,7 +208,22 @@ pub fn compile_cuda(
     target: &Target,
 ) -> CompileResult<CudaCompilation> {
     let gpu = compile_gpu_ir(func, options, target)?;
-    let kernel = cuda::emit_cuda(&gpu, target)?;
+    let kernel = cuda::emit_cuda(&gpu, &options.passes.restrict(target))?;
     let gpu_ir = options.keep_gpu_ir.then(|| print_gpu_function(&gpu));
     Ok(CudaCompilation { kernel, gpu_ir })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Passes;
+
+    #[test]
+    fn every_pass_name_has_a_switch() {
+        for name in Passes::NAMES {
+            let mut p = Passes::default();
+            assert!(p.set(name, false), "{name}");
+            assert_eq!(p.given(name), Some(false), "{name}");
+        }
+        assert!(!Passes::default().set("fast", true));
+    }
 }

@@ -6,7 +6,8 @@
 //! the parts of `prelude.cuh` the kernel needs (MSL's type names and `as_type`,
 //! `cuda_fp16.h`/`cuda_bf16.h` only for kernels that use f16/bf16, the aligned
 //! vector type, warp reductions), the helper functions, then one
-//! `extern "C" __global__` kernel with `__launch_bounds__(threads)`. Its
+//! `extern "C" __global__` kernel with `__launch_bounds__(threads)` (two blocks per SM
+//! asked for matrix kernels of up to 256 threads). Its
 //! parameters are the kernel's arguments in order: `[const] T*` for buffers
 //! (const when never stored through) and `T` by value for scalars. The body
 //! starts with the builtins it uses (`tid`, `lane`, `sgid`, `tgpig`, `tgpg`,
@@ -215,9 +216,17 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
         source.push_str(&expr::helper_source(*h).replace("static inline ", "static __device__ inline "));
         source.push('\n');
     }
+    // Matrix kernels of up to 256 threads ask for two blocks per SM (at most
+    // 128 registers a thread at 256): latency hiding comes from the second
+    // block, and the prefetched tiles then fit without spilling (benchmarks/gemm.py).
+    let min_blocks = if used.mma && f.threads_per_group <= 256 && target.default_passes.occupancy {
+        ", 2"
+    } else {
+        ""
+    };
     let _ = writeln!(
         source,
-        "extern \"C\" __global__ void __launch_bounds__({}) {kernel_name}(",
+        "extern \"C\" __global__ void __launch_bounds__({}{min_blocks}) {kernel_name}(",
         f.threads_per_group
     );
     let line_locs = finish_kernel(&mut source, &signature, &text, op_starts);
