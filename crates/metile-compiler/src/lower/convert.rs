@@ -65,6 +65,35 @@ impl<'f> Lowering<'f> {
         Ok(root)
     }
 
+    /// Scratch for a `dot` that has ops held back until after its staging
+    /// (`Lowering::block`): those may use the shared scratch themselves (a
+    /// layout conversion, between barriers), so the staged operands get
+    /// threadgroup memory of their own.
+    pub(super) fn dot_scratch(&mut self, dtype: DType, len: usize) -> CompileResult<GpuValue> {
+        if self.deferred.is_empty() {
+            return self.scratch(dtype, len);
+        }
+        let used: usize = self.b.func().threadgroup.iter().map(|a| rounded(a.bytes())).sum();
+        let need = rounded(len * dtype.size_bytes());
+        let max_bytes = self.a.target.max_threadgroup_bytes;
+        if used + need > max_bytes {
+            return Err(self.err(format!(
+                "needs {} bytes of threadgroup memory ({need} for this op); at most {max_bytes} are allowed",
+                used + need
+            )));
+        }
+        Ok(self.b.add_threadgroup(dtype, len, TgPurpose::Scratch))
+    }
+
+    /// Elements of `dtype` a `dot`'s staging may take (see [`Lowering::dot_scratch`]).
+    pub(super) fn dot_scratch_capacity(&self, dtype: DType) -> usize {
+        if self.deferred.is_empty() {
+            return self.scratch_capacity(dtype);
+        }
+        let used: usize = self.b.func().threadgroup.iter().map(|a| rounded(a.bytes())).sum();
+        self.a.target.max_threadgroup_bytes.saturating_sub(used) / dtype.size_bytes()
+    }
+
     pub(super) fn mem_load(
         &mut self,
         root: GpuValue,

@@ -66,7 +66,7 @@ impl<'f> Lowering<'f> {
         let (m, k) = (self.f.ty(a).shape[0], self.f.ty(a).shape[1]);
         let n = self.f.ty(b).shape[1];
         let operand_dtype = self.elem_dtype(a);
-        let capacity = self.scratch_capacity(operand_dtype);
+        let capacity = self.dot_scratch_capacity(operand_dtype);
         let kc = (1..=k)
             .rev()
             .find(|&c| k % c == 0 && (m + n) * c <= capacity)
@@ -77,7 +77,7 @@ impl<'f> Lowering<'f> {
                     (m + n) * operand_dtype.size_bytes()
                 ))
             })?;
-        let root = self.scratch(operand_dtype, (m + n) * kc)?;
+        let root = self.dot_scratch(operand_dtype, (m + n) * kc)?;
 
         let la = self.natural_layout(a)?;
         let lb = self.natural_layout(b)?;

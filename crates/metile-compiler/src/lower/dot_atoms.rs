@@ -31,13 +31,13 @@ impl<'f> Lowering<'f> {
         let (a, b) = (op.operands[0], op.operands[1]);
         let (m, n, k) = plan.shape;
         let dtype = self.elem_dtype(a);
-        let capacity = self.scratch_capacity(dtype);
+        let capacity = self.dot_scratch_capacity(dtype);
         let pads = choose_pads(plan, &self.a.target, dtype, capacity);
         let Some(kc) = staged_k(plan, dtype, pads, capacity) else {
             return Ok(false);
         };
         let (sa, sb, len) = staging(m, n, kc, dtype, pads);
-        let root = self.scratch(dtype, len)?;
+        let root = self.dot_scratch(dtype, len)?;
 
         let la = self.natural_layout(a)?;
         let lb = self.natural_layout(b)?;
