@@ -238,3 +238,15 @@ def test_atom_staging_that_cannot_fit_falls_back_to_the_generic_path(device, rng
     msl = _metile.compile_msl(_traced("f32", (1024, 64, 8)), num_sgs=32)["msl"]
     assert "simdgroup_multiply_accumulate" not in msl
     _run_gemm(rng, 1024, 64, 16, "f32", (1024, 64, 8), num_sgs=32)
+
+
+def test_dot_plan_reports_the_atom_path():
+    apple = _metile.dot_plan(64, 64, 32, "f16", 4)
+    assert apple["atom"] == "simdgroup8x8" and apple["warps"] == (2, 2) and apple["bank_conflicts"] == (1, 1)
+    nv = _metile.dot_plan(128, 128, 32, "bf16", 8, arch="sm_90")
+    assert nv["atom"] == "m16n8k16" and nv["warps"][0] * nv["warps"][1] == 8
+    assert _metile.dot_plan(128, 128, 32, "f32", 8, arch="sm_90") is None
+    assert _metile.dot_plan(128, 128, 32, "f32", 8, arch="sm_90", tf32=True)["atom"] == "m16n8k8.tf32"
+    assert _metile.dot_plan(12, 8, 8, "f32", 1) is None
+    with pytest.raises(ValueError, match="unknown dtype 'f8'"):
+        _metile.dot_plan(64, 64, 32, "f8", 4)
