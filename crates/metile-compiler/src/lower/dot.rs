@@ -1,7 +1,8 @@
-//! `dot(a[M,K], b[K,N], acc[M,N])`: the generic path (the simdgroup_matrix fast
-//! path is a later pattern on top of it).
+//! `dot(a[M,K], b[K,N], acc[M,N])`: the accumulator's registers, then either
+//! the matrix-atom path (`dot_atoms.rs`, where the target has an atom for the
+//! operands and the result got the atom's layout) or the generic path below.
 //!
-//! Both operands are staged in threadgroup scratch, `a` row-major as `M x kc`
+//! Generic path: both operands are staged in threadgroup scratch, `a` row-major as `M x kc`
 //! and `b` as `kc x N` after it, each element written once by its canonical
 //! owner. Every thread then computes its own accumulator registers (in the
 //! accumulator's layout) with a loop over `k`, reading `a[m][k]` once per

@@ -4,15 +4,14 @@
 //! layouts and issues one `mma` per atom tile it owns, accumulating in
 //! registers in the atom's C layout.
 //!
-//! Scratch holds `a` as `M x kc` rows of `lda = kc + pad` elements and `b` as
-//! `kc x N` rows of `ldb = N + pad`, `pad` being 16 bytes (when enabled): the
-//! eight rows one fragment read touches then start in different banks (a
-//! stride of an odd multiple of 16 bytes modulo 128), so the reads are free of
-//! bank conflicts. `kc` is `K` when both operands fit the free threadgroup
-//! memory, else the largest multiple of the atom's `k` that divides `K` and
-//! fits; a uniform loop walks the chunks. Each thread stores the elements it
-//! holds (its canonical ones, when the layout replicates), as vectors where its
-//! layout has contiguous runs.
+//! Scratch holds `a` as `M x kc` rows of `lda = kc + pad_a` elements and `b`
+//! as `kc x N` rows of `ldb = N + pad_b`; the paddings are the ones whose
+//! fragment reads have the fewest bank conflicts (`dot_tiling::choose_pads`,
+//! when the `pad_dot_scratch` pass is on). `kc` is `K` when both operands fit
+//! the free threadgroup memory, else the largest multiple of the atom's `k`
+//! that divides `K` and fits; a uniform loop walks the chunks. Each thread
+//! stores the elements it holds (its canonical ones, when the layout
+//! replicates), as vectors where its layout has contiguous runs.
 
 use super::Lowering;
 use crate::dot_tiling::{choose_pads, fragment_offsets, staged_k, staging, vector_runs, AtomTiling, Staged};
