@@ -23,20 +23,9 @@ import triton
 import triton.language as tl
 
 import metile
+from metile.testing.reference_kernels import gemm_bounded as mt_gemm
 
 SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (4000, 3000, 2000), (1023, 1025, 999)]
-
-
-@metile.kernel
-def mt_gemm(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr, BLOCK_K: metile.constexpr):
-    pid_m = metile.program_id(0)
-    pid_n = metile.program_id(1)
-    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype="f32")
-    for k in metile.tile_range(0, K, BLOCK_K):
-        a = metile.tile_load(A, pid_m * BLOCK_M, k, K, (BLOCK_M, BLOCK_K), bounds=(M, K))
-        b = metile.tile_load(B, k, pid_n * BLOCK_N, N, (BLOCK_K, BLOCK_N), bounds=(K, N))
-        acc = metile.dot(a, b, acc)
-    metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N), bounds=(M, N))
 
 
 MT_TILES = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_sgs)

@@ -6,19 +6,7 @@ import numpy as np
 import pytest
 
 import metile
-
-
-@metile.kernel
-def gemm_bounded(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
-                 BLOCK_K: metile.constexpr):
-    pid_m = metile.program_id(0)
-    pid_n = metile.program_id(1)
-    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype="f32")
-    for k in metile.tile_range(0, K, BLOCK_K):
-        a = metile.tile_load(A, pid_m * BLOCK_M, k, K, (BLOCK_M, BLOCK_K), bounds=(M, K))
-        b = metile.tile_load(B, k, pid_n * BLOCK_N, N, (BLOCK_K, BLOCK_N), bounds=(K, N))
-        acc = metile.dot(a, b, acc)
-    metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N), bounds=(M, N))
+from metile.testing.reference_kernels import gemm_bounded
 
 
 @pytest.mark.parametrize("M, N, K", [(32, 32, 32), (33, 17, 45), (5, 70, 3), (1, 1, 1)])

@@ -103,6 +103,8 @@ pub struct Assignment {
     /// [`Assignment::blocked`]'s answers: kernels ask for the same few shapes
     /// over and over, and building a layout is far dearer than finding it here.
     blocked_cache: Vec<(Vec<usize>, Option<RoleDomain>, LayoutId)>,
+    /// The matrix-atom plan of each `dot` given the atom's layout, by result.
+    pub dot_plans: FxHashMap<ValueId, crate::dot_tiling::AtomTiling>,
 }
 
 /// The threads that run a `simdgroup_role` body: `threads` threads from `base`.
@@ -331,6 +333,7 @@ pub fn assign(f: &Function, threads: u32, target: &Target) -> CompileResult<Assi
         run_lanes: run_lanes(f, target),
         role: None,
         blocked_cache: vec![],
+        dot_plans: FxHashMap::default(),
     };
     for (i, p) in f.params.iter().enumerate() {
         if f.ty(p.value).is_ptr() {
@@ -513,7 +516,11 @@ fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
         OpKind::Dot => {
             let (acc, r) = (op.operands[2], op.results[0]);
             let layout = match dot_atom_plan(f, op, a) {
-                Some(plan) => a.layouts.intern(plan.c),
+                Some(plan) => {
+                    let l = a.layouts.intern(plan.c.clone());
+                    a.dot_plans.insert(r, plan);
+                    l
+                }
                 None => a.natural_layout(acc, &shape_of(r))?,
             };
             set(f, a, r, Class::Fixed(layout));
@@ -557,7 +564,7 @@ fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
 
 /// The matrix-atom plan of a `dot` op, when one fits (never inside a
 /// `simdgroup_role`, whose tiles live in one simdgroup's threads).
-pub fn dot_atom_plan(f: &Function, op: &Op, a: &Assignment) -> Option<crate::dot_tiling::AtomTiling> {
+fn dot_atom_plan(f: &Function, op: &Op, a: &Assignment) -> Option<crate::dot_tiling::AtomTiling> {
     if a.role.is_some() {
         return None;
     }

@@ -1,10 +1,11 @@
 """Reference kernels shared by meTile's tests, benchmarks and docs: the seed's
-add, softmax and GEMM, plus layernorm, rmsnorm and a GEMM with fused epilogues.
+add, softmax and GEMM, plus layernorm, rmsnorm, a GEMM with fused epilogues and
+one for any matrix sides (`bounds=`).
 Each is checked against numpy by the conformance suite."""
 
 import metile
 
-__all__ = ["add", "gemm", "gemm_epilogue", "layernorm", "rmsnorm", "softmax"]
+__all__ = ["add", "gemm", "gemm_bounded", "gemm_epilogue", "layernorm", "rmsnorm", "softmax"]
 
 
 @metile.kernel
@@ -120,3 +121,17 @@ def gemm(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
         b = metile.tile_load(B, k, pid_n * BLOCK_N, N, (BLOCK_K, BLOCK_N))
         acc = metile.dot(a, b, acc)
     metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N))
+
+
+@metile.kernel
+def gemm_bounded(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
+                 BLOCK_K: metile.constexpr):
+    """The seed GEMM for matrices whose sides are not multiples of the tile."""
+    pid_m = metile.program_id(0)
+    pid_n = metile.program_id(1)
+    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype="f32")
+    for k in metile.tile_range(0, K, BLOCK_K):
+        a = metile.tile_load(A, pid_m * BLOCK_M, k, K, (BLOCK_M, BLOCK_K), bounds=(M, K))
+        b = metile.tile_load(B, k, pid_n * BLOCK_N, N, (BLOCK_K, BLOCK_N), bounds=(K, N))
+        acc = metile.dot(a, b, acc)
+    metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N), bounds=(M, N))

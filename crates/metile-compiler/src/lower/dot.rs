@@ -47,7 +47,7 @@ impl<'f> Lowering<'f> {
                 reg
             }
         };
-        match crate::layout_assign::dot_atom_plan(self.f, op, &self.a) {
+        match self.a.dot_plans.get(&r).cloned() {
             Some(plan) if self.layout(lc) == &plan.c && self.atom_dot(op, &plan, reg)? => {}
             _ => self.generic_dot(op, lc, reg)?,
         }
