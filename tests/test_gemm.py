@@ -199,7 +199,8 @@ def test_passes_change_the_emitted_code():
     cuda = lambda **p: _metile.compile_cuda(traced, arch="sm_90", **p)["cuda"]  # noqa: E731
     assert "ldmatrix" in cuda() and "ldmatrix" not in cuda(ldmatrix=False)
     assert "mma.sync" not in cuda(matrix_atoms=False)
-    assert cuda(prefetch=True) != cuda() and cuda(pad_dot_scratch=False) != cuda()
+    assert "cp.async" in cuda() and "cp.async" not in cuda(async_copy=False)
+    assert cuda(prefetch=True, async_copy=False) != cuda(async_copy=False) and cuda(pad_dot_scratch=False) != cuda()
     assert cuda(serpentine=False) != cuda()
     assert "__launch_bounds__(256, 2)" in cuda() and "__launch_bounds__(256)" in cuda(occupancy=False)
     msl = lambda **p: _metile.compile_msl(traced, **p)["msl"]  # noqa: E731

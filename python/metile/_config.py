@@ -9,7 +9,16 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 # Switches of optional GEMM passes (each on unless set to False); see docs/gemm.md.
-PASS_OPTIONS = ("matrix_atoms", "prefetch", "pad_dot_scratch", "ldmatrix", "serpentine", "tf32", "occupancy")
+PASS_OPTIONS = (
+    "matrix_atoms",
+    "prefetch",
+    "async_copy",
+    "pad_dot_scratch",
+    "ldmatrix",
+    "serpentine",
+    "tf32",
+    "occupancy",
+)
 
 
 class Config(Mapping):

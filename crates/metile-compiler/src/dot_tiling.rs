@@ -80,6 +80,18 @@ pub fn staging(m: usize, n: usize, kc: usize, dtype: DType, pads: (usize, usize)
     (a, b, b.base + kc * b.ld)
 }
 
+/// One stage of an asynchronous operand ring (`lower/async_ring.rs`): the
+/// whole `k` of `a` and `b`, placed and padded like [`staging`], and the
+/// stage's length in elements (a multiple of 16 bytes, so every stage starts
+/// aligned for 16-byte copies).
+pub fn ring_stage(plan: &AtomTiling, target: &Target, dtype: DType) -> (Staged, Staged, usize) {
+    let (m, n, k) = plan.shape;
+    let pads = choose_pads(plan, target, dtype, usize::MAX / 4);
+    let (sa, sb, len) = staging(m, n, k, dtype, pads);
+    let per16 = (16 / dtype.size_bytes()).max(1);
+    (sa, sb, len.div_ceil(per16) * per16)
+}
+
 /// How many `k` columns to stage at once: `K` when everything fits in
 /// `capacity` elements, else the largest multiple of the atom's `k` dividing `K`
 /// that fits.

@@ -34,7 +34,11 @@ pub use tile_checks::check_kernel;
 pub use tile_passes::optimize_tile_ir;
 pub use writes::written_params;
 
-use metile_ir::{gpu_ir::GpuFunction, print_gpu_function, verify, verify_gpu, Function};
+use metile_ir::{gpu_ir::GpuFunction, print_gpu_function, verify, verify_gpu, DType, Function};
+
+/// The most threadgroup buffers an asynchronous `dot` operand pipeline uses
+/// (tiles in flight plus the one being multiplied).
+const MAX_PIPELINE_STAGES: usize = 4;
 
 /// Per-compilation choices that are not part of the Tile IR.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -59,6 +63,9 @@ pub struct Passes {
     pub matrix_atoms: Option<bool>,
     /// `dot` operands loaded one loop iteration ahead (`prefetch`).
     pub prefetch: Option<bool>,
+    /// `dot` operands copied asynchronously into a ring of threadgroup
+    /// buffers, several loop iterations ahead (where the target can).
+    pub async_copy: Option<bool>,
     /// 16 bytes of padding per staged row of `dot` operands (no bank conflicts).
     pub pad_dot_scratch: Option<bool>,
     /// Fragments read with NVIDIA's `ldmatrix` rather than element loads.
@@ -79,6 +86,7 @@ pub struct Passes {
 pub struct DefaultPasses {
     pub matrix_atoms: bool,
     pub prefetch: bool,
+    pub async_copy: bool,
     pub pad_dot_scratch: bool,
     pub ldmatrix: bool,
     pub serpentine: bool,
@@ -88,9 +96,10 @@ pub struct DefaultPasses {
 
 impl Passes {
     /// The launch-option names.
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 8] = [
         "matrix_atoms",
         "prefetch",
+        "async_copy",
         "pad_dot_scratch",
         "ldmatrix",
         "serpentine",
@@ -102,6 +111,7 @@ impl Passes {
         match name {
             "matrix_atoms" => Some(&mut self.matrix_atoms),
             "prefetch" => Some(&mut self.prefetch),
+            "async_copy" => Some(&mut self.async_copy),
             "pad_dot_scratch" => Some(&mut self.pad_dot_scratch),
             "ldmatrix" => Some(&mut self.ldmatrix),
             "serpentine" => Some(&mut self.serpentine),
@@ -128,6 +138,7 @@ impl Passes {
         DefaultPasses {
             matrix_atoms: self.matrix_atoms.unwrap_or(d.matrix_atoms),
             prefetch: self.prefetch.unwrap_or(d.prefetch),
+            async_copy: self.async_copy.unwrap_or(d.async_copy) && target.async_copy,
             pad_dot_scratch: self.pad_dot_scratch.unwrap_or(d.pad_dot_scratch),
             ldmatrix: self.ldmatrix.unwrap_or(d.ldmatrix),
             serpentine: self.serpentine.unwrap_or(d.serpentine),
@@ -163,7 +174,21 @@ pub fn compile_gpu_ir(func: &Function, options: &MslOptions, target: &Target) ->
     let target = &options.passes.restrict(target);
     let threads = layout_assign::choose_threads(func, options.num_sgs, target)?;
     let mut prefetched = func.clone();
-    let func = if target.default_passes.prefetch && prefetch::prefetch_dot_operands(&mut prefetched) {
+    let stage_bytes = |shape: (usize, usize, usize), dtype: DType| {
+        let plan = dot_tiling::plan(target, shape, dtype, threads as usize)?;
+        Some(dot_tiling::ring_stage(&plan, target, dtype).2 * dtype.size_bytes())
+    };
+    let asynchronous = prefetch::Carry::Async {
+        stage_bytes: &stage_bytes,
+        budget: target.max_threadgroup_bytes,
+        max_stages: MAX_PIPELINE_STAGES,
+    };
+    let mut changed = target.default_passes.async_copy
+        && prefetch::prefetch_dot_operands(&mut prefetched, &asynchronous);
+    if target.default_passes.prefetch {
+        changed |= prefetch::prefetch_dot_operands(&mut prefetched, &prefetch::Carry::Registers);
+    }
+    let func = if changed {
         let pass_err = |e| CompileError::internal("prefetching dot operands", e);
         verify(&prefetched).map_err(pass_err)?;
         tile_passes::clean_up(&mut prefetched).map_err(pass_err)?;

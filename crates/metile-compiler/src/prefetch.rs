@@ -1,5 +1,5 @@
-//! Prefetching `dot` operands one loop iteration ahead (a Tile IR pass that
-//! runs for GPU targets only).
+//! Prefetching `dot` operands one or more loop iterations ahead (a Tile IR
+//! pass that runs for GPU targets only).
 //!
 //! In the usual GEMM loop every iteration loads its tiles and then multiplies
 //! them, so each iteration waits for memory before its matrix work starts. The
@@ -28,15 +28,43 @@
 //! What is prefetched is a whole `dot` operand: the value and everything it is
 //! computed from inside the loop body, when that slice is pure arithmetic and
 //! loads (no carried value, no other loop, nothing with effects) and contains
-//! a load. Loops are left alone unless their step is a positive constant and
+//! a load.
+//!
+//! With [`Carry::Async`] the pass carries operands `stages - 1` iterations
+//! ahead (`a0, a1, ..` from guarded prologue loads, the loop loading `k + (stages - 1) * step`
+//! and yielding `a1, .., a_next`), but only where both operands of a `dot`
+//! are each one load with a matrix-atom plan: the lowering then keeps those
+//! tiles in a ring of threadgroup buffers filled by asynchronous copies
+//! (`lower/async_ring.rs`), never in registers, so the depth costs no
+//! registers. The depth is the most stages (up to the target's limit) whose
+//! buffers fit half the threadgroup memory, so two threadgroups share a core,
+//! or failing that three quarters of it.
+//!
+//! Loops are left alone unless their step is a positive constant and
 //! their body (nested regions included) has no stores, barriers, shared memory
 //! or thread-level ops, so no write can change what a load ahead of time reads.
 
 use metile_ir::{Block, CmpOp, DType, Elem, Function, Literal, Loc, Op, OpKind, Type, ValueId};
 use rustc_hash::{FxHashMap, FxHashSet};
 
+/// How far ahead, and which operands, the pass carries.
+pub enum Carry<'a> {
+    /// One iteration ahead, in registers: every operand computed from loads.
+    Registers,
+    /// `stages - 1` iterations ahead, for the lowering's asynchronous ring:
+    /// only `dot`s whose two operands are each one load.
+    Async {
+        /// Threadgroup bytes of one stage of a `dot` (`(m, n, k)`, operand
+        /// dtype), or `None` when it has no matrix-atom plan.
+        stage_bytes: &'a dyn Fn((usize, usize, usize), DType) -> Option<usize>,
+        /// Threadgroup memory of the target, in bytes.
+        budget: usize,
+        max_stages: usize,
+    },
+}
+
 /// Prefetches the `dot` operands of every eligible loop; true if any changed.
-pub fn prefetch_dot_operands(f: &mut Function) -> bool {
+pub fn prefetch_dot_operands(f: &mut Function, carry: &Carry<'_>) -> bool {
     let mut consts = FxHashMap::default();
     f.walk(&mut |op| {
         if let OpKind::Constant(lit) = op.kind {
@@ -44,20 +72,20 @@ pub fn prefetch_dot_operands(f: &mut Function) -> bool {
         }
     });
     let mut values = std::mem::take(&mut f.values);
-    let changed = block(&mut f.body, &mut values, &consts);
+    let changed = block(&mut f.body, &mut values, &consts, carry);
     f.values = values;
     changed
 }
 
-fn block(b: &mut Block, values: &mut Vec<Type>, consts: &FxHashMap<ValueId, Literal>) -> bool {
+fn block(b: &mut Block, values: &mut Vec<Type>, consts: &FxHashMap<ValueId, Literal>, carry: &Carry<'_>) -> bool {
     let mut changed = false;
     let mut i = 0;
     while i < b.ops.len() {
         for r in &mut b.ops[i].regions {
-            changed |= block(r, values, consts);
+            changed |= block(r, values, consts, carry);
         }
         if matches!(b.ops[i].kind, OpKind::For) {
-            if let Some(prologue) = pipeline(&mut b.ops[i], values, consts) {
+            if let Some(prologue) = pipeline(&mut b.ops[i], values, consts, carry) {
                 let n = prologue.len();
                 b.ops.splice(i..i, prologue);
                 i += n;
@@ -269,9 +297,95 @@ fn in_range(e: &mut Emitter<'_>, out: &mut Vec<Op>, lo: ValueId, step: Option<i6
     )[0]
 }
 
+/// The values a loop carries ahead and how many iterations ahead, with the
+/// body ops (indices, sorted) they are computed from.
+struct Selection {
+    prefetched: Vec<ValueId>,
+    slice: Vec<usize>,
+    depth: usize,
+}
+
+fn select(body: &Block, defs: &FxHashMap<ValueId, usize>, iv: ValueId, values: &[Type], carry: &Carry<'_>) -> Option<Selection> {
+    let mut prefetched: Vec<ValueId> = vec![];
+    let mut slice: Vec<usize> = vec![];
+    let mut stage_total = 0;
+    for o in body.ops.iter().filter(|o| matches!(o.kind, OpKind::Dot)) {
+        let operands = &o.operands[..2];
+        match carry {
+            Carry::Registers => {
+                for &v in operands {
+                    if prefetched.contains(&v) || !defs.contains_key(&v) {
+                        continue;
+                    }
+                    if let Some(s) = slice_of(v, body, defs, iv) {
+                        prefetched.push(v);
+                        slice.extend(s);
+                    }
+                }
+            }
+            Carry::Async { stage_bytes, .. } => {
+                let one_load = |v: &ValueId| {
+                    defs.get(v)
+                        .is_some_and(|&i| matches!(body.ops[i].kind, OpKind::Load { .. } | OpKind::TileLoad { .. }))
+                };
+                if operands[0] == operands[1] || !operands.iter().all(one_load) || operands.iter().any(|v| prefetched.contains(v)) {
+                    continue;
+                }
+                let (ta, tb) = (&values[operands[0].index()], &values[operands[1].index()]);
+                let (Elem::Scalar(da), Elem::Scalar(db)) = (ta.elem, tb.elem) else {
+                    continue;
+                };
+                let shape = (ta.shape[0], tb.shape[1], ta.shape[1]);
+                let Some(bytes) = stage_bytes(shape, da).filter(|_| da == db) else {
+                    continue;
+                };
+                let (Some(sa), Some(sb)) = (slice_of(operands[0], body, defs, iv), slice_of(operands[1], body, defs, iv)) else {
+                    continue;
+                };
+                prefetched.extend_from_slice(operands);
+                slice.extend(sa);
+                slice.extend(sb);
+                stage_total += bytes;
+            }
+        }
+    }
+    if prefetched.is_empty() {
+        return None;
+    }
+    let depth = match carry {
+        Carry::Registers => 1,
+        Carry::Async { budget, max_stages, .. } => {
+            let stages = |bytes: usize| (bytes / stage_total.max(1)).min(*max_stages);
+            // Leave a quarter for the kernel's other threadgroup memory.
+            let s = if stages(budget / 2) >= 2 { stages(budget / 2) } else { stages(budget * 3 / 4) };
+            if s < 2 {
+                return None;
+            }
+            s - 1
+        }
+    };
+    slice.sort_unstable();
+    slice.dedup();
+    Some(Selection { prefetched, slice, depth })
+}
+
+/// `iv + offset` in i32 (only evaluated under a guard that it stays below the end).
+fn offset_iv(e: &mut Emitter<'_>, out: &mut Vec<Op>, iv: ValueId, offset: i64) -> ValueId {
+    if offset == 0 {
+        return iv;
+    }
+    let c = e.scalar(out, Literal::Int(offset), DType::I32);
+    e.op(
+        out,
+        OpKind::Binary(metile_ir::BinaryOp::Add),
+        vec![iv, c],
+        vec![Type::scalar(DType::I32)],
+    )[0]
+}
+
 /// Rewrites one `for` op; returns the ops to insert before it, or `None`
 /// (nothing changed) when it has nothing to prefetch.
-fn pipeline(op: &mut Op, values: &mut Vec<Type>, consts: &FxHashMap<ValueId, Literal>) -> Option<Vec<Op>> {
+fn pipeline(op: &mut Op, values: &mut Vec<Type>, consts: &FxHashMap<ValueId, Literal>, carry: &Carry<'_>) -> Option<Vec<Op>> {
     let (start, end, step) = (op.operands[0], op.operands[1], op.operands[2]);
     let step = match consts.get(&step) {
         Some(Literal::Int(s)) if *s > 0 => *s,
@@ -288,64 +402,48 @@ fn pipeline(op: &mut Op, values: &mut Vec<Type>, consts: &FxHashMap<ValueId, Lit
             defs.insert(r, i);
         }
     }
-    let mut prefetched: Vec<ValueId> = vec![];
-    let mut slice: Vec<usize> = vec![];
-    for o in body.ops.iter().filter(|o| matches!(o.kind, OpKind::Dot)) {
-        for &v in &o.operands[..2] {
-            if prefetched.contains(&v) || !defs.contains_key(&v) {
-                continue;
-            }
-            if let Some(s) = slice_of(v, body, &defs, iv) {
-                prefetched.push(v);
-                slice.extend(s);
-            }
-        }
-    }
-    if prefetched.is_empty() {
-        return None;
-    }
-    slice.sort_unstable();
-    slice.dedup();
+    let Selection { prefetched, slice, depth } = select(body, &defs, iv, values, carry)?;
 
     let loc = op.loc.clone();
     let mut e = Emitter { values, loc };
     let mut prologue = vec![];
-    let first = in_range(&mut e, &mut prologue, start, None, end);
-    let initial = e.guarded(&mut prologue, first, (body, &slice, iv, start), &prefetched);
+    let mut initial = vec![];
+    for j in 0..depth as i64 {
+        let ahead = (j > 0).then_some(j * step);
+        let cond = in_range(&mut e, &mut prologue, start, ahead, end);
+        let at = offset_iv(&mut e, &mut prologue, start, j * step);
+        initial.extend(e.guarded(&mut prologue, cond, (body, &slice, iv, at), &prefetched));
+    }
 
     let mut ahead = vec![];
-    let more = in_range(&mut e, &mut ahead, iv, Some(step), end);
-    let step_i32 = e.scalar(&mut ahead, Literal::Int(step), DType::I32);
-    let next_iv = e.op(
-        &mut ahead,
-        OpKind::Binary(metile_ir::BinaryOp::Add),
-        vec![iv, step_i32],
-        vec![Type::scalar(DType::I32)],
-    )[0];
+    let distance = depth as i64 * step;
+    let more = in_range(&mut e, &mut ahead, iv, Some(distance), end);
+    let next_iv = offset_iv(&mut e, &mut ahead, iv, distance);
     let next = e.guarded(&mut ahead, more, (body, &slice, iv, next_iv), &prefetched);
-    let current: Vec<ValueId> = prefetched
-        .iter()
-        .map(|v| {
-            let ty = e.values[v.index()].clone();
-            e.value(ty)
-        })
-        .collect();
-    let loop_results: Vec<ValueId> = prefetched
-        .iter()
-        .map(|v| {
-            let ty = e.values[v.index()].clone();
-            e.value(ty)
-        })
-        .collect();
+    // Carried sets, nearest iteration first: `current[0]` is this iteration's.
+    let fresh = |e: &mut Emitter<'_>| -> Vec<ValueId> {
+        prefetched
+            .iter()
+            .map(|v| {
+                let ty = e.values[v.index()].clone();
+                e.value(ty)
+            })
+            .collect()
+    };
+    let current: Vec<Vec<ValueId>> = (0..depth).map(|_| fresh(&mut e)).collect();
+    let loop_results: Vec<ValueId> = (0..depth).flat_map(|_| fresh(&mut e)).collect();
 
     let body = op.regions.first_mut()?;
     let renamed: FxHashMap<ValueId, ValueId> =
-        prefetched.iter().copied().zip(current.iter().copied()).collect();
+        prefetched.iter().copied().zip(current[0].iter().copied()).collect();
     rename_uses(body, &renamed);
     if let Some(y) = body.ops.last_mut().filter(|y| matches!(y.kind, OpKind::Yield)) {
+        for set in &current[1..] {
+            y.operands.extend(set.iter().copied());
+        }
         y.operands.extend(next.iter().copied());
     }
-    body.args.extend(current);
+    body.args.extend(current.into_iter().flatten());
     body.ops.splice(0..0, ahead);
     op.operands.extend(initial);
     op.results.extend(loop_results);
@@ -431,7 +529,7 @@ mod tests {
     #[test]
     fn dot_operands_are_carried_one_iteration_ahead() {
         let mut f = gemm(false);
-        assert!(prefetch_dot_operands(&mut f));
+        assert!(prefetch_dot_operands(&mut f, &Carry::Registers));
         verify(&f).unwrap();
         let mut top_ifs = 0;
         let mut for_carried = 0;
@@ -463,6 +561,6 @@ mod tests {
     #[test]
     fn loops_that_write_memory_are_left_alone() {
         let mut f = gemm(true);
-        assert!(!prefetch_dot_operands(&mut f));
+        assert!(!prefetch_dot_operands(&mut f, &Carry::Registers));
     }
 }

@@ -58,6 +58,9 @@ pub struct Target {
     pub matrix_atoms: Vec<AtomKind>,
     /// NVIDIA's `ldmatrix` (sm_75 and later) reads 16-bit mma fragments.
     pub ldmatrix: bool,
+    /// Global-to-threadgroup copies for `dot` operand rings: asynchronous on
+    /// NVIDIA sm_80 and later (`cp.async`), plain copies on Apple GPUs.
+    pub async_copy: bool,
     /// The GEMM passes that run unless a launch says otherwise (`Passes`).
     pub default_passes: crate::DefaultPasses,
 }
@@ -80,9 +83,14 @@ impl Target {
             grid_x_counts_threads: true,
             matrix_atoms: vec![AtomKind::AppleSimdgroup8x8],
             ldmatrix: false,
+            // Emitted as plain copies (Metal has no asynchronous ones); the
+            // ring still needs one barrier per iteration instead of two, but
+            // the pass stays off until measured on a Mac.
+            async_copy: true,
             default_passes: crate::DefaultPasses {
                 matrix_atoms: true,
                 prefetch: true,
+                async_copy: false,
                 pad_dot_scratch: true,
                 ldmatrix: false,
                 serpentine: true,
@@ -122,11 +130,13 @@ impl Target {
                 Vec::new()
             },
             ldmatrix: (major, minor) >= (7, 5),
+            async_copy: major >= 8,
             // Prefetching into registers gains nothing measurable on the H100
             // (benchmarks/gemm.py); autotuning may still pick it per shape.
             default_passes: crate::DefaultPasses {
                 matrix_atoms: true,
                 prefetch: false,
+                async_copy: true,
                 pad_dot_scratch: true,
                 ldmatrix: true,
                 serpentine: true,

@@ -236,6 +236,20 @@ pub enum GpuOpKind {
     /// `4g + t` gets elements `(g, 2t)` and `(g, 2t + 1)` of each matrix, or
     /// `(2t, g)` and `(2t + 1, g)` with `trans`.
     LdMatrix { count: u8, trans: bool },
+    /// `(dst: threadgroup ptr, dst_index: int, src: device ptr, src_index: int
+    /// [, mask: bool])`: starts an asynchronous copy of `bytes` (4, 8 or 16)
+    /// bytes from `src[src_index]` to `dst[dst_index]`, both aligned to `bytes`
+    /// (NVIDIA's `cp.async`, sm_80+); masked off, nothing is copied. The copy
+    /// belongs to the thread's next [`GpuOpKind::AsyncCommit`] group, and its
+    /// result may be read only after an [`GpuOpKind::AsyncWait`] that retires
+    /// that group and a barrier.
+    AsyncCopy { bytes: u8, has_mask: bool },
+    /// `()`: closes the thread's asynchronous copies issued since the last
+    /// commit into one group (an empty group when there were none).
+    AsyncCommit,
+    /// `()`: waits until at most `pending` of the thread's committed groups
+    /// are still in flight.
+    AsyncWait { pending: u8 },
     /// `()`: threadgroup execution and threadgroup-memory barrier.
     Barrier,
     /// `(start, end, step: i32)`: region 0 has one argument, the `i32` induction
@@ -273,6 +287,9 @@ impl GpuOpKind {
             GpuOpKind::LdMatrix { count, trans } => {
                 format!("ldmatrix.x{count}{}", if *trans { ".trans" } else { "" })
             }
+            GpuOpKind::AsyncCopy { bytes, .. } => format!("async_copy.b{bytes}"),
+            GpuOpKind::AsyncCommit => "async_commit".into(),
+            GpuOpKind::AsyncWait { pending } => format!("async_wait.{pending}"),
             GpuOpKind::Barrier => "barrier".into(),
             GpuOpKind::For => "for".into(),
             GpuOpKind::If => "if".into(),

@@ -445,7 +445,24 @@ impl<'f> GpuVerifier<'f> {
                     return fail("(threadgroup ptr of a 16-bit type, int index) -> 1, 2 or 4 pairs");
                 }
             }
-            GpuOpKind::Barrier => arity(0, 0)?,
+            GpuOpKind::AsyncCopy { bytes, has_mask } => {
+                arity(4 + usize::from(*has_mask), 0)?;
+                let (GpuType::Ptr(d, MemSpace::Threadgroup), GpuType::Ptr(s, MemSpace::Device)) = (ins[0], ins[2])
+                else {
+                    return fail("copies from a device pointer to a threadgroup pointer");
+                };
+                let size = d.size_bytes();
+                if d != s || !matches!(bytes, 4 | 8 | 16) || usize::from(*bytes) % size != 0 {
+                    return fail("copies 4, 8 or 16 bytes of one element type");
+                }
+                if !int_scalar(ins[1]) || !int_scalar(ins[3]) {
+                    return fail("the indices must be integer scalars");
+                }
+                if *has_mask && ins[4] != bools {
+                    return fail("the mask must be a bool scalar");
+                }
+            }
+            GpuOpKind::AsyncCommit | GpuOpKind::AsyncWait { .. } | GpuOpKind::Barrier => arity(0, 0)?,
             GpuOpKind::For => {
                 arity(3, 0)?;
                 if ins.iter().any(|&t| t != i32s) {

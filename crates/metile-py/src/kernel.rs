@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 const OPTION_NUM_SGS: &str = "num_sgs";
 const MAX_NUM_SGS: i64 = 32;
 const OPTIONS_TEXT: &str =
-    "the launch options num_sgs, matrix_atoms, prefetch, pad_dot_scratch, ldmatrix, serpentine, tf32 and occupancy";
+    "the launch options num_sgs, matrix_atoms, prefetch, async_copy, pad_dot_scratch, ldmatrix, serpentine, tf32 and occupancy";
 
 /// The launch options of one launch, and which of them were given.
 #[derive(Clone, Copy, Debug, Default)]

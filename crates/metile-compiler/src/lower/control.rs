@@ -27,14 +27,25 @@ const I32: GpuType = GpuType::Scalar(DType::I32);
 
 /// Where a carried value or `if` result is kept.
 #[derive(Clone)]
-struct Slot {
-    reg: RegId,
-    dtype: DType,
-    class: Class,
+enum Slot {
+    Regs {
+        reg: RegId,
+        dtype: DType,
+        class: Class,
+    },
+    /// A tile in an asynchronous ring carried by a loop: its stage offset, in
+    /// one register.
+    RingCarried { reg: RegId, ring: usize },
+    /// A ring tile an `if` fills: its stage offset, chosen before the `if`.
+    RingFilled { ring: usize, base: GpuValue },
 }
 
 impl<'f> Lowering<'f> {
     fn slot_for(&mut self, result: ValueId) -> CompileResult<Slot> {
+        if let Some(rv) = self.in_ring(result) {
+            let reg = self.b.add_reg(DType::I32, 1);
+            return Ok(Slot::RingCarried { reg, ring: rv.ring });
+        }
         let class = self.a.class(result);
         let dtype = self.elem_dtype(result);
         let len = match class {
@@ -43,36 +54,53 @@ impl<'f> Lowering<'f> {
             Class::Flexible => return Err(self.internal("a carried value without a layout")),
         };
         let reg = self.b.add_reg(dtype, len as u32);
-        Ok(Slot { reg, dtype, class })
+        Ok(Slot::Regs { reg, dtype, class })
     }
 
     /// The values of `v` as `slot` stores them.
     fn slot_values(&mut self, slot: &Slot, v: ValueId) -> CompileResult<Vec<GpuValue>> {
-        match slot.class {
-            Class::Fixed(l) => self.elems(v, l),
-            _ => Ok(vec![self.uniform(v)?]),
+        match slot {
+            Slot::Regs {
+                class: Class::Fixed(l), ..
+            } => self.elems(v, *l),
+            Slot::Regs { .. } => Ok(vec![self.uniform(v)?]),
+            Slot::RingCarried { .. } => Ok(vec![self.ring_base(v)?]),
+            Slot::RingFilled { .. } => Ok(vec![]),
         }
     }
 
     fn write_slot(&mut self, slot: &Slot, values: &[GpuValue]) {
+        let reg = match slot {
+            Slot::Regs { reg, .. } | Slot::RingCarried { reg, .. } => *reg,
+            Slot::RingFilled { .. } => return,
+        };
         for (i, &x) in values.iter().enumerate() {
-            self.reg_write(slot.reg, i as u32, x);
+            self.reg_write(reg, i as u32, x);
         }
     }
 
     /// Reads a slot and makes it the home of `v`.
     fn read_slot(&mut self, slot: &Slot, v: ValueId) -> CompileResult<()> {
-        match slot.class {
-            Class::Fixed(l) => {
+        match *slot {
+            Slot::Regs {
+                reg,
+                dtype,
+                class: Class::Fixed(l),
+            } => {
                 let elems = (0..self.values_of(l))
-                    .map(|i| self.reg_read(slot.reg, i as u32, slot.dtype))
+                    .map(|i| self.reg_read(reg, i as u32, dtype))
                     .collect();
                 self.set_home(v, Home::Regs { layout: l, elems })
             }
-            _ => {
-                let x = self.reg_read(slot.reg, 0, slot.dtype);
+            Slot::Regs { reg, dtype, .. } => {
+                let x = self.reg_read(reg, 0, dtype);
                 self.set_home(v, Home::Uniform(x))
             }
+            Slot::RingCarried { reg, ring } => {
+                let base = self.reg_read(reg, 0, DType::I32);
+                self.set_home(v, Home::Staged { ring, base })
+            }
+            Slot::RingFilled { ring, base } => self.set_home(v, Home::Staged { ring, base }),
         }
     }
 
@@ -132,9 +160,13 @@ impl<'f> Lowering<'f> {
 
     pub(super) fn if_op(&mut self, op: &'f Op) -> CompileResult<()> {
         let cond = self.uniform(op.operands[0])?;
+        let ring_bases = self.ring_if_prepare(op)?;
         let mut slots = Vec::with_capacity(op.results.len());
-        for &r in &op.results {
-            slots.push(self.slot_for(r)?);
+        for (&r, base) in op.results.iter().zip(&ring_bases) {
+            slots.push(match (base, self.in_ring(r)) {
+                (Some(base), Some(rv)) => Slot::RingFilled { ring: rv.ring, base: *base },
+                _ => self.slot_for(r)?,
+            });
         }
         let mut blocks = Vec::with_capacity(2);
         for region in &op.regions {
@@ -147,6 +179,9 @@ impl<'f> Lowering<'f> {
             blocks.push(self.pop_block());
         }
         self.b.emit_region_op(GpuOpKind::If, [cond], blocks);
+        if ring_bases.iter().any(Option::is_some) {
+            self.ring_commit();
+        }
         for (slot, &r) in slots.iter().zip(&op.results) {
             self.read_slot(slot, r)?;
         }

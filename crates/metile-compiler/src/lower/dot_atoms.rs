@@ -27,6 +27,10 @@ impl<'f> Lowering<'f> {
     /// one atom step of both operands fits the free threadgroup memory, so the
     /// generic path, which stages one `k` at a time, takes the op instead.
     pub(super) fn atom_dot(&mut self, op: &'f Op, plan: &AtomTiling, reg: RegId) -> CompileResult<bool> {
+        if let Some(ring) = self.ring_operands(op) {
+            self.ring_dot(plan, ring, reg)?;
+            return Ok(true);
+        }
         let (a, b) = (op.operands[0], op.operands[1]);
         let (m, n, k) = plan.shape;
         let dtype = self.elem_dtype(a);
@@ -47,29 +51,31 @@ impl<'f> Lowering<'f> {
 
         let chunk = |this: &mut Self, k0: Option<GpuValue>| -> CompileResult<()> {
             this.barrier()?;
-            this.stage(root, sa, la, &av, k0.map(|k0| (1, k0, kc)))?;
-            this.stage(root, sb, lb, &bv, k0.map(|k0| (0, k0, kc)))?;
+            this.stage(root, sa, la, &av, k0.map(|k0| (1, k0, kc)), None)?;
+            this.stage(root, sb, lb, &bv, k0.map(|k0| (0, k0, kc)), None)?;
             this.barrier()?;
             if k0.is_none() {
                 this.flush_deferred()?;
             }
-            this.atom_steps(root, plan, (sa, sb), (frag_a, frag_b), kc, reg)
+            this.atom_steps((root, root), plan, (sa, sb), (None, None), (frag_a, frag_b), kc, reg)
         };
         self.over_k_chunks(k, kc, chunk)?;
         Ok(true)
     }
 
     /// Writes the elements a thread holds of a tile in layout `l` to scratch at
-    /// `base + row * ld + col`. With `chunk = (axis, k0, kc)` only the elements
+    /// `base + row * ld + col` (plus `offset`, a multiple of the widest vector,
+    /// when given). With `chunk = (axis, k0, kc)` only the elements
     /// whose coordinate along `axis` lies in `k0 .. k0 + kc` are written, at
     /// that coordinate minus `k0`.
-    fn stage(
+    pub(super) fn stage(
         &mut self,
         root: GpuValue,
         at: Staged,
         l: LayoutId,
         xs: &[GpuValue],
         chunk: Option<(usize, GpuValue, usize)>,
+        offset: Option<GpuValue>,
     ) -> CompileResult<()> {
         let dtype = self.dtype_of(root);
         let owner = self.owner(l);
@@ -78,6 +84,7 @@ impl<'f> Lowering<'f> {
         if w > 1 && (at.ld % w != 0 || at.base % w != 0 || !runs_stay_whole) {
             w = 1;
         }
+        let offset_base = offset;
         let ld = self.const_i32(at.ld as i32);
         let base = self.const_i32(at.base as i32);
         for start in (0..xs.len()).step_by(w) {
@@ -93,6 +100,10 @@ impl<'f> Lowering<'f> {
             let offset = self.binary(BinaryOp::Mul, row, ld);
             let offset = self.binary(BinaryOp::Add, offset, col);
             let index = self.binary(BinaryOp::Add, base, offset);
+            let index = match offset_base {
+                Some(o) => self.binary(BinaryOp::Add, index, o),
+                None => index,
+            };
             let value = if w == 1 {
                 xs[start]
             } else {
@@ -105,11 +116,13 @@ impl<'f> Lowering<'f> {
 
     /// One pass over the staged `kc` columns of a and rows of b, `k` atom
     /// steps at a time: fragment reads, then one `mma` per owned atom tile.
-    fn atom_steps(
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn atom_steps(
         &mut self,
-        root: GpuValue,
+        (root_a, root_b): (GpuValue, GpuValue),
         plan: &AtomTiling,
         (sa, sb): (Staged, Staged),
+        (offset_a, offset_b): (Option<GpuValue>, Option<GpuValue>),
         (frag_a, frag_b): (LayoutId, LayoutId),
         kc: usize,
         reg: RegId,
@@ -128,8 +141,14 @@ impl<'f> Lowering<'f> {
             Some((la, lb, _)) => (la, lb),
             None => (frag_a, frag_b),
         };
-        let a_thread = self.fragment_thread_index(addr_a, sa);
-        let b_thread = self.fragment_thread_index(addr_b, sb);
+        let mut a_thread = self.fragment_thread_index(addr_a, sa);
+        let mut b_thread = self.fragment_thread_index(addr_b, sb);
+        if let Some(o) = offset_a {
+            a_thread = self.binary(BinaryOp::Add, a_thread, o);
+        }
+        if let Some(o) = offset_b {
+            b_thread = self.binary(BinaryOp::Add, b_thread, o);
+        }
 
         let (zero, end, step) = (
             self.const_i32(0),
@@ -144,12 +163,12 @@ impl<'f> Lowering<'f> {
         let b_base = self.binary(BinaryOp::Add, b_thread, b_step);
         let (a_frags, b_frags) = match ldm {
             Some((la, lb, b_count)) => (
-                self.ldmatrix_reads(root, la, sa, a_base, 4, false),
-                self.ldmatrix_reads(root, lb, sb, b_base, b_count, true),
+                self.ldmatrix_reads(root_a, la, sa, a_base, 4, false),
+                self.ldmatrix_reads(root_b, lb, sb, b_base, b_count, true),
             ),
             None => (
-                self.fragment_reads(root, frag_a, sa, a_base, (ak, 1))?,
-                self.fragment_reads(root, frag_b, sb, b_base, (ak, sb.ld))?,
+                self.fragment_reads(root_a, frag_a, sa, a_base, (ak, 1))?,
+                self.fragment_reads(root_b, frag_b, sb, b_base, (ak, sb.ld))?,
             ),
         };
         let kind = plan.atom.kind;

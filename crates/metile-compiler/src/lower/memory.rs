@@ -77,7 +77,7 @@ impl<'f> Lowering<'f> {
     }
 
     /// Vector width for accesses through the pointer tile `ptr` in layout `l`.
-    fn pointer_vector_width(&self, l: LayoutId, ptr: ValueId, dtype: DType) -> usize {
+    pub(super) fn pointer_vector_width(&self, l: LayoutId, ptr: ValueId, dtype: DType) -> usize {
         let mut w = self.layout_vector_width(l, dtype);
         let info = self.info.get(ptr);
         while w > 1 && !(info.contiguity >= w as u64 && info.divisibility_at(w as u64) >= w as u64) {
@@ -269,6 +269,9 @@ impl<'f> Lowering<'f> {
     // ------------------------------------------------------------ load/store
 
     pub(super) fn load(&mut self, op: &'f Op) -> CompileResult<()> {
+        if let Some((rv, base)) = self.ring_loads.remove(&op.results[0]) {
+            return self.ring_load(op, rv, base);
+        }
         let OpKind::Load { has_mask, has_other } = op.kind else {
             return Err(self.internal("not a load"));
         };
@@ -408,7 +411,7 @@ impl<'f> Lowering<'f> {
     /// Per-register element offsets of a row-major block at
     /// `base + (row + r) * stride + col + c`, and the uniform alignment check for
     /// `width`-wide runs.
-    fn block_addressing(
+    pub(super) fn block_addressing(
         &mut self,
         op: &Op,
         l: LayoutId,
@@ -468,6 +471,9 @@ impl<'f> Lowering<'f> {
     }
 
     pub(super) fn tile_load(&mut self, op: &'f Op) -> CompileResult<()> {
+        if let Some((rv, base)) = self.ring_loads.remove(&op.results[0]) {
+            return self.ring_load(op, rv, base);
+        }
         let r = op.results[0];
         let Class::Fixed(l) = self.a.class(r) else {
             return Err(self.internal("tile_load without a layout"));

@@ -21,6 +21,7 @@
 //! loop); values that live across loop iterations or leave an `if` go through
 //! register arrays.
 
+mod async_ring;
 mod control;
 mod convert;
 mod dot;
@@ -50,6 +51,9 @@ enum Home {
     Uniform(GpuValue),
     Regs { layout: LayoutId, elems: Vec<GpuValue> },
     Flexible,
+    /// A `dot` operand tile in threadgroup ring `ring`, at stage offset
+    /// `base` (a uniform i32; see `async_ring.rs`).
+    Staged { ring: usize, base: GpuValue },
 }
 
 /// Things cached per block while it is open.
@@ -103,6 +107,11 @@ pub struct Lowering<'f> {
     /// Ops held back to run after the staging of the next `dot` (see
     /// [`Lowering::block`]).
     deferred: Vec<&'f Op>,
+    /// The asynchronous operand rings, the Tile IR values living in them, and
+    /// the loads filling them (with their stage offset) once their `if` is open.
+    rings: Vec<async_ring::Ring>,
+    ring_values: FxHashMap<ValueId, async_ring::RingValue>,
+    ring_loads: FxHashMap<ValueId, (async_ring::RingValue, GpuValue)>,
     /// The Tile IR op being lowered, for errors.
     loc: Loc,
     op_name: String,
@@ -130,6 +139,9 @@ pub fn lower(f: &Function, threads: u32, target: &Target) -> CompileResult<GpuFu
         reg_writes: FxHashMap::default(),
         role_depths: vec![],
         deferred: vec![],
+        rings: vec![],
+        ring_values: FxHashMap::default(),
+        ring_loads: FxHashMap::default(),
         loc: Loc::unknown(),
         op_name: "kernel".into(),
     };
@@ -163,6 +175,7 @@ pub fn lower(f: &Function, threads: u32, target: &Target) -> CompileResult<GpuFu
         };
         l.homes[p.value.index()] = Some(home);
     }
+    l.find_rings(&f.body)?;
     l.block(&f.body)?;
     let bytes = l.b.func().threadgroup_bytes();
     let max_bytes = l.a.target.max_threadgroup_bytes;
@@ -431,6 +444,7 @@ impl<'f> Lowering<'f> {
         match home {
             Home::Uniform(x) => Ok(vec![x; count]),
             Home::Regs { layout: l, elems } if l == layout => Ok(elems),
+            Home::Staged { .. } => Err(self.internal(format!("{v} lives in threadgroup memory"))),
             Home::Regs { .. } | Home::Flexible => {
                 let key = CacheKey::Elems(v, layout);
                 let depth = self.def_depth[v.index()];
@@ -470,6 +484,7 @@ impl<'f> Lowering<'f> {
                 self.convert(elems.clone(), *from, layout, dtype)
             }
             Home::Uniform(x) => Ok(vec![*x; self.values_of(layout)]),
+            Home::Staged { .. } => Err(self.internal(format!("{v} lives in threadgroup memory"))),
         }
     }
 

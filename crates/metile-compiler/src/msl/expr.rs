@@ -434,6 +434,56 @@ impl<'a> BodyWriter<'a> {
                 }
             }
             GpuOpKind::LdMatrix { .. } => return Err("ldmatrix has no MSL spelling".into()),
+            GpuOpKind::AsyncCopy { bytes, has_mask } if self.lang == Lang::Cuda => {
+                let (dst, di, src, si) = (arg(0)?, arg(1)?, arg(2)?, arg(3)?);
+                // .cg (L2 only) takes 16-byte copies; smaller ones go through .ca.
+                let cache = if *bytes == 16 { "cg" } else { "ca" };
+                let copy = format!(
+                    "asm volatile(\"cp.async.{cache}.shared.global [%0], [%1], {bytes};\" :: \
+                     \"r\"(uint(__cvta_generic_to_shared({dst} + {di}))), \"l\"({src} + {si}) : \"memory\");"
+                );
+                if *has_mask {
+                    let m = arg(4)?;
+                    self.line_fmt(depth, format_args!("if ({m}) {copy}"));
+                } else {
+                    self.line(depth, &copy);
+                }
+            }
+            GpuOpKind::AsyncCommit if self.lang == Lang::Cuda => {
+                self.line(depth, "asm volatile(\"cp.async.commit_group;\" ::: \"memory\");");
+            }
+            GpuOpKind::AsyncWait { pending } if self.lang == Lang::Cuda => {
+                self.line_fmt(
+                    depth,
+                    format_args!("asm volatile(\"cp.async.wait_group {pending};\" ::: \"memory\");"),
+                );
+            }
+            // Metal has no asynchronous copy into threadgroup memory in compute
+            // kernels: the copy is done at once, so groups and waits are no-ops.
+            GpuOpKind::AsyncCopy { bytes, has_mask } => {
+                let width = (usize::from(*bytes) / self.dtype(op.operands[2]).size_bytes()) as u8;
+                let depth = if *has_mask {
+                    self.line_fmt(depth, format_args!("if ({}) {{", arg(4)?));
+                    depth + 1
+                } else {
+                    depth
+                };
+                let mut out = std::mem::take(&mut self.out);
+                for _ in 0..depth {
+                    out.push_str("  ");
+                }
+                let dst = self.push_access(&mut out, op.operands[0], op.operands[1], width);
+                out.push_str(" = ");
+                let src = self.push_access(&mut out, op.operands[2], op.operands[3], width);
+                out.push_str(";\n");
+                self.out = out;
+                dst?;
+                src?;
+                if *has_mask {
+                    self.line(depth - 1, "}");
+                }
+            }
+            GpuOpKind::AsyncCommit | GpuOpKind::AsyncWait { .. } => {}
             GpuOpKind::Barrier => match self.lang {
                 Lang::Msl => self.line(depth, "threadgroup_barrier(mem_flags::mem_threadgroup);"),
                 Lang::Cuda => self.line(depth, "__syncthreads();"),

@@ -1,0 +1,409 @@
+//! `dot` operands in a ring of threadgroup buffers filled by asynchronous
+//! copies (`cp.async`), the lowering side of `prefetch.rs`'s `Carry::Async`.
+//!
+//! The pass leaves a loop whose `dot` multiplies tiles loaded `d` iterations
+//! earlier: `d` guarded prologue `if`s load iterations `0 .. d`, and each
+//! iteration's guarded `if` loads iteration `i + d`, the tiles travelling
+//! through `d` carried values. Here those tiles never reach registers: each
+//! is a *slot* of a ring of `d + 1` stages (each stage holds the `dot`'s whole
+//! `a` and `b`, placed and padded like ordinary staging), and a carried tile
+//! is just its stage's offset, one uniform `i32`. Prologue `if` `j` fills
+//! stage `j`; the loop's `if` fills the one stage no carried value names (the
+//! one the previous iteration multiplied), found as the sum of all stage
+//! offsets minus the carried ones. Each such `if` is followed by one commit,
+//! so every thread commits one group per iteration, copies or not.
+//!
+//! An iteration then runs: wait until at most `d - 1` groups are in flight
+//! (this iteration's tiles have landed), barrier (everyone's copies are
+//! visible and everyone has finished reading the stage about to be
+//! refilled), issue the copies of iteration `i + d` (the `if` is held back
+//! until here, see `Lowering::block`), and walk the atom steps over this
+//! iteration's stage. One barrier per iteration, loads `d` iterations ahead.
+//!
+//! A load copies its vector runs directly (4, 8 or 16 bytes each) when they
+//! are aligned and, for a masked load, when a uniform test (`uniform_masks`)
+//! finds the whole tile in bounds; edge tiles and unaligned tiles load into
+//! registers as usual and store into the slot, which the same barrier
+//! publishes.
+
+use super::{Home, Lowering};
+use crate::dot_tiling::{ring_stage, AtomTiling, Staged};
+use crate::error::CompileResult;
+use crate::layout_assign::Class;
+use metile_ir::gpu_ir::*;
+use metile_ir::{BinaryOp, Block, Op, OpKind, ValueId};
+
+/// One ring: its threadgroup memory and where the operands sit in a stage.
+#[derive(Clone, Debug)]
+pub(super) struct Ring {
+    root: GpuValue,
+    stage_len: usize,
+    stages: usize,
+    /// Placement of `a` and `b` within a stage.
+    places: [Staged; 2],
+    /// The loop body's carried values of `a`'s tiles (their stage offsets).
+    carried: Vec<ValueId>,
+}
+
+/// Which stage a ring value's tile is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum RingSlot {
+    /// Carried through a loop: a register holds its stage offset.
+    Carried,
+    /// A prologue `if` result: this stage.
+    Fixed(usize),
+    /// The loop's `if` result: the stage no carried value names.
+    Free,
+}
+
+/// A Tile IR value that lives in a ring.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct RingValue {
+    pub ring: usize,
+    /// 0 for `a`, 1 for `b`.
+    pub operand: usize,
+    pub slot: RingSlot,
+}
+
+/// The chain of one `dot` operand through a pipelined loop.
+struct Chain {
+    /// Carried positions (0-based, without the induction variable), this
+    /// iteration's first.
+    positions: Vec<usize>,
+    /// The loop body's `if` (op index) and its result index.
+    ahead: (usize, usize),
+    /// Per prologue stage: the `if` before the loop (op index) and result index.
+    prologue: Vec<(usize, usize)>,
+}
+
+/// The value an `if`'s then-region yields at `index`, when it is the result
+/// of a load in that region used nowhere else.
+fn loaded_in_then(op: &Op, index: usize, uses: &[u32]) -> Option<ValueId> {
+    let then = op.regions.first()?;
+    let v = *then.ops.last()?.operands.get(index)?;
+    let load = then.ops.iter().find(|o| o.results.contains(&v))?;
+    let is_load = matches!(load.kind, OpKind::Load { .. } | OpKind::TileLoad { .. });
+    (is_load && uses[v.index()] == 1).then_some(v)
+}
+
+/// The `if` op (index) in `ops` with result `v`, and the result's index.
+fn if_result(ops: &[Op], v: ValueId) -> Option<(usize, usize)> {
+    ops.iter().enumerate().find_map(|(i, o)| {
+        let r = o.results.iter().position(|&r| r == v)?;
+        matches!(o.kind, OpKind::If).then_some((i, r))
+    })
+}
+
+impl<'f> Lowering<'f> {
+    /// Finds every `dot` whose two operands the prefetch pass carries for an
+    /// asynchronous ring, allocates the rings and records their values.
+    pub(super) fn find_rings(&mut self, block: &'f Block) -> CompileResult<()> {
+        if !self.a.target.default_passes.async_copy {
+            return Ok(());
+        }
+        for (li, op) in block.ops.iter().enumerate() {
+            for r in &op.regions {
+                self.find_rings(r)?;
+            }
+            if !matches!(op.kind, OpKind::For) {
+                continue;
+            }
+            let Some(body) = op.regions.first() else { continue };
+            for (di, dot) in body.ops.iter().enumerate() {
+                if matches!(dot.kind, OpKind::Dot) {
+                    self.ring_for(block, li, di)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets up the ring of the `dot` at `body.ops[di]` of the loop at
+    /// `block.ops[li]`, when its operands have the pass's shape.
+    fn ring_for(&mut self, block: &'f Block, li: usize, di: usize) -> CompileResult<()> {
+        let lp = &block.ops[li];
+        let body = &lp.regions[0];
+        let dot = &body.ops[di];
+        let r = dot.results[0];
+        let Some(plan) = self.a.dot_plans.get(&r).cloned() else {
+            return Ok(());
+        };
+        let Class::Fixed(lc) = self.a.class(r) else {
+            return Ok(());
+        };
+        if self.layout(lc) != &plan.c {
+            return Ok(());
+        }
+        let chains: Vec<Chain> = match (0..2)
+            .map(|p| self.chain(block, li, dot.operands[p]))
+            .collect::<Option<Vec<_>>>()
+        {
+            Some(c) => c,
+            None => return Ok(()),
+        };
+        let (ca, cb) = (&chains[0], &chains[1]);
+        let same_ifs = ca.ahead.0 == cb.ahead.0
+            && ca.positions.len() == cb.positions.len()
+            && ca.prologue.iter().zip(&cb.prologue).all(|(x, y)| x.0 == y.0);
+        // The loop's loads must be held back until after this dot's barrier.
+        let next_dot = body.ops[ca.ahead.0 + 1..]
+            .iter()
+            .position(|o| matches!(o.kind, OpKind::Dot))
+            .map(|i| i + ca.ahead.0 + 1);
+        if !same_ifs || next_dot != Some(di) || !self.feeds_next_iteration_only(body, ca.ahead.0) {
+            return Ok(());
+        }
+        let dtype = self.elem_dtype(dot.operands[0]);
+        let (sa, sb, stage_len) = ring_stage(&plan, &self.a.target, dtype);
+        let stages = ca.positions.len() + 1;
+        // A loop the register prefetch carried may not fit as a ring; it then
+        // stays in registers.
+        let used: usize = self.b.func().threadgroup.iter().map(|t| t.bytes()).sum();
+        if used + stages * stage_len * dtype.size_bytes() > self.a.target.max_threadgroup_bytes {
+            return Ok(());
+        }
+        let root = self.b.add_threadgroup(dtype, stages * stage_len, TgPurpose::Scratch);
+        let ring = self.rings.len();
+        self.rings.push(Ring {
+            root,
+            stage_len,
+            stages,
+            places: [sa, sb],
+            carried: ca.positions.iter().map(|&c| body.args[c + 1]).collect(),
+        });
+        for (operand, chain) in chains.iter().enumerate() {
+            let mark = |this: &mut Self, v: ValueId, slot: RingSlot| {
+                this.ring_values.insert(v, RingValue { ring, operand, slot });
+            };
+            for (j, &c) in chain.positions.iter().enumerate() {
+                mark(self, body.args[c + 1], RingSlot::Carried);
+                mark(self, lp.results[c], RingSlot::Carried);
+                let (pi, pr) = chain.prologue[j];
+                mark(self, block.ops[pi].results[pr], RingSlot::Fixed(j));
+            }
+            let (ai, ar) = chain.ahead;
+            mark(self, body.ops[ai].results[ar], RingSlot::Free);
+        }
+        Ok(())
+    }
+
+    /// The chain of the dot operand `x` (a carried value of the loop at
+    /// `block.ops[li]`), when every link is used only by the next one.
+    fn chain(&self, block: &Block, li: usize, x: ValueId) -> Option<Chain> {
+        let lp = &block.ops[li];
+        let body = lp.regions.first()?;
+        let yields = &body.ops.last()?.operands;
+        let carried_position = |v: ValueId| body.args.iter().position(|&a| a == v).filter(|&p| p > 0).map(|p| p - 1);
+        let mut positions = vec![carried_position(x)?];
+        let ahead = loop {
+            let c = *positions.last()?;
+            if self.uses[body.args[c + 1].index()] != 1 || self.uses[lp.results[c].index()] != 0 {
+                return None;
+            }
+            let y = *yields.get(c)?;
+            match carried_position(y) {
+                Some(next) if !positions.contains(&next) => positions.push(next),
+                Some(_) => return None,
+                None => break if_result(&body.ops, y)?,
+            }
+        };
+        let ahead_value = body.ops[ahead.0].results[ahead.1];
+        if self.uses[ahead_value.index()] != 1 {
+            return None;
+        }
+        loaded_in_then(&body.ops[ahead.0], ahead.1, &self.uses)?;
+        let mut prologue = vec![];
+        for &c in &positions {
+            let init = *lp.operands.get(3 + c)?;
+            let (pi, pr) = if_result(&block.ops[..li], init)?;
+            if self.uses[init.index()] != 1 {
+                return None;
+            }
+            loaded_in_then(&block.ops[pi], pr, &self.uses)?;
+            prologue.push((pi, pr));
+        }
+        Some(Chain {
+            positions,
+            ahead,
+            prologue,
+        })
+    }
+
+    /// The stage offset an `if` result of a ring gets (emitted before the `if`).
+    fn ring_if_base(&mut self, rv: RingValue) -> CompileResult<GpuValue> {
+        let ring = self.rings[rv.ring].clone();
+        match rv.slot {
+            RingSlot::Fixed(j) => Ok(self.const_i32((j * ring.stage_len) as i32)),
+            RingSlot::Free => {
+                let all: usize = (0..ring.stages).map(|s| s * ring.stage_len).sum();
+                let mut free = self.const_i32(all as i32);
+                for &v in &ring.carried {
+                    let base = self.ring_base(v)?;
+                    free = self.binary(BinaryOp::Sub, free, base);
+                }
+                Ok(free)
+            }
+            RingSlot::Carried => Err(self.internal("a carried ring value as an if result")),
+        }
+    }
+
+    /// The stage offset of a value living in a ring.
+    pub(super) fn ring_base(&self, v: ValueId) -> CompileResult<GpuValue> {
+        match self.home(v)? {
+            Home::Staged { base, .. } => Ok(*base),
+            _ => Err(self.internal(format!("{v} is not in a ring"))),
+        }
+    }
+
+    /// Before an `if` with ring results: each result's stage offset, and the
+    /// loads in its then-region that fill them. A prologue's first stage
+    /// also waits for every thread to be done with the ring (a loop around
+    /// this one may have multiplied from it).
+    pub(super) fn ring_if_prepare(&mut self, op: &'f Op) -> CompileResult<Vec<Option<GpuValue>>> {
+        let mut bases = vec![];
+        for (i, r) in op.results.iter().enumerate() {
+            let Some(rv) = self.ring_values.get(r).copied() else {
+                bases.push(None);
+                continue;
+            };
+            if rv.slot == RingSlot::Fixed(0) && !bases.iter().any(Option::is_some) {
+                self.barrier()?;
+            }
+            let base = self.ring_if_base(rv)?;
+            if let Some(load) = loaded_in_then(op, i, &self.uses) {
+                self.ring_loads.insert(load, (rv, base));
+            }
+            bases.push(Some(base));
+        }
+        Ok(bases)
+    }
+
+    /// A load whose tile goes to a ring slot: asynchronous copies of its
+    /// aligned vector runs where they can be used, else an ordinary load and
+    /// a store into the slot.
+    pub(super) fn ring_load(&mut self, op: &'f Op, rv: RingValue, base: GpuValue) -> CompileResult<()> {
+        let r = op.results[0];
+        let Class::Fixed(l) = self.a.class(r) else {
+            return Err(self.internal("a ring tile without a layout"));
+        };
+        let dtype = self.elem_dtype(r);
+        let ring = self.rings[rv.ring].clone();
+        let place = ring.places[rv.operand];
+        let src_root = self.root_value(op.operands[0])?;
+        let (width, index, fast_when) = match op.kind {
+            OpKind::TileLoad { .. } => {
+                let w = self.layout_vector_width(l, dtype);
+                let (index, aligned) = self.block_addressing(op, l, w)?;
+                (w, index, aligned.map(Some))
+            }
+            _ => {
+                let ptr = op.operands[0];
+                let w = self.pointer_vector_width(l, ptr, dtype);
+                let index = self.elems(ptr, l)?;
+                let has_mask = matches!(op.kind, OpKind::Load { has_mask: true, .. });
+                let when = if has_mask {
+                    self.mask_all_true(op.operands[1]).map(Some)
+                } else {
+                    Some(None)
+                };
+                (w, index, when)
+            }
+        };
+        let bytes = width * dtype.size_bytes();
+        let copyable = matches!(bytes, 4 | 8 | 16) && place.ld % width == 0 && place.base % width == 0;
+        let place_base = self.const_i32(place.base as i32);
+        let slot_base = self.binary(BinaryOp::Add, base, place_base);
+        let at = Staged { base: 0, ld: place.ld };
+        let fast = |this: &mut Self| -> CompileResult<()> {
+            let owner = this.owner(l);
+            let ld = this.const_i32(place.ld as i32);
+            for start in (0..index.len()).step_by(width) {
+                let row = this.coord(l, 0, start);
+                let col = this.coord(l, 1, start);
+                let offset = this.binary(BinaryOp::Mul, row, ld);
+                let offset = this.binary(BinaryOp::Add, offset, col);
+                let dst = this.binary(BinaryOp::Add, slot_base, offset);
+                let mut operands = vec![ring.root, dst, src_root, index[start]];
+                operands.extend(owner);
+                this.emit(
+                    GpuOpKind::AsyncCopy {
+                        bytes: bytes as u8,
+                        has_mask: owner.is_some(),
+                    },
+                    operands,
+                    vec![],
+                );
+            }
+            Ok(())
+        };
+        let slow = |this: &mut Self| -> CompileResult<()> {
+            match op.kind {
+                OpKind::TileLoad { .. } => this.tile_load(op)?,
+                _ => this.load(op)?,
+            }
+            let xs = this.elems(r, l)?;
+            this.stage(ring.root, at, l, &xs, None, Some(slot_base))
+        };
+        match fast_when {
+            Some(None) if copyable => fast(self)?,
+            Some(Some(cond)) if copyable => self.if_else(cond, fast, slow)?,
+            _ => slow(self)?,
+        }
+        self.set_home(
+            r,
+            Home::Staged {
+                ring: rv.ring,
+                base,
+            },
+        )
+    }
+
+    /// The ring stage offsets of a `dot`'s operands, when both live in one ring.
+    pub(super) fn ring_operands(&self, op: &Op) -> Option<(usize, GpuValue, GpuValue)> {
+        let home = |v: ValueId| match self.homes[v.index()] {
+            Some(Home::Staged { ring, base }) => Some((ring, base)),
+            _ => None,
+        };
+        let (ra, a) = home(op.operands[0])?;
+        let (rb, b) = home(op.operands[1])?;
+        (ra == rb).then_some((ra, a, b))
+    }
+
+    /// `dot` on tiles in a ring: wait for this iteration's copies, one
+    /// barrier, issue the held-back copies of a later iteration, then the
+    /// atom steps over the stage.
+    pub(super) fn ring_dot(
+        &mut self,
+        plan: &AtomTiling,
+        (ring, base_a, base_b): (usize, GpuValue, GpuValue),
+        reg: RegId,
+    ) -> CompileResult<()> {
+        let ring = self.rings[ring].clone();
+        let pending = (ring.stages - 2) as u8;
+        self.emit(GpuOpKind::AsyncWait { pending }, ValueList::new(), vec![]);
+        self.barrier()?;
+        self.flush_deferred()?;
+        let k = plan.shape.2;
+        let frag_a = self.a.layouts.intern(plan.a.clone());
+        let frag_b = self.a.layouts.intern(plan.b.clone());
+        self.atom_steps(
+            (ring.root, ring.root),
+            plan,
+            (ring.places[0], ring.places[1]),
+            (Some(base_a), Some(base_b)),
+            (frag_a, frag_b),
+            k,
+            reg,
+        )
+    }
+
+    /// Closes the copy group of an `if` that filled ring slots.
+    pub(super) fn ring_commit(&mut self) {
+        self.emit(GpuOpKind::AsyncCommit, ValueList::new(), vec![]);
+    }
+
+    /// True when `v` is a value the lowering keeps in a ring.
+    pub(super) fn in_ring(&self, v: ValueId) -> Option<RingValue> {
+        self.ring_values.get(&v).copied()
+    }
+}
