@@ -88,6 +88,7 @@ impl Target {
                 serpentine: true,
                 tf32: false,
                 occupancy: true,
+                l2_order: true,
             },
         }
     }
@@ -132,6 +133,7 @@ impl Target {
                 serpentine: true,
                 tf32: false,
                 occupancy: true,
+                l2_order: true,
             },
         }
     }
