@@ -154,11 +154,7 @@ fn find_k_loop(f: &Function) -> CompileResult<KLoop> {
                 &loc,
             ),
             None => refuse(
-                format!(
-                    "kernel {} has no K loop to split: split_k divides a top-level loop that \
-                     accumulates `metile.dot` products",
-                    f.name
-                ),
+                "no top-level loop accumulates `metile.dot` products, so there is no K loop to split",
                 &f.body.ops.first().map_or_else(Loc::unknown, |o| o.loc.clone()),
             ),
         });
