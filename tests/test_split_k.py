@@ -274,7 +274,8 @@ def test_kernels_split_k_cannot_split_are_refused_with_the_line(kernel, reason, 
 def test_a_kernel_without_a_k_loop_is_refused():
     metile.set_device("cpu")
     x = np.zeros(16, np.float32)
-    with pytest.raises(metile.CompilationError, match="split_k=3 cannot split kernel add: no top-level loop accumulates"):
+    with pytest.raises(metile.CompilationError,
+                       match="split_k=3 cannot split kernel add: no top-level loop accumulates"):
         add[(1,)](x, x, x, 16, BLOCK=16, split_k=3)
     add[(1,)](x, x, x, 16, BLOCK=16, split_k=1)  # 1 is no split: any kernel
 
