@@ -98,7 +98,7 @@ impl SplitKernels {
     /// over `grid`, checked.
     fn plan(&self, grid: [u32; 3], device: &str) -> Result<([u32; 3], usize), RuntimeError> {
         let s = self.splits;
-        let z = grid[2].checked_mul(s).unwrap_or(u32::MAX);
+        let z = grid[2].saturating_mul(s);
         let partial_grid = [grid[0], grid[1], z];
         let limit = self.partial.max_grid()[2];
         if z > limit {

@@ -108,16 +108,30 @@ impl WorkspacePool {
     /// Returns `workspace` to the pool, keeping the larger one when the device
     /// already has one there.
     pub fn give_back(&self, device: &Arc<dyn Device>, workspace: Workspace) {
-        let Ok(mut slots) = self.slots.lock() else {
-            return;
+        let dropped = {
+            let Ok(mut slots) = self.slots.lock() else {
+                return;
+            };
+            match slots.iter_mut().find(|s| same_device(s, device)) {
+                Some(slot) if slot.workspace.bytes >= workspace.bytes => Some(workspace),
+                Some(slot) => Some(std::mem::replace(&mut slot.workspace, workspace)),
+                None => {
+                    slots.push(Slot {
+                        device: Arc::downgrade(device),
+                        workspace,
+                    });
+                    None
+                }
+            }
         };
-        match slots.iter_mut().find(|s| same_device(s, device)) {
-            Some(slot) if slot.workspace.bytes >= workspace.bytes => {}
-            Some(slot) => slot.workspace = workspace,
-            None => slots.push(Slot {
-                device: Arc::downgrade(device),
-                workspace,
-            }),
+        // Kernels still queued may use the one dropped: wait for them rather
+        // than rely on the driver's free to do so.
+        if let Some(Workspace {
+            memory: Memory::Device(_),
+            ..
+        }) = dropped
+        {
+            let _ = device.synchronize();
         }
     }
 }
