@@ -75,8 +75,10 @@ def test_split_k_with_every_l2_order_and_prefetch_setting(device, rng):
 
 @metile.kernel
 def gemm_accumulate(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
-                    BLOCK_K: metile.constexpr):
-    """Triton-style: pointer increments carried by the loop, masked loads, and C += A @ B."""
+                    BLOCK_K: metile.constexpr, STEP_FROM_K: metile.constexpr = False):
+    """Triton-style: pointer increments carried by the loop, masked loads, and C += A @ B.
+    With STEP_FROM_K, B's step is computed from the induction variable, so a split cannot
+    jump to its first iteration in closed form and runs the increments up to it."""
     pid_m = metile.program_id(0)
     pid_n = metile.program_id(1)
     rm = pid_m * BLOCK_M + metile.arange(0, BLOCK_M)
@@ -91,18 +93,21 @@ def gemm_accumulate(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile
         b = metile.load(b_ptrs, mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
         acc = metile.dot(a, b, acc)
         a_ptrs += BLOCK_K
-        b_ptrs += BLOCK_K * N
+        if STEP_FROM_K:
+            b_ptrs += (k - k + BLOCK_K) * N
+        else:
+            b_ptrs += BLOCK_K * N
     metile.store(C + rm[:, None] * N + rn[None, :], acc, mask=c_mask)
 
 
-@pytest.mark.parametrize("splits", [2, 3, 7])
-def test_triton_style_gemm_with_pointer_increments_and_an_initial_accumulator(device, rng, splits):
+@pytest.mark.parametrize("splits, step_from_k", [(2, False), (3, False), (7, False), (3, True)])
+def test_triton_style_gemm_with_pointer_increments_and_an_initial_accumulator(device, rng, splits, step_from_k):
     M, N, K = 33, 20, 70
     a, b = _operand(rng, (M, K), "f32"), _operand(rng, (K, N), "f32")
     c0 = rng.standard_normal((M, N)).astype(np.float32)
     c = c0.copy()
     gemm_accumulate[(metile.cdiv(M, 16), metile.cdiv(N, 16))](a, b, c, M, N, K, BLOCK_M=16, BLOCK_N=16, BLOCK_K=8,
-                                                               split_k=splits)
+                                                               STEP_FROM_K=step_from_k, split_k=splits)
     np.testing.assert_allclose(c, c0 + a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4 * np.sqrt(K))
 
 
@@ -182,6 +187,19 @@ def test_autotune_searches_split_k(device, rng):
     tuned[(1, 1)](a, b, c, M, N, K)
     assert tuned.best_config in configs and len(tuned.timings) == 3
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+
+
+def test_pointer_increments_jump_to_each_split_in_closed_form():
+    params = [("A", "ptr", "f32"), ("B", "ptr", "f32"), ("C", "ptr", "f32"), ("M", "scalar", "i32"),
+              ("N", "scalar", "i32"), ("K", "scalar", "i32")]
+
+    def loops(step_from_k):
+        traced = _frontend.specialize(gemm_accumulate.fn, params, {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 8,
+                                                                   "STEP_FROM_K": step_from_k}, {})
+        return _metile.split_k(traced, 4)[0].text.count(" = for ")
+
+    assert loops(False) == 1
+    assert loops(True) == 2  # the increments run up to the split's first iteration
 
 
 def test_the_two_kernels_can_be_inspected():

@@ -22,10 +22,9 @@
 //!
 //! Carried values other than the accumulator (Triton-style pointer
 //! increments) must be unused after the loop. A split that starts at
-//! iteration `lo` needs their value there: a first loop runs iterations
-//! `[0, lo)` with the accumulator's chain of `dot`s removed, and dead-code
-//! elimination leaves only what those values need (the pointer arithmetic,
-//! never the operand loads).
+//! iteration `lo` needs their value there (`ahead`): `init + lo * inc` when
+//! each advances by a loop-invariant `inc`, else a first loop over `[0, lo)`
+//! without the accumulator's `dot`s.
 //!
 //! What is split is the one top-level loop whose body adds `dot` products to a
 //! loop-carried f32 value (`acc = dot(a, b, acc)`, possibly several `dot`s in a
@@ -35,7 +34,9 @@
 //! kernel line: a split loop that computed something else would be wrong.
 
 use crate::error::{CompileError, CompileResult};
-use crate::ir_emit::{clone_fresh, rename_uses, walk, Emit};
+mod ahead;
+
+use crate::ir_emit::{rename_uses, walk, Emit};
 use crate::tile_passes::clean_up;
 use metile_ir::{
     verify, AddrSpace, BinaryOp, Block, CmpOp, DType, Elem, Function, Literal, Loc, Op, OpKind, Param,
@@ -474,24 +475,12 @@ fn partial_kernel(f: &Function, k: &KLoop, splits: u32) -> CompileResult<Functio
     let lo_end = bound(&mut e, lo, loop_vals, ed);
     let hi_end = bound(&mut e, hi, loop_vals, ed);
 
-    // The other carried values at iteration `lo`: the loop without the dots.
+    // The other carried values at iteration `lo`.
     if kloop.results.len() > 1 {
-        let mut ahead = clone_fresh(&kloop, e.values);
-        let j = k.acc;
-        let fbody = &mut ahead.regions[0];
-        for &i in k.chain.iter().rev() {
-            fbody.ops.remove(i);
-        }
-        if let Some(y) = fbody.ops.last_mut() {
-            y.operands.remove(j);
-        }
-        fbody.args.remove(1 + j);
-        ahead.operands.remove(3 + j);
-        ahead.results.remove(j);
-        ahead.operands[1] = lo_end;
-        let mut at_lo = ahead.results.clone();
-        e.ops.push(ahead);
-        at_lo.insert(j, kloop.operands[3 + j]);
+        let at_lo = match ahead::affine_at(&mut e, &kloop, k.acc, lo) {
+            Some(values) => values,
+            None => ahead::run_ahead(&mut e, &kloop, (k.acc, &k.chain), lo_end),
+        };
         kloop.operands.splice(3.., at_lo);
     }
     let init = kloop.operands[3 + k.acc];
