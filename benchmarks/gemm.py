@@ -3,8 +3,9 @@
     python benchmarks/gemm.py [--out results.md] [--quick]
 
 For fp16, bf16 and tf32 (f32 data; meTile with its `tf32=True` launch option,
-cuBLAS and Triton with their tf32 defaults) at 1024^3, 4096^3, 8192^3 and two
-ragged shapes, prints TFLOP/s of each, the ratios, and meTile's best config. Every
+cuBLAS and Triton with their tf32 defaults) at 1024^3, 4096^3, 8192^3, two
+ragged shapes and one with few output tiles and a long K (where meTile's
+search includes `split_k`), prints TFLOP/s of each, the ratios, and meTile's best config. Every
 result is checked against a float64 product on a few rows before it is timed;
 timings are medians of `triton.testing.do_bench` (CUDA events). The Triton
 kernel is the usual tiled GEMM with grouped program order and masked edges,
@@ -12,7 +13,8 @@ written here, searched over the same kind of configs as meTile.
 
 A second table switches meTile's GEMM passes one at a time away from the
 target's default on the fp16 4096^3 product (launch options, also `metile.Config`
-keys), each ratio against the defaults.
+keys), each ratio against the defaults; a third times `split_k` 1 to 8 on the
+long-K fp16 product.
 """
 
 import argparse
@@ -25,7 +27,8 @@ import triton.language as tl
 import metile
 from metile.testing.reference_kernels import gemm_bounded as mt_gemm
 
-SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (4000, 3000, 2000), (1023, 1025, 999)]
+SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (4000, 3000, 2000), (1023, 1025, 999),
+          (512, 512, 16384)]
 
 
 MT_TILES = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_sgs)
@@ -36,6 +39,16 @@ MT_TILES = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_sgs)
 # prefetched into registers instead, and without the two-blocks-per-SM register cap.
 MT_CONFIGS = [(*t, extra) for extra in ({}, {"async_copy": False, "prefetch": True}, {"occupancy": False})
               for t in MT_TILES]
+# Split-K pays off where the output tiles cannot fill the GPU and K is long: there the search
+# also tries the smaller tiles with 2, 4 and 8 programs per tile.
+SPLIT_K_CONFIGS = [(*t, {"split_k": s}) for s in (2, 4, 8) for t in MT_TILES if t[0] * t[1] <= 128 * 128]
+H100_SMS = 132
+
+
+def configs_for(shape, configs):
+    M, N, K = shape
+    tiles = triton.cdiv(M, 128) * triton.cdiv(N, 128)
+    return configs + SPLIT_K_CONFIGS if tiles < 2 * H100_SMS and K >= 4096 else configs
 
 
 @triton.jit
@@ -119,7 +132,7 @@ def row(shape, dtype, configs):
     tol = 1e-2
     flop = 2 * M * N * K
     c = torch.full((M, N), float("nan"), device="cuda", dtype=dtype)
-    mt_ms, mt_cfg = best_of(lambda cfg: mt_run(a, b, c, cfg), configs)
+    mt_ms, mt_cfg = best_of(lambda cfg: mt_run(a, b, c, cfg), configs_for(shape, configs))
     mt_run(a, b, c, mt_cfg)()
     mt_err = check(f"meTile {shape} {dtype}", c, a, b, tol)
     ct = torch.full_like(c, float("nan"))
@@ -135,7 +148,7 @@ def row(shape, dtype, configs):
 # Each switched away from the target's default (on NVIDIA register prefetch is off by default; with
 # the asynchronous ring on it finds nothing left to prefetch).
 PASSES = [("matrix_atoms", False), ("async_copy", False), ("prefetch", True), ("pad_dot_scratch", False),
-          ("ldmatrix", False), ("serpentine", False), ("occupancy", False)]
+          ("ldmatrix", False), ("serpentine", False), ("occupancy", False), ("l2_order", False)]
 
 
 def passes_rows(dtype=torch.float16, size=4096):
@@ -156,6 +169,25 @@ def passes_rows(dtype=torch.float16, size=4096):
         check(f"{p}={on}", c, a, b, 1e-2)
         ms = median_ms(run)
         rows.append(f"| {p}={on} | {flop / ms / 1e9:.1f} | {base / ms:.2f} |")
+    return rows
+
+
+def split_k_rows(dtype=torch.float16, shape=(512, 512, 16384)):
+    M, N, K = shape
+    a = torch.randn(M, K, device="cuda", dtype=dtype)
+    b = torch.randn(K, N, device="cuda", dtype=dtype)
+    c = torch.empty(M, N, device="cuda", dtype=dtype)
+    flop = 2 * M * N * K
+    rows = []
+    for tile in ((128, 128, 32, 8), (64, 64, 32, 4)):
+        base = None
+        for s in (1, 2, 4, 8):
+            run = mt_run(a, b, c, (*tile, {"split_k": s}))
+            run()
+            check(f"split_k={s}", c, a, b, 1e-2)
+            ms = median_ms(run)
+            base = base or ms
+            rows.append(f"| {tile} | {s} | {flop / ms / 1e9:.1f} | {base / ms:.2f} |")
     return rows
 
 
@@ -181,6 +213,8 @@ def main():
             print(lines[-1], flush=True)
     lines += ["", "| fp16 4096^3, 128x128x32, 8 warps | TFLOP/s | vs defaults |", "|---|---|---|"]
     lines += passes_rows()
+    lines += ["", "| fp16 512x512x16384 tile | split_k | TFLOP/s | vs split_k=1 |", "|---|---|---|---|"]
+    lines += split_k_rows()
     text = "\n".join(lines)
     print(text)
     if args.out:

@@ -1,7 +1,6 @@
-"""`metile.Config`: one set of constexpr values plus launch options (`num_sgs` and
-the GEMM pass switches),
-the unit autotuning searches over. A Config is a read-only mapping, so it can also
-be splatted into a launch: `kernel[grid](*args, **config)`."""
+"""`metile.Config`: one set of constexpr values plus launch options (`num_sgs`, the
+GEMM pass switches and `split_k`), the unit autotuning searches over. A Config is a
+read-only mapping, so it can also be splatted into a launch: `kernel[grid](*args, **config)`."""
 
 from __future__ import annotations
 
@@ -18,15 +17,20 @@ PASS_OPTIONS = (
     "serpentine",
     "tf32",
     "occupancy",
+    "l2_order",
 )
+
+# Programs per output tile sharing a GEMM's K loop (docs/gemm.md); 1 is no split.
+MAX_SPLIT_K = 65535
 
 
 class Config(Mapping):
     """`Config(BLOCK=256, num_sgs=4)`: constexprs by name; `num_sgs` (simdgroups of
     32 threads per threadgroup) is a launch option, left to the compiler when None,
-    and so are the pass switches (`Config(BLOCK_M=128, prefetch=False)`)."""
+    and so are the pass switches (`Config(BLOCK_M=128, prefetch=False)`) and
+    `split_k` (`Config(BLOCK_M=64, split_k=4)`)."""
 
-    def __init__(self, num_sgs: int | None = None, **constexprs: Any) -> None:
+    def __init__(self, num_sgs: int | None = None, split_k: int | None = None, **constexprs: Any) -> None:
         if num_sgs is not None and (isinstance(num_sgs, bool) or not isinstance(num_sgs, int)
                                     or not 1 <= num_sgs <= 32):
             raise ValueError(f"num_sgs must be an int from 1 to 32 (simdgroups of 32 threads), got {num_sgs!r}")
@@ -34,14 +38,23 @@ class Config(Mapping):
         for name, on in self.passes.items():
             if not isinstance(on, bool):
                 raise ValueError(f"{name} switches a pass on or off and must be True or False, got {on!r}")
+        if split_k is not None:
+            if isinstance(split_k, bool) or not isinstance(split_k, int):
+                raise TypeError(f"split_k is the number of programs that share each output tile's K loop and "
+                                f"must be an int, got {split_k!r}")
+            if not 1 <= split_k <= MAX_SPLIT_K:
+                raise ValueError(f"split_k must be from 1 (no split) to {MAX_SPLIT_K}, got {split_k!r}")
         self.kwargs = dict(constexprs)
         self.num_sgs = num_sgs
+        self.split_k = split_k
 
     def _items(self) -> dict[str, Any]:
         items = dict(self.kwargs)
         if self.num_sgs is not None:
             items["num_sgs"] = self.num_sgs
         items.update(self.passes)
+        if self.split_k is not None:
+            items["split_k"] = self.split_k
         return items
 
     def __getitem__(self, key: str) -> Any:

@@ -17,10 +17,13 @@ pub mod dist_layout;
 pub mod dot_tiling;
 pub mod error;
 pub mod gpu_passes;
+pub(crate) mod ir_emit;
+pub mod l2_order;
 pub mod layout_assign;
 pub mod lower;
 pub mod msl;
 pub mod prefetch;
+pub mod split_k;
 pub mod target;
 pub mod tile_checks;
 pub mod tile_passes;
@@ -79,6 +82,9 @@ pub struct Passes {
     /// NVIDIA matrix kernels of up to 256 threads ask for two blocks per SM
     /// (`__launch_bounds__(threads, 2)`: at most 128 registers at 256 threads).
     pub occupancy: Option<bool>,
+    /// 2-D GEMM grids run in groups of rows, so that concurrent programs share
+    /// operand tiles in L2 (`l2_order`).
+    pub l2_order: Option<bool>,
 }
 
 /// Which passes a target runs when a launch does not say.
@@ -92,11 +98,12 @@ pub struct DefaultPasses {
     pub serpentine: bool,
     pub tf32: bool,
     pub occupancy: bool,
+    pub l2_order: bool,
 }
 
 impl Passes {
     /// The launch-option names.
-    pub const NAMES: [&'static str; 8] = [
+    pub const NAMES: [&'static str; 9] = [
         "matrix_atoms",
         "prefetch",
         "async_copy",
@@ -105,6 +112,7 @@ impl Passes {
         "serpentine",
         "tf32",
         "occupancy",
+        "l2_order",
     ];
 
     fn slot(&mut self, name: &str) -> Option<&mut Option<bool>> {
@@ -117,6 +125,7 @@ impl Passes {
             "serpentine" => Some(&mut self.serpentine),
             "tf32" => Some(&mut self.tf32),
             "occupancy" => Some(&mut self.occupancy),
+            "l2_order" => Some(&mut self.l2_order),
             _ => None,
         }
     }
@@ -144,6 +153,7 @@ impl Passes {
             serpentine: self.serpentine.unwrap_or(d.serpentine),
             tf32: self.tf32.unwrap_or(d.tf32),
             occupancy: self.occupancy.unwrap_or(d.occupancy),
+            l2_order: self.l2_order.unwrap_or(d.l2_order),
         }
     }
 
@@ -174,6 +184,13 @@ pub fn compile_gpu_ir(func: &Function, options: &MslOptions, target: &Target) ->
     let target = &options.passes.restrict(target);
     let threads = layout_assign::choose_threads(func, options.num_sgs, target)?;
     let mut prefetched = func.clone();
+    let mut changed = false;
+    if target.default_passes.l2_order && l2_order::order_programs(&mut prefetched) {
+        let pass_err = |e| CompileError::internal("ordering programs for L2", e);
+        verify(&prefetched).map_err(pass_err)?;
+        tile_passes::clean_up(&mut prefetched).map_err(pass_err)?;
+        changed = true;
+    }
     let stage_bytes = |shape: (usize, usize, usize), dtype: DType| {
         let plan = dot_tiling::plan(target, shape, dtype, threads as usize)?;
         Some(dot_tiling::ring_stage(&plan, target, dtype).2 * dtype.size_bytes())
@@ -183,19 +200,18 @@ pub fn compile_gpu_ir(func: &Function, options: &MslOptions, target: &Target) ->
         budget: target.max_threadgroup_bytes,
         max_stages: MAX_PIPELINE_STAGES,
     };
-    let mut changed = target.default_passes.async_copy
+    let mut carried = target.default_passes.async_copy
         && prefetch::prefetch_dot_operands(&mut prefetched, &asynchronous);
     if target.default_passes.prefetch {
-        changed |= prefetch::prefetch_dot_operands(&mut prefetched, &prefetch::Carry::Registers);
+        carried |= prefetch::prefetch_dot_operands(&mut prefetched, &prefetch::Carry::Registers);
     }
-    let func = if changed {
+    if carried {
         let pass_err = |e| CompileError::internal("prefetching dot operands", e);
         verify(&prefetched).map_err(pass_err)?;
         tile_passes::clean_up(&mut prefetched).map_err(pass_err)?;
-        &prefetched
-    } else {
-        func
-    };
+        changed = true;
+    }
+    let func = if changed { &prefetched } else { func };
     let mut gpu = lower::lower(func, threads, target)?;
     verify_gpu(&gpu).map_err(|e| CompileError::internal("lowering", e))?;
     // A pass that changed nothing leaves the IR the last verification accepted,

@@ -96,6 +96,7 @@ impl Target {
                 serpentine: true,
                 tf32: false,
                 occupancy: true,
+                l2_order: true,
             },
         }
     }
@@ -142,6 +143,7 @@ impl Target {
                 serpentine: true,
                 tf32: false,
                 occupancy: true,
+                l2_order: true,
             },
         }
     }

@@ -10,7 +10,7 @@ fn compile(f: &metile_ir::Function) -> metile_compiler::MslCompilation {
     let options = MslOptions {
         num_sgs: None,
         keep_gpu_ir: true,
-        ..Default::default()
+        ..common::without_l2_order()
     };
     // The Tile IR passes run first, as they do for every kernel that ships.
     let f = metile_compiler::optimize_tile_ir(f.clone()).unwrap_or_else(|e| panic!("{e}"));

@@ -3,13 +3,13 @@
 
 mod common;
 
-use metile_compiler::{compile_cuda, CudaParam, MslOptions, Target};
+use metile_compiler::{compile_cuda, CudaParam, Target};
 use metile_ir::DType;
 
 fn compile(f: &metile_ir::Function) -> metile_compiler::CudaKernel {
     // The Tile IR passes run first, as they do for every kernel that ships.
     let f = metile_compiler::optimize_tile_ir(f.clone()).unwrap_or_else(|e| panic!("{e}"));
-    compile_cuda(&f, &MslOptions::default(), &Target::nvidia(9, 0))
+    compile_cuda(&f, &common::without_l2_order(), &Target::nvidia(9, 0))
         .unwrap_or_else(|e| panic!("{e}"))
         .kernel
 }

@@ -6,10 +6,11 @@
 use crate::args::{convert_arg, ensure_writable, ArgKind};
 use crate::device_args::{copy_back, ArgContext, Staged};
 use crate::device_state::{current_device, runtime_error_to_py};
+use crate::split_launch::{compile_split, parse_split_k, SplitKernels, OPTION_SPLIT_K};
 use crate::tracing::PyTileFunction;
 use metile_compiler::Passes;
 use metile_interp::KernelArg;
-use metile_runtime::{check_grid, CompileOptions, CompiledKernel, Device};
+use metile_runtime::{check_grid, CompileOptions, CompiledKernel, Device, RuntimeError};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
@@ -21,14 +22,15 @@ use std::sync::{Arc, Mutex};
 /// and the GEMM pass switches (`Passes::NAMES`).
 const OPTION_NUM_SGS: &str = "num_sgs";
 const MAX_NUM_SGS: i64 = 32;
-const OPTIONS_TEXT: &str =
-    "the launch options num_sgs, matrix_atoms, prefetch, async_copy, pad_dot_scratch, ldmatrix, serpentine, tf32 and occupancy";
+const OPTIONS_TEXT: &str = "the launch options num_sgs, matrix_atoms, prefetch, async_copy, pad_dot_scratch, \
+     ldmatrix, serpentine, tf32, occupancy, l2_order and split_k";
 
 /// The launch options of one launch, and which of them were given.
 #[derive(Clone, Copy, Debug, Default)]
 struct LaunchOptions {
     num_sgs: Option<u32>,
     passes: Passes,
+    split_k: Option<u32>,
 }
 
 impl LaunchOptions {
@@ -36,6 +38,10 @@ impl LaunchOptions {
     fn take(&mut self, key: &str, value: &Bound<'_, PyAny>) -> PyResult<bool> {
         if key == OPTION_NUM_SGS {
             self.num_sgs = Some(parse_num_sgs(value)?);
+            return Ok(true);
+        }
+        if key == OPTION_SPLIT_K {
+            self.split_k = Some(parse_split_k(value)?);
             return Ok(true);
         }
         if !Passes::NAMES.contains(&key) {
@@ -64,6 +70,12 @@ impl LaunchOptions {
                 return Err(twice(OPTION_NUM_SGS));
             }
             self.num_sgs = Some(n);
+        }
+        if let Some(s) = preset.split_k {
+            if self.split_k.is_some() {
+                return Err(twice(OPTION_SPLIT_K));
+            }
+            self.split_k = Some(s);
         }
         for name in Passes::NAMES {
             if let Some(on) = preset.passes.given(name) {
@@ -124,12 +136,36 @@ struct SpecKey {
     constexprs: Vec<ConstKey>,
     num_sgs: Option<u32>,
     passes: Passes,
+    /// 1: no split.
+    split_k: u32,
 }
 
 struct Specialization {
+    /// The kernel (with `split_k`, the kernel that finishes the sums).
     compiled: Arc<dyn CompiledKernel>,
     /// The runtime arguments (by position among them) the kernel stores through.
     written: Vec<usize>,
+    /// With `split_k`, the kernel that computes the partial sums first.
+    split: Option<SplitKernels>,
+}
+
+impl Specialization {
+    /// # Safety
+    /// As [`CompiledKernel::launch`].
+    unsafe fn launch(
+        &self,
+        args: &[KernelArg],
+        grid: [u32; 3],
+        device: &Arc<dyn Device>,
+    ) -> Result<(), RuntimeError> {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe {
+            match &self.split {
+                None => self.compiled.launch(args, grid),
+                Some(split) => split.launch(self.compiled.as_ref(), args, grid, device),
+            }
+        }
+    }
 }
 
 /// A launch's specialisation, its converted arguments and the device it runs on.
@@ -283,16 +319,28 @@ impl Kernel {
             .enumerate()
             .filter_map(|(slot, &w)| w.then_some(slot))
             .collect();
+        let options = CompileOptions {
+            num_sgs: key.num_sgs,
+            passes: key.passes,
+        };
+        if key.split_k > 1 {
+            let (split, compiled) = compile_split(py, &func, key.split_k, device, &options, |e| {
+                runtime_error_to_py(py, e)
+            })?;
+            return Ok(Arc::new(Specialization {
+                compiled,
+                written,
+                split: Some(split),
+            }));
+        }
         let compiled = device
-            .compile(
-                func,
-                &CompileOptions {
-                    num_sgs: key.num_sgs,
-                    passes: key.passes,
-                },
-            )
+            .compile(func, &options)
             .map_err(|e| runtime_error_to_py(py, e))?;
-        Ok(Arc::new(Specialization { compiled, written }))
+        Ok(Arc::new(Specialization {
+            compiled,
+            written,
+            split: None,
+        }))
     }
 
     /// Converts the bound arguments and finds (or traces and compiles) their
@@ -328,6 +376,7 @@ impl Kernel {
             constexprs,
             num_sgs: bound.options.num_sgs,
             passes: bound.options.passes,
+            split_k: bound.options.split_k.unwrap_or(1),
         };
         let cached = self.cache.lock().ok().and_then(|c| c.get(&key).cloned());
         let spec = match cached {
@@ -544,7 +593,7 @@ impl Launcher {
             // cost more than the launch itself.
             // SAFETY: every buffer argument is a device address of an object in
             // `args` (the Python tuple), which outlives this call.
-            let launched = unsafe { spec.compiled.launch(&kernel_args, grid) };
+            let launched = unsafe { spec.launch(&kernel_args, grid, &device) };
             return launched.map_err(|e| runtime_error_to_py(py, e));
         }
         let send = SendArgs(kernel_args, staged);
@@ -553,7 +602,7 @@ impl Launcher {
             // SAFETY: every buffer argument is a live, C-contiguous array owned by
             // objects in `args` (the Python tuple), which outlive this call, or a
             // device allocation staged for it.
-            unsafe { spec.compiled.launch(&args.0, grid) }?;
+            unsafe { spec.launch(&args.0, grid, &device) }?;
             match device.memory() {
                 Some(memory) => copy_back(memory, &args.1, &spec.written),
                 None => Ok(()),

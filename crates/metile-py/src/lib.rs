@@ -12,6 +12,7 @@ pub mod errors;
 pub mod kernel;
 mod layout_py;
 mod shared_buffer;
+pub mod split_launch;
 pub mod stages;
 pub mod tracing;
 
@@ -27,6 +28,7 @@ fn _metile(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(device_state::synchronize, m)?)?;
     m.add_function(wrap_pyfunction!(device_state::device_available, m)?)?;
     stages::register(m)?;
+    m.add_function(wrap_pyfunction!(split_launch::split_k_py, m)?)?;
     bench::register(m)?;
     tracing::register(m)?;
     let layout = PyModule::new(py, "layout")?;

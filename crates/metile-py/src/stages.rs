@@ -134,8 +134,13 @@ fn parse_passes(kwargs: Option<&Bound<'_, pyo3::types::PyDict>>) -> PyResult<met
     let mut passes = metile_compiler::Passes::default();
     for (key, value) in kwargs.into_iter().flat_map(|k| k.iter()) {
         let key: String = key.extract()?;
-        let on: bool = value.extract()?;
-        if !passes.set(&key, on) {
+        let on = value.cast::<pyo3::types::PyBool>().map_err(|_| {
+            pyo3::exceptions::PyTypeError::new_err(format!(
+                "the pass {key} is switched on or off with True or False, got {}",
+                value.repr().map(|r| r.to_string()).unwrap_or_default()
+            ))
+        })?;
+        if !passes.set(&key, on.is_true()) {
             return Err(pyo3::exceptions::PyTypeError::new_err(format!(
                 "unknown pass '{key}'; the passes are {}",
                 metile_compiler::Passes::NAMES.join(", ")

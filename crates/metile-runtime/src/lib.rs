@@ -12,6 +12,7 @@ pub mod msl_emu;
 pub mod msl_emu_device;
 pub mod msl_launch;
 pub mod shared_memory;
+pub mod workspace;
 
 pub use device::{
     check_grid, default_device_name, open_device, CompileOptions, CompiledKernel, Device, DeviceAllocation,
@@ -19,3 +20,4 @@ pub use device::{
 };
 pub use error::RuntimeError;
 pub use metile_interp::{KernelArg, ScalarValue};
+pub use workspace::{Workspace, WorkspacePool};

@@ -1,0 +1,163 @@
+//! Scratch memory the runtime hands a kernel as an extra argument (split-K's
+//! partial tiles), on every backend: a device allocation where kernels cannot
+//! read host memory (cuda), the device's shared memory where it has some
+//! (metal, msl-emu: a Metal buffer must be one the device knows, or writes of
+//! one launch would not reach the next), else host pages (cpu).
+//!
+//! [`WorkspacePool`] keeps one workspace per device between launches and grows
+//! it on demand, so a steady stream of launches allocates nothing. A launch
+//! takes the workspace out of the pool and gives it back after enqueueing its
+//! kernels: launches from several threads never share one, and on a GPU the
+//! next launch that takes it runs after this one's kernels in stream order.
+
+use crate::device::{Device, DeviceAllocation};
+use crate::error::RuntimeError;
+use crate::shared_memory::{HostPages, SharedMemory};
+use metile_interp::KernelArg;
+use metile_ir::DType;
+use std::sync::{Arc, Mutex, Weak};
+
+enum Memory {
+    Device(Arc<dyn DeviceAllocation>),
+    Shared(Arc<dyn SharedMemory>),
+    Host(HostPages),
+}
+
+/// Scratch memory of one device.
+pub struct Workspace {
+    memory: Memory,
+    bytes: usize,
+}
+
+impl Workspace {
+    /// At least `bytes` bytes of scratch memory that `device`'s kernels can use.
+    pub fn alloc(device: &dyn Device, bytes: usize) -> Result<Workspace, RuntimeError> {
+        let memory = if let Some(memory) = device.memory() {
+            Memory::Device(memory.alloc(bytes)?)
+        } else if let Some(shared) = device.allocate_shared(bytes) {
+            Memory::Shared(shared?)
+        } else {
+            Memory::Host(HostPages::zeroed(bytes)?)
+        };
+        Ok(Workspace { memory, bytes })
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The first `len` f32 elements, as a kernel argument.
+    pub fn f32_arg(&self, len: usize) -> KernelArg {
+        let ptr = match &self.memory {
+            Memory::Device(a) => a.ptr() as *mut u8,
+            Memory::Shared(s) => s.as_ptr(),
+            Memory::Host(h) => h.as_ptr(),
+        };
+        KernelArg::Buffer {
+            ptr,
+            len: len.min(self.bytes / DType::F32.size_bytes()),
+            dtype: DType::F32,
+        }
+    }
+}
+
+struct Slot {
+    device: Weak<dyn Device>,
+    workspace: Workspace,
+}
+
+/// One reusable workspace per live device.
+#[derive(Default)]
+pub struct WorkspacePool {
+    slots: Mutex<Vec<Slot>>,
+}
+
+fn same_device(slot: &Slot, device: &Arc<dyn Device>) -> bool {
+    std::ptr::addr_eq(slot.device.as_ptr(), Arc::as_ptr(device))
+}
+
+impl WorkspacePool {
+    pub const fn new() -> WorkspacePool {
+        WorkspacePool {
+            slots: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// A workspace of at least `bytes` bytes for `device`: the pooled one when
+    /// it is large enough and free, else a new one (twice the pooled size at
+    /// least, so growing workloads reallocate only a few times).
+    pub fn take(&self, device: &Arc<dyn Device>, bytes: usize) -> Result<Workspace, RuntimeError> {
+        let mut pooled = 0;
+        if let Ok(mut slots) = self.slots.lock() {
+            slots.retain(|s| s.device.strong_count() > 0);
+            if let Some(i) = slots.iter().position(|s| same_device(s, device)) {
+                if slots[i].workspace.bytes >= bytes {
+                    return Ok(slots.swap_remove(i).workspace);
+                }
+                pooled = slots[i].workspace.bytes;
+            }
+        }
+        let size = if pooled > 0 {
+            bytes.max(pooled.saturating_mul(2))
+        } else {
+            bytes
+        };
+        Workspace::alloc(device.as_ref(), size)
+    }
+
+    /// Returns `workspace` to the pool, keeping the larger one when the device
+    /// already has one there.
+    pub fn give_back(&self, device: &Arc<dyn Device>, workspace: Workspace) {
+        let dropped = {
+            let Ok(mut slots) = self.slots.lock() else {
+                return;
+            };
+            match slots.iter_mut().find(|s| same_device(s, device)) {
+                Some(slot) if slot.workspace.bytes >= workspace.bytes => Some(workspace),
+                Some(slot) => Some(std::mem::replace(&mut slot.workspace, workspace)),
+                None => {
+                    slots.push(Slot {
+                        device: Arc::downgrade(device),
+                        workspace,
+                    });
+                    None
+                }
+            }
+        };
+        // Kernels still queued may use the one dropped: wait for them rather
+        // than rely on the driver's free to do so.
+        if let Some(Workspace {
+            memory: Memory::Device(_),
+            ..
+        }) = dropped
+        {
+            let _ = device.synchronize();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_reuses_and_grows_one_workspace_per_device() {
+        let cpu: Arc<dyn Device> = Arc::new(crate::cpu::CpuDevice);
+        let pool = WorkspacePool::new();
+        let w = pool.take(&cpu, 1000).unwrap();
+        assert_eq!(w.bytes(), 1000);
+        let KernelArg::Buffer { ptr, len, .. } = w.f32_arg(10) else {
+            panic!("a workspace is a buffer")
+        };
+        assert_eq!(len, 10);
+        pool.give_back(&cpu, w);
+        let again = pool.take(&cpu, 500).unwrap();
+        assert!(matches!(again.f32_arg(1), KernelArg::Buffer { ptr: p, .. } if p == ptr));
+        // Taken out, it is not handed to a second launch meanwhile.
+        let other = pool.take(&cpu, 500).unwrap();
+        assert!(!matches!(other.f32_arg(1), KernelArg::Buffer { ptr: p, .. } if p == ptr));
+        pool.give_back(&cpu, again);
+        pool.give_back(&cpu, other);
+        assert_eq!(pool.take(&cpu, 1500).unwrap().bytes(), 2000);
+    }
+}
