@@ -7,7 +7,7 @@ use crate::args::{convert_arg, ensure_writable, ArgKind};
 use crate::device_args::{copy_back, ArgContext, Staged};
 use crate::device_state::{current_device, runtime_error_to_py};
 use crate::tracing::PyTileFunction;
-use metile_compiler::Passes;
+use metile_compiler::{AppleArch, Passes};
 use metile_interp::KernelArg;
 use metile_runtime::{check_grid, CompileOptions, CompiledKernel, Device};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -17,18 +17,20 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Launch keywords that are options rather than kernel parameters: `num_sgs`
-/// and the GEMM pass switches (`Passes::NAMES`).
+/// Launch keywords that are options rather than kernel parameters: `num_sgs`,
+/// the GEMM pass switches (`Passes::NAMES`) and the Apple GPU family `arch`.
 const OPTION_NUM_SGS: &str = "num_sgs";
+const OPTION_ARCH: &str = "arch";
 const MAX_NUM_SGS: i64 = 32;
-const OPTIONS_TEXT: &str =
-    "the launch options num_sgs, matrix_atoms, prefetch, pad_dot_scratch, ldmatrix, serpentine, tf32 and occupancy";
+const OPTIONS_TEXT: &str = "the launch options num_sgs, matrix_atoms, prefetch, pad_dot_scratch, ldmatrix, \
+     serpentine, tf32, occupancy and arch";
 
 /// The launch options of one launch, and which of them were given.
 #[derive(Clone, Copy, Debug, Default)]
 struct LaunchOptions {
     num_sgs: Option<u32>,
     passes: Passes,
+    arch: Option<AppleArch>,
 }
 
 impl LaunchOptions {
@@ -36,6 +38,10 @@ impl LaunchOptions {
     fn take(&mut self, key: &str, value: &Bound<'_, PyAny>) -> PyResult<bool> {
         if key == OPTION_NUM_SGS {
             self.num_sgs = Some(parse_num_sgs(value)?);
+            return Ok(true);
+        }
+        if key == OPTION_ARCH {
+            self.arch = Some(parse_arch(value)?);
             return Ok(true);
         }
         if !Passes::NAMES.contains(&key) {
@@ -64,6 +70,12 @@ impl LaunchOptions {
                 return Err(twice(OPTION_NUM_SGS));
             }
             self.num_sgs = Some(n);
+        }
+        if let Some(arch) = preset.arch {
+            if self.arch.is_some() {
+                return Err(twice(OPTION_ARCH));
+            }
+            self.arch = Some(arch);
         }
         for name in Passes::NAMES {
             if let Some(on) = preset.passes.given(name) {
@@ -124,6 +136,7 @@ struct SpecKey {
     constexprs: Vec<ConstKey>,
     num_sgs: Option<u32>,
     passes: Passes,
+    arch: Option<AppleArch>,
 }
 
 struct Specialization {
@@ -289,6 +302,7 @@ impl Kernel {
                 &CompileOptions {
                     num_sgs: key.num_sgs,
                     passes: key.passes,
+                    apple_arch: key.arch,
                 },
             )
             .map_err(|e| runtime_error_to_py(py, e))?;
@@ -328,6 +342,7 @@ impl Kernel {
             constexprs,
             num_sgs: bound.options.num_sgs,
             passes: bound.options.passes,
+            arch: bound.options.arch,
         };
         let cached = self.cache.lock().ok().and_then(|c| c.get(&key).cloned());
         let spec = match cached {
@@ -363,6 +378,26 @@ fn parse_num_sgs(value: &Bound<'_, PyAny>) -> PyResult<u32> {
         )));
     }
     Ok(n as u32)
+}
+
+/// The Apple GPU family named by the launch option `arch` (see `AppleArch`).
+pub(crate) fn parse_arch(value: &Bound<'_, PyAny>) -> PyResult<AppleArch> {
+    let repr = || value.repr().map(|r| r.to_string()).unwrap_or_default();
+    let name = value.cast::<PyString>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "the launch option arch names an Apple GPU family and must be a str, {}, got {}",
+            AppleArch::names_text(),
+            repr()
+        ))
+    })?;
+    let name = name.to_str()?;
+    AppleArch::parse(name).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "the launch option arch must be {} (Apple7 and later, or Apple10 with Metal 4 tensor ops), got {}",
+            AppleArch::names_text(),
+            repr()
+        ))
+    })
 }
 
 /// Validates `kernel[grid]`: a tuple of 1 to 3 positive ints.
