@@ -1,6 +1,7 @@
 """`metile.Config`: one set of constexpr values plus launch options (`num_sgs`, the
-GEMM pass switches and the Apple GPU family `arch`), the unit autotuning searches over. A Config is a read-only mapping, so it can also
-be splatted into a launch: `kernel[grid](*args, **config)`."""
+GEMM pass switches and the Apple GPU family `arch`), the unit autotuning searches over.
+A Config is a read-only mapping, so it can also be splatted into a launch:
+`kernel[grid](*args, **config)`."""
 
 from __future__ import annotations
 
