@@ -82,8 +82,9 @@ impl MatrixAtom {
 
     /// Metal 4's `matmul2d` of a `16 x 16` by `16 x 32` block over one
     /// simdgroup, on f16 or bf16 accumulating in f32. Not offered for f32: the
-    /// descriptor asks for relaxed precision (as MLX's does), which may change
-    /// f32 products, and f32 `dot` keeps the exact 8x8 simdgroup matrices.
+    /// descriptor asks for relaxed precision (as MLX's does), which Apple does
+    /// not define and may round f32 products, so f32 `dot` keeps the 8x8
+    /// simdgroup matrices.
     pub fn apple_matmul2d_16x32x16(operand: DType) -> Option<MatrixAtom> {
         if !matches!(operand, DType::F16 | DType::BF16) {
             return None;

@@ -8,8 +8,9 @@
 //! `i` names is the device's business; the atom's layouts (`atoms.rs`) assume
 //! MLX's 16x16 fragment, which Apple does not document.
 //!
-//! Relaxed precision is asked for, as MLX does: the atom takes only f16 and
-//! bf16 operands, whose products are exact in the f32 accumulator anyway.
+//! Relaxed precision is asked for, as MLX does. The specification does not say
+//! what it relaxes, which is why the atom takes only f16 and bf16 operands
+//! (their products are exact in f32) and f32 `dot`s keep the 8x8 matrices.
 
 use metile_ir::gpu_ir::{AtomKind, GpuFunction, GpuOpKind};
 
