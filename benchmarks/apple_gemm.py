@@ -1,6 +1,6 @@
 """What the Apple GEMM compiles to, per config, without a Mac.
 
-    python benchmarks/apple_gemm.py [--out table.md]
+    python benchmarks/apple_gemm.py [--arch apple|apple10] [--out table.md]
 
 For the seed GEMM (tile_load, dot, tile_store) at several block shapes,
 dtypes and simdgroup counts, prints the matrix atom `dot` uses, the
@@ -9,7 +9,8 @@ for the staged operands and the bank conflicts of the fragment reads it
 leaves (computed from the layouts, for 32 banks of 4 bytes: Apple does not
 document its banks), the fragment reads per simdgroup_multiply_accumulate,
 and the number of matrix instructions in the emitted MSL. The same figures
-without padding show what the padding pass buys.
+without padding show what the padding pass buys. `--arch apple10` compiles
+for Apple10 GPUs, whose f16/bf16 dots run on Metal 4's matmul2d.
 """
 
 import argparse
@@ -22,15 +23,15 @@ CONFIGS = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_sgs)
 ]
 
 
-def row(cfg, dtype):
+def row(cfg, dtype, arch):
     bm, bn, bk, sgs = cfg
     params = [("A", "ptr", dtype, 1), ("B", "ptr", dtype, 1), ("C", "ptr", "f32", 1),
               ("M", "scalar", "i32", 16), ("N", "scalar", "i32", 16), ("K", "scalar", "i32", 16)]
     traced = _frontend.specialize(gemm.fn, params, {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, {})
-    out = _metile.compile_msl(traced, num_sgs=sgs)
-    plan = _metile.dot_plan(bm, bn, bk, dtype, sgs)
-    bare = _metile.dot_plan(bm, bn, bk, dtype, sgs, pad_dot_scratch=False)
-    mmas = out["msl"].count("simdgroup_multiply_accumulate(")
+    out = _metile.compile_msl(traced, num_sgs=sgs, arch=arch)
+    plan = _metile.dot_plan(bm, bn, bk, dtype, sgs, arch=arch)
+    bare = _metile.dot_plan(bm, bn, bk, dtype, sgs, arch=arch, pad_dot_scratch=False)
+    mmas = out["msl"].count("simdgroup_multiply_accumulate(") + out["msl"].count(".run(")
     if plan is None:
         return f"| {bm}x{bn}x{bk} | {dtype} | {sgs} | generic | | {out['threadgroup_bytes']} | | | | |"
     return (f"| {bm}x{bn}x{bk} | {dtype} | {sgs} | {plan['atom']} | {plan['warps'][0]}x{plan['warps'][1]} "
@@ -42,12 +43,13 @@ def row(cfg, dtype):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
+    ap.add_argument("--arch", default="apple", choices=("apple", "apple10"))
     args = ap.parse_args()
     lines = ["| tile MxNxK | dtype | simdgroups | atom | simdgroup grid | threadgroup bytes | row pad A, B (bytes) "
              "| bank conflicts A, B | without padding | reads per MMA | MMAs in the MSL |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for dtype in ("f32", "f16", "bf16"):
-        lines += [row(cfg, dtype) for cfg in CONFIGS]
+        lines += [row(cfg, dtype, args.arch) for cfg in CONFIGS]
     text = "\n".join(lines)
     print(text)
     if args.out:

@@ -130,7 +130,7 @@ class Autotuner:
                 if name not in constexprs:
                     raise ValueError(
                         f"{c!r} sets '{name}', which is not a constexpr of {kernel.__name__}({', '.join(params)}); "
-                        f"a config sets constexprs, num_sgs and pass switches"
+                        f"a config sets constexprs, num_sgs, pass switches and arch"
                     )
         self.kernel = kernel
         self.fn = kernel.fn

@@ -1,6 +1,7 @@
 """`metile.Config`: one set of constexpr values plus launch options (`num_sgs`, the
-GEMM pass switches and `split_k`), the unit autotuning searches over. A Config is a
-read-only mapping, so it can also be splatted into a launch: `kernel[grid](*args, **config)`."""
+GEMM pass switches, `split_k` and the Apple GPU family `arch`), the unit autotuning
+searches over. A Config is a read-only mapping, so it can also be splatted into a launch:
+`kernel[grid](*args, **config)`."""
 
 from __future__ import annotations
 
@@ -22,20 +23,23 @@ PASS_OPTIONS = (
 
 # Programs per output tile sharing a GEMM's K loop (docs/gemm.md); 1 is no split.
 MAX_SPLIT_K = 65535
+# Values of the `arch` launch option: Apple7 and later, or Apple10 (M5) with Metal 4
+# tensor ops; see docs/gemm.md.
+APPLE_ARCHS = ("apple", "apple10")
 
 
 class Config(Mapping):
     """`Config(BLOCK=256, num_sgs=4)`: constexprs by name; `num_sgs` (simdgroups of
     32 threads per threadgroup) is a launch option, left to the compiler when None,
-    and so are the pass switches (`Config(BLOCK_M=128, prefetch=False)`) and
-    `split_k` (`Config(BLOCK_M=64, split_k=4)`)."""
+    and so are the pass switches, `split_k` and the Apple GPU family
+    (`Config(BLOCK_M=128, prefetch=False, split_k=4, arch="apple10")`)."""
 
     def __init__(self, num_sgs: int | None = None, split_k: int | None = None, **constexprs: Any) -> None:
         if num_sgs is not None and (isinstance(num_sgs, bool) or not isinstance(num_sgs, int)
                                     or not 1 <= num_sgs <= 32):
             raise ValueError(f"num_sgs must be an int from 1 to 32 (simdgroups of 32 threads), got {num_sgs!r}")
-        self.passes = {k: constexprs.pop(k) for k in PASS_OPTIONS if k in constexprs}
-        for name, on in self.passes.items():
+        self.options = {k: constexprs.pop(k) for k in PASS_OPTIONS if k in constexprs}
+        for name, on in self.options.items():
             if not isinstance(on, bool):
                 raise ValueError(f"{name} switches a pass on or off and must be True or False, got {on!r}")
         if split_k is not None:
@@ -44,6 +48,11 @@ class Config(Mapping):
                                 f"must be an int, got {split_k!r}")
             if not 1 <= split_k <= MAX_SPLIT_K:
                 raise ValueError(f"split_k must be from 1 (no split) to {MAX_SPLIT_K}, got {split_k!r}")
+        if "arch" in constexprs:
+            arch = constexprs.pop("arch")
+            if not isinstance(arch, str) or arch not in APPLE_ARCHS:
+                raise ValueError(f"arch must be 'apple' or 'apple10' (an Apple GPU family), got {arch!r}")
+            self.options["arch"] = arch
         self.kwargs = dict(constexprs)
         self.num_sgs = num_sgs
         self.split_k = split_k
@@ -52,7 +61,7 @@ class Config(Mapping):
         items = dict(self.kwargs)
         if self.num_sgs is not None:
             items["num_sgs"] = self.num_sgs
-        items.update(self.passes)
+        items.update(self.options)
         if self.split_k is not None:
             items["split_k"] = self.split_k
         return items

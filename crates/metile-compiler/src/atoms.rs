@@ -12,6 +12,15 @@
 //! - Apple `simdgroup_matrix<T, 8, 8>`: every lane holds two adjacent columns
 //!   of one row (`thread_elements()`); A, B and C share the pattern
 //!   (msl-reference.md §2; the MSL emulator implements the same table).
+//! - Metal 4 `matmul2d` (Apple10), `matmul2d_descriptor(16, 32, 16)` on one
+//!   simdgroup with cooperative-tensor operands: Apple leaves the lane layout of
+//!   cooperative tensors unspecified, so this atom assumes the 16x16 fragment
+//!   MLX relies on (msl-reference.md §7), which is *not* Apple's documentation:
+//!   value `i < 8` of lane `l` at row `(l >> 1 & 3) + 4·(l >> 4 & 1) + 8·(i >> 2)`,
+//!   column `4·(l & 1) + 8·(l >> 3 & 1) + (i & 3)`. A is one such fragment
+//!   (`16 x 16`); B and C (`16 x 32`) are two side by side, values `8..16`
+//!   being the fragment of columns `16..32`. The MSL emulator implements the
+//!   same assumption, so agreement there proves the kernels right *given* it.
 //! - NVIDIA `mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}` and
 //!   `m16n8k8.row.col.f32.tf32.tf32.f32`: with `g = lane / 4` and `t = lane % 4`,
 //!   A's value `i` sits at row `g + 8·((i / 2) % 2)`, column `2t + i % 2 + 8·(i / 4)`
@@ -68,6 +77,31 @@ impl MatrixAtom {
             a: fragment.clone(),
             b: fragment.clone(),
             c: fragment,
+        })
+    }
+
+    /// Metal 4's `matmul2d` of a `16 x 16` by `16 x 32` block over one
+    /// simdgroup, on f16 or bf16 accumulating in f32. Not offered for f32: the
+    /// descriptor asks for relaxed precision (as MLX's does), which Apple does
+    /// not define and may round f32 products, so f32 `dot` keeps the 8x8
+    /// simdgroup matrices.
+    pub fn apple_matmul2d_16x32x16(operand: DType) -> Option<MatrixAtom> {
+        if !matches!(operand, DType::F16 | DType::BF16) {
+            return None;
+        }
+        // Lane bits 0..4 move to column 4, row 1, row 2, column 8, row 4; the
+        // value index to columns 1 and 2, row 8 and (B and C) column 16.
+        let lanes = "(2,2,2,2,2)";
+        let lane_strides = "(64,1,2,128,4)";
+        Some(MatrixAtom {
+            kind: AtomKind::AppleMatmul2d16x32x16,
+            shape: (16, 32, 16),
+            operand,
+            accumulator: DType::F32,
+            threads: 32,
+            a: layout(&format!("({lanes},(4,2)):({lane_strides},(16,8))")),
+            b: layout(&format!("({lanes},(4,2,2)):({lane_strides},(16,8,256))")),
+            c: layout(&format!("({lanes},(4,2,2)):({lane_strides},(16,8,256))")),
         })
     }
 
@@ -146,6 +180,11 @@ mod tests {
             .into_iter()
             .filter_map(MatrixAtom::apple_simdgroup_8x8)
             .collect();
+        atoms.extend(
+            [DType::F16, DType::BF16]
+                .into_iter()
+                .filter_map(MatrixAtom::apple_matmul2d_16x32x16),
+        );
         atoms.extend(
             [DType::F16, DType::BF16]
                 .into_iter()
@@ -231,9 +270,51 @@ mod tests {
         }
     }
 
+    /// MLX's 16x16 fragment (msl-reference.md §7), two of them side by side in
+    /// B and C: the formula, written independently of the layout algebra.
+    fn mlx_fragment(lane: usize, i: usize) -> (usize, usize) {
+        let qid = lane >> 2;
+        let row = ((qid & 4) | ((lane >> 1) & 3)) + 8 * ((i % 8) >> 2);
+        let col = (((qid & 2) | (lane & 1)) * 4) + (i & 3) + 16 * (i / 8);
+        (row, col)
+    }
+
+    #[test]
+    fn matmul2d_fragments_are_mlx_16x16_fragments() {
+        let atom = MatrixAtom::apple_matmul2d_16x32x16(DType::F16).unwrap();
+        assert_eq!(atom.values_per_thread(), (8, 16, 16));
+        assert_eq!(atom.values_per_thread(), atom.kind.fragment_sizes());
+        for lane in 0..32 {
+            for i in 0..8 {
+                assert_eq!(
+                    atom.a_coord(lane, i).unwrap(),
+                    mlx_fragment(lane, i),
+                    "A lane {lane} value {i}"
+                );
+            }
+            for i in 0..16 {
+                assert_eq!(
+                    atom.b_coord(lane, i).unwrap(),
+                    mlx_fragment(lane, i),
+                    "B lane {lane} value {i}"
+                );
+                assert_eq!(
+                    atom.c_coord(lane, i).unwrap(),
+                    mlx_fragment(lane, i),
+                    "C lane {lane} value {i}"
+                );
+            }
+        }
+        // Each lane's four consecutive values are consecutive columns of one
+        // row: the fragment reads from row-major scratch become vector reads.
+        assert_eq!(atom.a_coord(5, 1).unwrap().1, atom.a_coord(5, 0).unwrap().1 + 1);
+    }
+
     #[test]
     fn atoms_refuse_dtypes_they_do_not_take() {
         assert!(MatrixAtom::apple_simdgroup_8x8(DType::I32).is_none());
+        assert!(MatrixAtom::apple_matmul2d_16x32x16(DType::F32).is_none());
+        assert!(MatrixAtom::apple_matmul2d_16x32x16(DType::I32).is_none());
         assert!(MatrixAtom::nvidia_mma_m16n8k16(DType::F32).is_none());
     }
 }

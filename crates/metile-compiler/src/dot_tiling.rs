@@ -316,8 +316,15 @@ pub fn report(
 /// atom changes f32 results (inputs are rounded to 10-bit mantissas), so f32
 /// `dot` takes it only when the `tf32` pass is switched on.
 pub fn atom_for(target: &Target, operand: DType) -> Option<MatrixAtom> {
-    target.matrix_atoms.iter().find_map(|&kind| match kind {
+    atoms_for(target, operand).next()
+}
+
+/// Every atom that `dot` on `operand` may use on `target`, in the target's
+/// order of preference (`plan` takes the first whose shape fits the tile).
+pub fn atoms_for(target: &Target, operand: DType) -> impl Iterator<Item = MatrixAtom> + '_ {
+    target.matrix_atoms.iter().filter_map(move |&kind| match kind {
         AtomKind::AppleSimdgroup8x8 => MatrixAtom::apple_simdgroup_8x8(operand),
+        AtomKind::AppleMatmul2d16x32x16 => MatrixAtom::apple_matmul2d_16x32x16(operand),
         AtomKind::NvidiaMmaM16N8K16 => MatrixAtom::nvidia_mma_m16n8k16(operand),
         AtomKind::NvidiaMmaM16N8K8Tf32 => {
             (target.default_passes.tf32 && operand == DType::F32).then(MatrixAtom::nvidia_mma_m16n8k8_tf32)
@@ -326,14 +333,24 @@ pub fn atom_for(target: &Target, operand: DType) -> Option<MatrixAtom> {
 }
 
 /// The plan for `dot` of an `m x k` by `k x n` tile of `operand` over `threads`
-/// threads, or `None` when no atom fits (the generic path then runs).
+/// threads on the first of the target's atoms that fits, or `None` when none
+/// does (the generic path then runs).
 pub fn plan(
     target: &Target,
-    (m, n, k): (usize, usize, usize),
+    shape: (usize, usize, usize),
     operand: DType,
     threads: usize,
 ) -> Option<AtomTiling> {
-    let atom = atom_for(target, operand)?;
+    atoms_for(target, operand).find_map(|atom| plan_on(target, shape, atom, threads))
+}
+
+/// [`plan`] on one atom.
+fn plan_on(
+    target: &Target,
+    (m, n, k): (usize, usize, usize),
+    atom: MatrixAtom,
+    threads: usize,
+) -> Option<AtomTiling> {
     let (am, an, ak) = atom.shape;
     let simd = target.simd_width as usize;
     if m % am != 0 || n % an != 0 || k % ak != 0 || threads % simd != 0 || atom.threads != simd {

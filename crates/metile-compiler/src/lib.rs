@@ -31,8 +31,8 @@ pub mod writes;
 
 pub use cuda::{CudaKernel, CudaParam};
 pub use error::{CompileError, CompileResult};
-pub use msl::{MslBuiltin, MslKernel, MslParam};
-pub use target::{Target, TargetKind};
+pub use msl::{MslBuiltin, MslKernel, MslParam, MslVersion};
+pub use target::{AppleArch, Target, TargetKind};
 pub use tile_checks::check_kernel;
 pub use tile_passes::optimize_tile_ir;
 pub use writes::written_params;
@@ -225,9 +225,20 @@ pub fn compile_gpu_ir(func: &Function, options: &MslOptions, target: &Target) ->
     Ok(gpu)
 }
 
-/// Compiles a Tile IR function to one MSL kernel.
+/// Compiles a Tile IR function to one MSL kernel for every Apple GPU meTile
+/// supports (Apple7 and later).
 pub fn compile_msl(func: &Function, options: &MslOptions) -> CompileResult<MslCompilation> {
-    let gpu = compile_gpu_ir(func, options, &Target::apple())?;
+    compile_msl_for(func, options, AppleArch::default())
+}
+
+/// Compiles a Tile IR function to one MSL kernel for Apple GPUs of family
+/// `arch` (Apple10 kernels may need MSL 4.0: [`MslKernel::language_version`]).
+pub fn compile_msl_for(
+    func: &Function,
+    options: &MslOptions,
+    arch: AppleArch,
+) -> CompileResult<MslCompilation> {
+    let gpu = compile_gpu_ir(func, options, &arch.target())?;
     let kernel = msl::emit_msl(&gpu)?;
     let gpu_ir = options.keep_gpu_ir.then(|| print_gpu_function(&gpu));
     Ok(MslCompilation { kernel, gpu_ir })

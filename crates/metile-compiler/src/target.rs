@@ -16,12 +16,55 @@ pub const MAX_PROGRAM_ID_EXTENT: u32 = i32::MAX as u32;
 /// Which family a target belongs to (decides the emitter, never the lowering).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TargetKind {
-    Apple,
+    /// An Apple GPU of (at least) the given family.
+    Apple(AppleArch),
     /// An NVIDIA GPU of compute capability `major.minor`.
-    Nvidia {
-        major: u32,
-        minor: u32,
-    },
+    Nvidia { major: u32, minor: u32 },
+}
+
+/// The Apple GPU families meTile compiles for differently: the `arch` launch
+/// option of the Apple backends. Nothing on Linux can tell which one a Mac
+/// has, and Metal 4 tensor ops run (slowly) on GPUs before the M5 too, so
+/// the family is the user's choice rather than detected.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum AppleArch {
+    /// Apple7 and later (M1 on): `simdgroup_matrix`, MSL 3.1.
+    #[default]
+    Apple7,
+    /// Apple10 (M5, A19): Metal 4 tensor ops (`matmul2d`) as well, MSL 4.0.
+    Apple10,
+}
+
+impl AppleArch {
+    /// Every family, by its `arch` name.
+    pub const ALL: [AppleArch; 2] = [AppleArch::Apple7, AppleArch::Apple10];
+
+    /// The `arch` name: "apple" (the default, Apple7 and later) or "apple10".
+    pub fn name(self) -> &'static str {
+        match self {
+            AppleArch::Apple7 => "apple",
+            AppleArch::Apple10 => "apple10",
+        }
+    }
+
+    /// The family called `name`, if any.
+    pub fn parse(name: &str) -> Option<AppleArch> {
+        AppleArch::ALL.into_iter().find(|a| a.name() == name)
+    }
+
+    /// The names, quoted and joined for messages: `'apple' or 'apple10'`.
+    pub fn names_text() -> String {
+        let names: Vec<String> = AppleArch::ALL.iter().map(|a| format!("'{}'", a.name())).collect();
+        names.join(" or ")
+    }
+
+    /// The target of this family.
+    pub fn target(self) -> Target {
+        match self {
+            AppleArch::Apple7 => Target::apple(),
+            AppleArch::Apple10 => Target::apple10(),
+        }
+    }
 }
 
 /// One GPU family's limits and preferences.
@@ -69,7 +112,7 @@ impl Target {
     /// Every Apple GPU meTile supports (Apple7 and later).
     pub fn apple() -> Target {
         Target {
-            kind: TargetKind::Apple,
+            kind: TargetKind::Apple(AppleArch::Apple7),
             simd_width: 32,
             max_threads_per_group: 1024,
             max_threadgroup_bytes: 32 * 1024,
@@ -98,6 +141,18 @@ impl Target {
                 occupancy: true,
                 l2_order: true,
             },
+        }
+    }
+
+    /// An Apple10 GPU (M5, A19): as [`Target::apple`], with Metal 4's
+    /// `matmul2d` preferred for f16 and bf16 `dot`s whose tiles it fits; the
+    /// 8x8 simdgroup matrices take the rest (f32, and tiles that are no
+    /// multiple of `16 x 32 x 16`).
+    pub fn apple10() -> Target {
+        Target {
+            kind: TargetKind::Apple(AppleArch::Apple10),
+            matrix_atoms: vec![AtomKind::AppleMatmul2d16x32x16, AtomKind::AppleSimdgroup8x8],
+            ..Target::apple()
         }
     }
 
@@ -163,10 +218,11 @@ impl Target {
         out
     }
 
-    /// `sm_90` for an NVIDIA target, `apple` otherwise (cache keys, messages).
+    /// `sm_90` for an NVIDIA target, the [`AppleArch`] name of an Apple one
+    /// (cache keys, messages).
     pub fn arch_name(&self) -> String {
         match self.kind {
-            TargetKind::Apple => "apple".to_string(),
+            TargetKind::Apple(arch) => arch.name().to_string(),
             TargetKind::Nvidia { major, minor } => format!("sm_{major}{minor}"),
         }
     }
@@ -203,5 +259,22 @@ mod tests {
             t.grid_limits(256),
             [u32::MAX / 256, i32::MAX as u32, i32::MAX as u32]
         );
+    }
+
+    #[test]
+    fn apple10_adds_matmul2d_before_the_simdgroup_matrices() {
+        let t = Target::apple10();
+        assert_eq!(t.arch_name(), "apple10");
+        assert_eq!(
+            t.matrix_atoms,
+            vec![AtomKind::AppleMatmul2d16x32x16, AtomKind::AppleSimdgroup8x8]
+        );
+        assert_eq!(t.max_threadgroup_bytes, Target::apple().max_threadgroup_bytes);
+        for arch in AppleArch::ALL {
+            assert_eq!(AppleArch::parse(arch.name()), Some(arch));
+            assert_eq!(arch.target().kind, TargetKind::Apple(arch));
+        }
+        assert_eq!(AppleArch::parse("apple9"), None);
+        assert_eq!(AppleArch::names_text(), "'apple' or 'apple10'");
     }
 }

@@ -154,6 +154,9 @@ impl Builtin {
 pub enum AtomKind {
     /// `simdgroup_multiply_accumulate` on `simdgroup_matrix<T, 8, 8>`.
     AppleSimdgroup8x8,
+    /// Metal 4's `mpp::tensor_ops::matmul2d` over one simdgroup on cooperative
+    /// tensors, `matmul2d_descriptor(16, 32, 16)` (Apple10).
+    AppleMatmul2d16x32x16,
     /// `mma.sync.aligned.m16n8k16.row.col.f32.{f16|bf16}.{f16|bf16}.f32`.
     NvidiaMmaM16N8K16,
     /// `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`.
@@ -165,6 +168,7 @@ impl AtomKind {
     pub fn fragment_sizes(self) -> (usize, usize, usize) {
         match self {
             AtomKind::AppleSimdgroup8x8 => (2, 2, 2),
+            AtomKind::AppleMatmul2d16x32x16 => (8, 16, 16),
             AtomKind::NvidiaMmaM16N8K16 => (8, 4, 4),
             AtomKind::NvidiaMmaM16N8K8Tf32 => (4, 2, 4),
         }
@@ -173,6 +177,7 @@ impl AtomKind {
     pub fn name(self) -> &'static str {
         match self {
             AtomKind::AppleSimdgroup8x8 => "simdgroup8x8",
+            AtomKind::AppleMatmul2d16x32x16 => "matmul2d16x32x16",
             AtomKind::NvidiaMmaM16N8K16 => "m16n8k16",
             AtomKind::NvidiaMmaM16N8K8Tf32 => "m16n8k8.tf32",
         }

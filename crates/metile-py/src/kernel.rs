@@ -8,7 +8,7 @@ use crate::device_args::{copy_back, ArgContext, Staged};
 use crate::device_state::{current_device, runtime_error_to_py};
 use crate::split_launch::{compile_split, parse_split_k, SplitKernels, OPTION_SPLIT_K};
 use crate::tracing::PyTileFunction;
-use metile_compiler::Passes;
+use metile_compiler::{AppleArch, Passes};
 use metile_interp::KernelArg;
 use metile_runtime::{check_grid, CompileOptions, CompiledKernel, Device, RuntimeError};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -18,12 +18,13 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Launch keywords that are options rather than kernel parameters: `num_sgs`
-/// and the GEMM pass switches (`Passes::NAMES`).
+/// Launch keywords that are options rather than kernel parameters: `num_sgs`,
+/// the GEMM pass switches (`Passes::NAMES`) and the Apple GPU family `arch`.
 const OPTION_NUM_SGS: &str = "num_sgs";
+const OPTION_ARCH: &str = "arch";
 const MAX_NUM_SGS: i64 = 32;
 const OPTIONS_TEXT: &str = "the launch options num_sgs, matrix_atoms, prefetch, async_copy, pad_dot_scratch, \
-     ldmatrix, serpentine, tf32, occupancy, l2_order and split_k";
+     ldmatrix, serpentine, tf32, occupancy, l2_order, split_k and arch";
 
 /// The launch options of one launch, and which of them were given.
 #[derive(Clone, Copy, Debug, Default)]
@@ -31,6 +32,7 @@ struct LaunchOptions {
     num_sgs: Option<u32>,
     passes: Passes,
     split_k: Option<u32>,
+    arch: Option<AppleArch>,
 }
 
 impl LaunchOptions {
@@ -42,6 +44,10 @@ impl LaunchOptions {
         }
         if key == OPTION_SPLIT_K {
             self.split_k = Some(parse_split_k(value)?);
+            return Ok(true);
+        }
+        if key == OPTION_ARCH {
+            self.arch = Some(parse_arch(value)?);
             return Ok(true);
         }
         if !Passes::NAMES.contains(&key) {
@@ -76,6 +82,12 @@ impl LaunchOptions {
                 return Err(twice(OPTION_SPLIT_K));
             }
             self.split_k = Some(s);
+        }
+        if let Some(arch) = preset.arch {
+            if self.arch.is_some() {
+                return Err(twice(OPTION_ARCH));
+            }
+            self.arch = Some(arch);
         }
         for name in Passes::NAMES {
             if let Some(on) = preset.passes.given(name) {
@@ -138,6 +150,7 @@ struct SpecKey {
     passes: Passes,
     /// 1: no split.
     split_k: u32,
+    arch: Option<AppleArch>,
 }
 
 struct Specialization {
@@ -322,6 +335,7 @@ impl Kernel {
         let options = CompileOptions {
             num_sgs: key.num_sgs,
             passes: key.passes,
+            apple_arch: key.arch,
         };
         if key.split_k > 1 {
             let (split, compiled) = compile_split(py, &func, key.split_k, device, &options, |e| {
@@ -377,6 +391,7 @@ impl Kernel {
             num_sgs: bound.options.num_sgs,
             passes: bound.options.passes,
             split_k: bound.options.split_k.unwrap_or(1),
+            arch: bound.options.arch,
         };
         let cached = self.cache.lock().ok().and_then(|c| c.get(&key).cloned());
         let spec = match cached {
@@ -412,6 +427,26 @@ fn parse_num_sgs(value: &Bound<'_, PyAny>) -> PyResult<u32> {
         )));
     }
     Ok(n as u32)
+}
+
+/// The Apple GPU family named by the launch option `arch` (see `AppleArch`).
+pub(crate) fn parse_arch(value: &Bound<'_, PyAny>) -> PyResult<AppleArch> {
+    let repr = || value.repr().map(|r| r.to_string()).unwrap_or_default();
+    let name = value.cast::<PyString>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "the launch option arch names an Apple GPU family and must be a str, {}, got {}",
+            AppleArch::names_text(),
+            repr()
+        ))
+    })?;
+    let name = name.to_str()?;
+    AppleArch::parse(name).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "the launch option arch must be {} (Apple7 and later, or Apple10 with Metal 4 tensor ops), got {}",
+            AppleArch::names_text(),
+            repr()
+        ))
+    })
 }
 
 /// Validates `kernel[grid]`: a tuple of 1 to 3 positive ints.

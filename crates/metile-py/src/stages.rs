@@ -6,23 +6,27 @@ use std::sync::OnceLock;
 
 use crate::errors::compilation_error;
 use crate::tracing::PyTileFunction;
-use metile_compiler::{compile_gpu_ir, msl::emit_msl, CompileError, MslKernel, MslOptions};
+use metile_compiler::{
+    compile_gpu_ir, msl::emit_msl, AppleArch, CompileError, MslKernel, MslOptions, MslVersion,
+};
 use metile_ir::gpu_ir::GpuFunction;
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
-const KEYS: [&str; 5] = [
+const KEYS: [&str; 6] = [
     "msl",
     "kernel_name",
     "threads_per_group",
     "threadgroup_bytes",
     "gpu_ir",
+    "language_version",
 ];
 
 /// The result of `compile_msl`: a read-only mapping with the keys "msl",
-/// "kernel_name", "threads_per_group" and "gpu_ir". The GPU IR is printed the
-/// first time it is asked for (most callers only want the MSL).
+/// "kernel_name", "threads_per_group", "threadgroup_bytes", "gpu_ir" and
+/// "language_version" (the MSL version, "3.1" or "4.0"). The GPU IR is printed
+/// the first time it is asked for (most callers only want the MSL).
 #[pyclass(module = "metile._metile", name = "MslCompilation", frozen, mapping)]
 pub struct PyMslCompilation {
     kernel: MslKernel,
@@ -56,6 +60,13 @@ impl PyMslCompilation {
                 .into_any()
                 .unbind(),
             "gpu_ir" => PyString::new(py, self.gpu_ir()).into_any().unbind(),
+            "language_version" => {
+                let version = match self.kernel.language_version {
+                    MslVersion::V3_1 => "3.1",
+                    MslVersion::V4_0 => "4.0",
+                };
+                PyString::new(py, version).into_any().unbind()
+            }
             _ => return Err(PyKeyError::new_err(key.to_string())),
         })
     }
@@ -94,17 +105,22 @@ impl PyMslCompilation {
     }
 }
 
-/// `{"msl": str, "kernel_name": str, "threads_per_group": int, "gpu_ir": str}`
+/// `{"msl": str, "kernel_name": str, "threads_per_group": int, "gpu_ir": str, ...}`
 /// (as a read-only mapping) for a traced kernel (`metile._frontend.specialize(...)`'s
-/// result).
+/// result), compiled for the Apple GPU family `arch` ("apple" or "apple10").
 #[pyfunction]
-#[pyo3(name = "compile_msl", signature = (func, num_sgs=None, **passes))]
+#[pyo3(name = "compile_msl", signature = (func, num_sgs=None, arch=None, **passes))]
 pub fn compile_msl_py(
     py: Python<'_>,
     func: &Bound<'_, PyTileFunction>,
     num_sgs: Option<u32>,
+    arch: Option<&Bound<'_, PyAny>>,
     passes: Option<&Bound<'_, pyo3::types::PyDict>>,
 ) -> PyResult<PyMslCompilation> {
+    let target = match arch {
+        Some(a) if !a.is_none() => crate::kernel::parse_arch(a)?.target(),
+        _ => AppleArch::default().target(),
+    };
     let f = func.get().func.clone();
     let options = MslOptions {
         num_sgs,
@@ -112,7 +128,7 @@ pub fn compile_msl_py(
         passes: parse_passes(passes)?,
     };
     let compiled = py.detach(|| -> Result<_, CompileError> {
-        let gpu = compile_gpu_ir(&f, &options, &metile_compiler::Target::apple())?;
+        let gpu = compile_gpu_ir(&f, &options, &target)?;
         let kernel = emit_msl(&gpu)?;
         Ok(PyMslCompilation {
             kernel,
@@ -150,7 +166,8 @@ fn parse_passes(kwargs: Option<&Bound<'_, pyo3::types::PyDict>>) -> PyResult<met
     Ok(passes)
 }
 
-/// `dot_plan(m, n, k, dtype, num_sgs, arch="apple", **passes)`: how `dot` of
+/// `dot_plan(m, n, k, dtype, num_sgs, arch="apple", **passes)` (`arch`: "apple",
+/// "apple10" or "sm_XY"): how `dot` of
 /// an `m x k` by `k x n` tile of `dtype` runs on `num_sgs` simdgroups, as a
 /// dict (atom, simdgroup grid, atom tiles per simdgroup, staged `k`, scratch
 /// bytes, row padding, bank conflicts of the fragment reads, reads per matrix
@@ -168,10 +185,9 @@ pub fn dot_plan_py<'py>(
     arch: &str,
     passes: Option<&Bound<'_, pyo3::types::PyDict>>,
 ) -> PyResult<Option<Bound<'py, pyo3::types::PyDict>>> {
-    let target = if arch == "apple" {
-        metile_compiler::Target::apple()
-    } else {
-        nvidia_target(arch)?
+    let target = match AppleArch::parse(arch) {
+        Some(apple) => apple.target(),
+        None => nvidia_target(arch)?,
     };
     let target = parse_passes(passes)?.restrict(&target);
     let dtype = metile_ir::DType::parse(dtype).ok_or_else(|| {

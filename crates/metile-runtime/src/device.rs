@@ -17,6 +17,10 @@ pub struct CompileOptions {
     pub num_sgs: Option<u32>,
     /// The GEMM passes switched on (all by default).
     pub passes: metile_compiler::Passes,
+    /// The Apple GPU family to compile for (the `arch` launch option): the
+    /// msl-emu and metal backends compile for it (Apple7 when `None`), the
+    /// cpu backend has no use for it, the cuda backend refuses it.
+    pub apple_arch: Option<metile_compiler::AppleArch>,
 }
 
 /// A kernel ready to launch on one device.

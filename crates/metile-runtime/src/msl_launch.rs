@@ -9,7 +9,7 @@
 use crate::debug::debug_enabled;
 use crate::device::CompileOptions;
 use crate::error::RuntimeError;
-use metile_compiler::{compile_msl, CompileError, MslKernel, MslOptions, MslParam};
+use metile_compiler::{compile_msl_for, CompileError, MslKernel, MslOptions, MslParam};
 use metile_interp::{KernelArg, ScalarValue};
 use metile_ir::{Function, Loc};
 
@@ -25,7 +25,8 @@ pub fn emit(
         keep_gpu_ir: debug_enabled("gpu_ir"),
         passes: options.passes,
     };
-    let compiled = compile_msl(func, &msl_options).map_err(compile_error)?;
+    let arch = options.apple_arch.unwrap_or_default();
+    let compiled = compile_msl_for(func, &msl_options, arch).map_err(compile_error)?;
     if let Some(gpu_ir) = &compiled.gpu_ir {
         eprintln!("// GPU IR of {}\n{gpu_ir}", func.name);
     }
@@ -277,6 +278,7 @@ mod tests {
             ],
             threads_per_group: 128,
             buffer_alignment: 16,
+            language_version: Default::default(),
             line_locs: vec![
                 (1, Loc::unknown()),
                 (

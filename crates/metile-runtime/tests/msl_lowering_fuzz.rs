@@ -294,3 +294,48 @@ fn random_dot_shapes_match_the_interpreter() {
         c.check();
     }
 }
+
+#[test]
+fn random_dot_shapes_match_the_interpreter_on_apple10() {
+    // Apple10's matmul2d (16 x 32 x 16) where the tile is a multiple of it and
+    // the operands f16/bf16; the 8x8 simdgroup matrices or the generic path
+    // elsewhere (f32, and the dims that are no multiple of the atom).
+    let dims = [16usize, 32, 48, 64, 96, 8, 24];
+    let cols = [32usize, 64, 96, 32, 64, 16, 24, 48];
+    let dtypes = [DType::F16, DType::BF16, DType::F16, DType::F32];
+    let sgs = [None, Some(1u32), Some(2), Some(3), Some(4), Some(8)];
+    let cases: u64 = std::env::var("METILE_FUZZ_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(12, |c: u64| c.min(200));
+    let mut on_matmul2d = 0;
+    for case in 0..cases {
+        let mut rng = Rng::new(11000 + case);
+        let mut pick = |xs: &[usize]| xs[rng.int(0, xs.len() as i64) as usize];
+        let (m, n, bk) = (pick(&dims[..5]), pick(&cols), pick(&dims[..4]));
+        let k = bk * (1 + case as usize % 3);
+        let dtype = dtypes[case as usize % dtypes.len()];
+        let mut rng = Rng::new(13000 + case);
+        let bufs = vec![
+            Buf::random(dtype, m * k, &mut rng),
+            Buf::random(dtype, k * n, &mut rng),
+            Buf::random(DType::F32, m * n, &mut rng),
+        ];
+        let mut c = Case::new(
+            dot_kernel(m, n, k, bk, dtype),
+            bufs,
+            vec![Arg::Buf(0), Arg::Buf(1), Arg::Buf(2), i32_arg(k as i32)],
+            [1, 1, 1],
+        )
+        .scale(20.0);
+        c.num_sgs = sgs[case as usize % sgs.len()];
+        c.apple_arch = Some(metile_compiler::AppleArch::Apple10);
+        let msl = msl_for(&c.func, c.num_sgs, metile_compiler::AppleArch::Apple10);
+        on_matmul2d += usize::from(msl.contains("matmul2d<"));
+        c.check();
+    }
+    assert!(
+        on_matmul2d * 3 >= cases as usize,
+        "{on_matmul2d} of {cases} cases ran matmul2d"
+    );
+}

@@ -544,6 +544,15 @@ impl<'a> BodyWriter<'a> {
                     self.define(depth, d, &format!("{m}c.thread_elements()[{i}]"));
                 }
             }
+            (Lang::Msl, AtomKind::AppleMatmul2d16x32x16) => {
+                let (lines, result) = super::tensor_ops::matmul2d(first, operand, a, b, c);
+                for l in &lines {
+                    self.line(depth, l);
+                }
+                for (i, &d) in op.results.iter().enumerate() {
+                    self.define(depth, d, &format!("{result}[{i}]"));
+                }
+            }
             (Lang::Cuda, AtomKind::NvidiaMmaM16N8K16 | AtomKind::NvidiaMmaM16N8K8Tf32) => {
                 let (ptx, a_regs, b_regs): (String, Vec<String>, Vec<String>) = match kind {
                     AtomKind::NvidiaMmaM16N8K8Tf32 => (

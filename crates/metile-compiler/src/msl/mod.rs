@@ -1,8 +1,9 @@
 //! The MSL emitter: a walk over GPU IR that prints one Metal Shading Language
-//! 3.1 kernel.
+//! 3.1 kernel, or 4.0 where it uses Metal 4 tensor ops (`tensor_ops.rs`).
 //!
 //! Shape of the output (byte-identical for the same GPU IR in every process):
-//! `#include <metal_stdlib>`, `using namespace metal;`, the helper functions the
+//! `#include <metal_stdlib>` (and the tensor-op headers for MSL 4.0),
+//! `using namespace metal;` (and `mpp::tensor_ops`), the helper functions the
 //! kernel needs (saturating float-to-int casts, exact int-to-bfloat), then one
 //! `kernel void`. Its parameters, in order: every kernel argument as
 //! `device [const] T* name [[buffer(i)]]` (const when never stored through) or
@@ -21,6 +22,7 @@
 pub(crate) mod expr;
 pub(crate) mod names;
 pub(crate) mod ranges;
+pub(crate) mod tensor_ops;
 pub(crate) mod text;
 
 use crate::error::{CompileError, CompileResult};
@@ -29,6 +31,7 @@ use metile_ir::gpu_ir::*;
 use metile_ir::Loc;
 use std::collections::{BTreeSet, HashSet};
 use std::fmt::Write;
+pub use tensor_ops::MslVersion;
 use text::{Lang, Name};
 
 /// A builtin kernel input the runtime must provide.
@@ -93,6 +96,8 @@ pub struct MslKernel {
     /// `(first MSL line, kernel location)` for each run of lines emitted for
     /// ops of one kernel source line, in order: see [`MslKernel::loc_of_line`].
     pub line_locs: Vec<(u32, Loc)>,
+    /// The MSL version the source is written in (what Metal compiles it as).
+    pub language_version: MslVersion,
 }
 
 /// Prints `f` as MSL.
@@ -147,13 +152,26 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
     body.registers_and_body().map_err(|e| emit_error(&e))?;
     let (text, helpers, op_starts) = body.finish();
 
+    let language_version = MslVersion::of(f);
     let mut source = String::new();
-    source.push_str("#include <metal_stdlib>\nusing namespace metal;\n\n");
+    source.push_str("#include <metal_stdlib>\n");
+    if language_version == MslVersion::V4_0 {
+        source.push_str(tensor_ops::INCLUDES);
+    }
+    source.push_str("using namespace metal;\n");
+    if language_version == MslVersion::V4_0 {
+        source.push_str(tensor_ops::USING);
+    }
     let _ = writeln!(
         source,
-        "// meTile kernel `{}`: {} threads per threadgroup.\n",
+        "\n// meTile kernel `{}`: {} threads per threadgroup{}.\n",
         f.name.replace(['\n', '\r'], " "),
-        f.threads_per_group
+        f.threads_per_group,
+        if language_version == MslVersion::V4_0 {
+            "; MSL 4.0 (Metal 4 tensor ops)"
+        } else {
+            ""
+        }
     );
     for h in &helpers {
         source.push_str(expr::helper_source(*h));
@@ -168,6 +186,7 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
         threads_per_group: f.threads_per_group,
         buffer_alignment: Target::apple().buffer_base_alignment,
         line_locs,
+        language_version,
     })
 }
 

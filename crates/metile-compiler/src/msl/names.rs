@@ -119,6 +119,13 @@ const RESERVED: &[&str] = &[
     "vec",
     "packed_vec",
     "simdgroup_matrix",
+    // Metal 4 tensor ops (`using namespace mpp::tensor_ops`).
+    "mpp",
+    "tensor_ops",
+    "matmul2d",
+    "matmul2d_descriptor",
+    "execution_simdgroup",
+    "remove_addrspace_t",
     "texture",
     "sampler",
     "array",

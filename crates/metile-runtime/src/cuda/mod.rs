@@ -362,6 +362,14 @@ impl Device for CudaDevice {
         func: Arc<Function>,
         options: &CompileOptions,
     ) -> Result<Arc<dyn CompiledKernel>, RuntimeError> {
+        if let Some(arch) = options.apple_arch {
+            return Err(RuntimeError::InvalidLaunch(format!(
+                "the launch option arch='{}' selects an Apple GPU family, for the msl-emu and metal devices; \
+                 the cuda device compiles for its own GPU ({})",
+                arch.name(),
+                self.target.arch_name()
+            )));
+        }
         let gpu_options = MslOptions {
             num_sgs: options.num_sgs,
             keep_gpu_ir: debug_enabled("gpu_ir"),

@@ -10,7 +10,7 @@ use crate::disk_cache::{cache_key, DiskCache};
 use crate::error::RuntimeError;
 use crate::msl_launch::msl_compile_failure;
 use dispatch2::DispatchData;
-use metile_compiler::MslKernel;
+use metile_compiler::{MslKernel, MslVersion};
 use objc2::rc::Retained;
 use objc2::runtime::ProtocolObject;
 use objc2_foundation::NSString;
@@ -20,10 +20,18 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bumped when the flags or the layout of cached metallibs change.
-const CACHE_FORMAT: &str = "metile-metal-1";
-/// The MSL version the emitter writes (bfloat and simdgroup_matrix<bfloat> need 3.1).
-const LANGUAGE_STD: &str = "-std=metal3.1";
-const METAL_FLAGS: &[&str] = &["-O2", LANGUAGE_STD, "-fno-fast-math"];
+const CACHE_FORMAT: &str = "metile-metal-2";
+/// With the MSL version the kernel is written in (`MslKernel::language_version`:
+/// 3.1 for bfloat and `simdgroup_matrix<bfloat>`, 4.0 for Metal 4 tensor ops).
+const METAL_FLAGS: &[&str] = &["-O2", "-fno-fast-math"];
+
+/// The run-time compiler's version for `version`.
+fn language_version(version: MslVersion) -> MTLLanguageVersion {
+    match version {
+        MslVersion::V3_1 => MTLLanguageVersion::Version3_1,
+        MslVersion::V4_0 => MTLLanguageVersion::Version4_0,
+    }
+}
 
 /// Xcode's Metal compiler, found through `xcrun`.
 #[derive(Clone, Debug)]
@@ -67,6 +75,7 @@ impl OfflineCompiler {
                 .current_dir(work)
                 .args(["-sdk", "macosx", "metal"])
                 .args(METAL_FLAGS)
+                .arg(msl.language_version.std_flag())
                 .arg("-c")
                 .arg(source.file_name().unwrap_or_default())
                 .arg("-o")
@@ -132,6 +141,7 @@ impl LibraryBuilder {
             sdk.as_bytes(),
             self.gpu_family.as_bytes(),
             METAL_FLAGS.join(" ").as_bytes(),
+            msl.language_version.std_flag().as_bytes(),
         ])
     }
 
@@ -188,7 +198,7 @@ fn compile_at_run_time(
     msl: &MslKernel,
 ) -> Result<Retained<ProtocolObject<dyn MTLLibrary>>, RuntimeError> {
     let options = MTLCompileOptions::new();
-    options.setLanguageVersion(MTLLanguageVersion::Version3_1);
+    options.setLanguageVersion(language_version(msl.language_version));
     // `mathMode` needs macOS 15; the older switch says the same on every version.
     #[allow(deprecated)]
     options.setFastMathEnabled(false);

@@ -25,6 +25,7 @@ use crate::msl_launch::{emit, threadgroup_lengths, ArgBinding};
 use crate::shared_memory::{Registry, SharedMemory};
 use launch::{MetalKernel, MetalMemory, QueueState};
 use library::LibraryBuilder;
+use metile_compiler::AppleArch;
 use metile_ir::Function;
 use objc2::rc::{autoreleasepool, Retained};
 use objc2::runtime::ProtocolObject;
@@ -169,6 +170,14 @@ impl Device for MetalDevice {
         func: Arc<Function>,
         options: &CompileOptions,
     ) -> Result<Arc<dyn CompiledKernel>, RuntimeError> {
+        if options.apple_arch == Some(AppleArch::Apple10) && !self.inner.gpu.has_matmul2d {
+            return Err(RuntimeError::InvalidLaunch(format!(
+                "the launch option arch='apple10' compiles for Apple10 GPUs (Metal 4 tensor ops); this device, \
+                 {}, is {}",
+                self.inner.gpu.name,
+                self.inner.gpu.family_name()
+            )));
+        }
         let msl = emit(&func, options, &self.inner.gpu.threadgroup_limits())?;
         let pipeline = autoreleasepool(|_| self.pipeline(&msl))?;
         Ok(Arc::new(MetalKernel {

@@ -25,6 +25,8 @@ pub(crate) const SHIM_FILES: &[(&str, &str)] = &[
     shim_file!("metal_relational"),
     shim_file!("metal_simdgroup"),
     shim_file!("metal_simdgroup_matrix"),
+    shim_file!("metal_tensor"),
+    shim_file!("MetalPerformancePrimitives/MetalPerformancePrimitives.h"),
     shim_file!("metile_emu/base.h"),
     shim_file!("metile_emu/swizzles.h"),
     shim_file!("metile_emu/vec.h"),
@@ -32,6 +34,8 @@ pub(crate) const SHIM_FILES: &[(&str, &str)] = &[
     shim_file!("metile_emu/runtime.h"),
     shim_file!("metile_emu/simd.h"),
     shim_file!("metile_emu/matrix.h"),
+    shim_file!("metile_emu/tensor.h"),
+    shim_file!("metile_emu/tensor_ops.h"),
     shim_file!("metile_emu/atomic.h"),
     shim_file!("metile_emu/runtime_impl.h"),
 ];

@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+use metile_compiler::AppleArch;
 use metile_interp::{KernelArg, ScalarValue};
 use metile_ir::{Builder, DType, Function, Operand, Type, ValueId};
 use metile_runtime::{open_device, CompileOptions, Device};
@@ -168,16 +169,10 @@ fn launch(
     bufs: &mut [Buf],
     args: &[Arg],
     grid: [u32; 3],
-    num_sgs: Option<u32>,
+    options: &CompileOptions,
 ) -> Result<(), String> {
     let kernel = device
-        .compile(
-            f.clone(),
-            &CompileOptions {
-                num_sgs,
-                ..Default::default()
-            },
-        )
+        .compile(f.clone(), options)
         .map_err(|e| format!("{} compile: {e}", device.name()))?;
     let mut kargs = Vec::with_capacity(args.len());
     for a in args {
@@ -228,6 +223,8 @@ pub struct Case {
     pub args: Vec<Arg>,
     pub grid: [u32; 3],
     pub num_sgs: Option<u32>,
+    /// The Apple GPU family the emulator's MSL is compiled for (Apple7 when `None`).
+    pub apple_arch: Option<AppleArch>,
     /// Multiplies the float tolerances (long reductions, `dot`).
     pub tolerance_scale: f64,
 }
@@ -240,8 +237,21 @@ impl Case {
             args,
             grid,
             num_sgs: None,
+            apple_arch: None,
             tolerance_scale: 1.0,
         }
+    }
+
+    fn options(&self) -> CompileOptions {
+        CompileOptions {
+            num_sgs: self.num_sgs,
+            apple_arch: self.apple_arch,
+            ..Default::default()
+        }
+    }
+
+    fn msl(&self, f: &Function) -> String {
+        msl_for(f, self.num_sgs, self.apple_arch.unwrap_or_default())
     }
 
     pub fn sgs(mut self, n: u32) -> Case {
@@ -265,9 +275,10 @@ impl Case {
     pub fn run_emulator(self) -> Option<Vec<Buf>> {
         let emu = emulator()?;
         let f = self.shipped();
-        let mut got = self.bufs;
-        if let Err(e) = launch(emu.as_ref(), &f, &mut got, &self.args, self.grid, self.num_sgs) {
-            panic!("{e}\nMSL:\n{}", msl_of(&f, self.num_sgs));
+        let options = self.options();
+        let mut got = self.bufs.clone();
+        if let Err(e) = launch(emu.as_ref(), &f, &mut got, &self.args, self.grid, &options) {
+            panic!("{e}\nMSL:\n{}", self.msl(&f));
         }
         Some(got)
     }
@@ -277,12 +288,14 @@ impl Case {
         let emu = emulator()?;
         let cpu = open_device("cpu").expect("the cpu device");
         let f = self.shipped();
+        let options = self.options();
         let mut want = self.bufs.clone();
-        let mut got = self.bufs;
-        launch(cpu.as_ref(), &f, &mut want, &self.args, self.grid, self.num_sgs)
+        let mut got = self.bufs.clone();
+        // The cpu device ignores the Apple family, as the interpreter has no use for it.
+        launch(cpu.as_ref(), &f, &mut want, &self.args, self.grid, &options)
             .unwrap_or_else(|e| panic!("{e}"));
-        if let Err(e) = launch(emu.as_ref(), &f, &mut got, &self.args, self.grid, self.num_sgs) {
-            panic!("{e}\nMSL:\n{}", msl_of(&f, self.num_sgs));
+        if let Err(e) = launch(emu.as_ref(), &f, &mut got, &self.args, self.grid, &options) {
+            panic!("{e}\nMSL:\n{}", self.msl(&f));
         }
         for (bi, (g, w)) in got.iter().zip(&want).enumerate() {
             let mut bad = vec![];
@@ -299,7 +312,7 @@ impl Case {
                     bad.len(),
                     g.len,
                     &bad[..bad.len().min(8)],
-                    msl_of(&f, self.num_sgs)
+                    self.msl(&f)
                 );
             }
         }
@@ -308,12 +321,17 @@ impl Case {
 }
 
 pub fn msl_of(f: &Function, num_sgs: Option<u32>) -> String {
+    msl_for(f, num_sgs, AppleArch::default())
+}
+
+/// The MSL of `f` for Apple GPUs of family `arch`.
+pub fn msl_for(f: &Function, num_sgs: Option<u32>, arch: AppleArch) -> String {
     let options = metile_compiler::MslOptions {
         num_sgs,
         keep_gpu_ir: false,
         ..Default::default()
     };
-    match metile_compiler::compile_msl(f, &options) {
+    match metile_compiler::compile_msl_for(f, &options, arch) {
         Ok(c) => c.kernel.source,
         Err(e) => format!("<compile error: {e}>"),
     }
