@@ -1,6 +1,6 @@
 """GEMM on an NVIDIA GPU: meTile beside cuBLAS (torch.matmul) and a Triton GEMM in one process.
 
-    python benchmarks/gemm.py [--out results.md] [--quick]
+    python benchmarks/gemm.py [--out results.md] [--quick] [--dtypes fp16,bf16,tf32] [--no-tables]
 
 For fp16, bf16 and tf32 (f32 data; meTile with its `tf32=True` launch option,
 cuBLAS and Triton with their tf32 defaults) at 1024^3, 4096^3, 8192^3, two
@@ -195,11 +195,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--quick", action="store_true", help="two shapes, fp16 only")
+    ap.add_argument("--dtypes", default="fp16,bf16,tf32", help="comma-separated: fp16, bf16, tf32")
+    ap.add_argument("--no-tables", action="store_true", help="skip the pass and split_k tables")
     args = ap.parse_args()
     metile.set_device("cuda")
     torch.backends.cuda.matmul.allow_tf32 = True
     shapes = SHAPES[:2] if args.quick else SHAPES
-    dtypes = [torch.float16] if args.quick else [torch.float16, torch.bfloat16, torch.float32]
+    by_name = {"fp16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}
+    dtypes = [torch.float16] if args.quick else [by_name[d] for d in args.dtypes.split(",")]
     lines = [f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}", ""]
     for dtype in dtypes:
         name = "tf32" if dtype == torch.float32 else str(dtype).replace("torch.", "")
@@ -211,10 +214,11 @@ def main():
         for shape in shapes:
             lines.append(row(shape, dtype, configs))
             print(lines[-1], flush=True)
-    lines += ["", "| fp16 4096^3, 128x128x32, 8 warps | TFLOP/s | vs defaults |", "|---|---|---|"]
-    lines += passes_rows()
-    lines += ["", "| fp16 512x512x16384 tile | split_k | TFLOP/s | vs split_k=1 |", "|---|---|---|---|"]
-    lines += split_k_rows()
+    if not args.no_tables:
+        lines += ["", "| fp16 4096^3, 128x128x32, 8 warps | TFLOP/s | vs defaults |", "|---|---|---|"]
+        lines += passes_rows()
+        lines += ["", "| fp16 512x512x16384 tile | split_k | TFLOP/s | vs split_k=1 |", "|---|---|---|---|"]
+        lines += split_k_rows()
     text = "\n".join(lines)
     print(text)
     if args.out:
