@@ -122,8 +122,8 @@ def test_tf32_gemm_through_the_ring(device, rng, M, N, K):
     _check(c, a, b, tol=5e-3)
 
 
-def _traced(dtype="f16", blocks=(128, 128, 32), divisible=True):
-    ints = [("M", "scalar", "i32", 16), ("N", "scalar", "i32", 16), ("K", "scalar", "i32", 16)]
+def _traced(dtype="f16", blocks=(128, 128, 32), divisible=True, by=16):
+    ints = [("M", "scalar", "i32", by), ("N", "scalar", "i32", by), ("K", "scalar", "i32", by)]
     if not divisible:
         ints = [p[:3] for p in ints]
     params = [("A", "ptr", dtype), ("B", "ptr", dtype), ("C", "ptr", "f32"), *ints]
@@ -149,6 +149,31 @@ def test_nvidia_ring_waits_once_per_iteration():
     # sm_75 has no cp.async, and the switch turns the ring off.
     assert "cp.async" not in _metile.compile_cuda(_traced(), arch="sm_75", num_sgs=8)["cuda"]
     assert "cp.async" not in _metile.compile_cuda(_traced(), arch="sm_90", num_sgs=8, async_copy=False)["cuda"]
+
+
+def test_sides_that_are_multiples_of_8_copy_16_bytes_at_a_time():
+    # N = 3000 is a multiple of 8, not 16: eight f16 elements still make an aligned 16-byte copy.
+    loop = _loop(_metile.compile_cuda(_traced(by=8), arch="sm_90", num_sgs=8)["cuda"])
+    assert "cp.async.cg.shared.global" in loop
+    loop = _loop(_metile.compile_cuda(_traced(divisible=False), arch="sm_90", num_sgs=8)["cuda"])
+    assert "cp.async.cg.shared.global" not in loop
+
+
+@metile.kernel
+def scale_rows(X, Out, N, BLOCK: metile.constexpr):
+    row = metile.program_id(0)
+    cols = metile.arange(0, BLOCK)
+    x = metile.load(X + row * N + cols, mask=cols < N, other=0.0)
+    metile.store(Out + row * N + cols, 2.0 * x, mask=cols < N)
+
+
+def test_sides_divisible_by_8_get_their_own_specialisation():
+    for n in (24, 40, 48, 20):  # by 8 (twice), by 16, neither: three specialisations
+        x = np.arange(3 * n, dtype=np.float32).reshape(3, n)
+        out = np.zeros_like(x)
+        scale_rows[(3,)](x, out, n, BLOCK=64)
+        np.testing.assert_array_equal(out, 2 * x)
+    assert scale_rows.cache_info()["specializations"] == 3
 
 
 def test_ring_depth_follows_the_shared_memory():
