@@ -200,8 +200,8 @@ pub fn compile_gpu_ir(func: &Function, options: &MslOptions, target: &Target) ->
         budget: target.max_threadgroup_bytes,
         max_stages: MAX_PIPELINE_STAGES,
     };
-    let mut carried = target.default_passes.async_copy
-        && prefetch::prefetch_dot_operands(&mut prefetched, &asynchronous);
+    let mut carried =
+        target.default_passes.async_copy && prefetch::prefetch_dot_operands(&mut prefetched, &asynchronous);
     if target.default_passes.prefetch {
         carried |= prefetch::prefetch_dot_operands(&mut prefetched, &prefetch::Carry::Registers);
     }

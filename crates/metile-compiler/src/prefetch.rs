@@ -77,7 +77,12 @@ pub fn prefetch_dot_operands(f: &mut Function, carry: &Carry<'_>) -> bool {
     changed
 }
 
-fn block(b: &mut Block, values: &mut Vec<Type>, consts: &FxHashMap<ValueId, Literal>, carry: &Carry<'_>) -> bool {
+fn block(
+    b: &mut Block,
+    values: &mut Vec<Type>,
+    consts: &FxHashMap<ValueId, Literal>,
+    carry: &Carry<'_>,
+) -> bool {
     let mut changed = false;
     let mut i = 0;
     while i < b.ops.len() {
@@ -305,7 +310,13 @@ struct Selection {
     depth: usize,
 }
 
-fn select(body: &Block, defs: &FxHashMap<ValueId, usize>, iv: ValueId, values: &[Type], carry: &Carry<'_>) -> Option<Selection> {
+fn select(
+    body: &Block,
+    defs: &FxHashMap<ValueId, usize>,
+    iv: ValueId,
+    values: &[Type],
+    carry: &Carry<'_>,
+) -> Option<Selection> {
     let mut prefetched: Vec<ValueId> = vec![];
     let mut slice: Vec<usize> = vec![];
     let mut stage_total = 0;
@@ -325,10 +336,14 @@ fn select(body: &Block, defs: &FxHashMap<ValueId, usize>, iv: ValueId, values: &
             }
             Carry::Async { stage_bytes, .. } => {
                 let one_load = |v: &ValueId| {
-                    defs.get(v)
-                        .is_some_and(|&i| matches!(body.ops[i].kind, OpKind::Load { .. } | OpKind::TileLoad { .. }))
+                    defs.get(v).is_some_and(|&i| {
+                        matches!(body.ops[i].kind, OpKind::Load { .. } | OpKind::TileLoad { .. })
+                    })
                 };
-                if operands[0] == operands[1] || !operands.iter().all(one_load) || operands.iter().any(|v| prefetched.contains(v)) {
+                if operands[0] == operands[1]
+                    || !operands.iter().all(one_load)
+                    || operands.iter().any(|v| prefetched.contains(v))
+                {
                     continue;
                 }
                 let (ta, tb) = (&values[operands[0].index()], &values[operands[1].index()]);
@@ -339,7 +354,10 @@ fn select(body: &Block, defs: &FxHashMap<ValueId, usize>, iv: ValueId, values: &
                 let Some(bytes) = stage_bytes(shape, da).filter(|_| da == db) else {
                     continue;
                 };
-                let (Some(sa), Some(sb)) = (slice_of(operands[0], body, defs, iv), slice_of(operands[1], body, defs, iv)) else {
+                let (Some(sa), Some(sb)) = (
+                    slice_of(operands[0], body, defs, iv),
+                    slice_of(operands[1], body, defs, iv),
+                ) else {
                     continue;
                 };
                 prefetched.extend_from_slice(operands);
@@ -354,10 +372,16 @@ fn select(body: &Block, defs: &FxHashMap<ValueId, usize>, iv: ValueId, values: &
     }
     let depth = match carry {
         Carry::Registers => 1,
-        Carry::Async { budget, max_stages, .. } => {
+        Carry::Async {
+            budget, max_stages, ..
+        } => {
             let stages = |bytes: usize| (bytes / stage_total.max(1)).min(*max_stages);
             // Leave a quarter for the kernel's other threadgroup memory.
-            let s = if stages(budget / 2) >= 2 { stages(budget / 2) } else { stages(budget * 3 / 4) };
+            let s = if stages(budget / 2) >= 2 {
+                stages(budget / 2)
+            } else {
+                stages(budget * 3 / 4)
+            };
             if s < 2 {
                 return None;
             }
@@ -366,7 +390,11 @@ fn select(body: &Block, defs: &FxHashMap<ValueId, usize>, iv: ValueId, values: &
     };
     slice.sort_unstable();
     slice.dedup();
-    Some(Selection { prefetched, slice, depth })
+    Some(Selection {
+        prefetched,
+        slice,
+        depth,
+    })
 }
 
 /// `iv + offset` in i32 (only evaluated under a guard that it stays below the end).
@@ -385,7 +413,12 @@ fn offset_iv(e: &mut Emitter<'_>, out: &mut Vec<Op>, iv: ValueId, offset: i64) -
 
 /// Rewrites one `for` op; returns the ops to insert before it, or `None`
 /// (nothing changed) when it has nothing to prefetch.
-fn pipeline(op: &mut Op, values: &mut Vec<Type>, consts: &FxHashMap<ValueId, Literal>, carry: &Carry<'_>) -> Option<Vec<Op>> {
+fn pipeline(
+    op: &mut Op,
+    values: &mut Vec<Type>,
+    consts: &FxHashMap<ValueId, Literal>,
+    carry: &Carry<'_>,
+) -> Option<Vec<Op>> {
     let (start, end, step) = (op.operands[0], op.operands[1], op.operands[2]);
     let step = match consts.get(&step) {
         Some(Literal::Int(s)) if *s > 0 => *s,
@@ -402,7 +435,11 @@ fn pipeline(op: &mut Op, values: &mut Vec<Type>, consts: &FxHashMap<ValueId, Lit
             defs.insert(r, i);
         }
     }
-    let Selection { prefetched, slice, depth } = select(body, &defs, iv, values, carry)?;
+    let Selection {
+        prefetched,
+        slice,
+        depth,
+    } = select(body, &defs, iv, values, carry)?;
 
     let loc = op.loc.clone();
     let mut e = Emitter { values, loc };
@@ -434,8 +471,11 @@ fn pipeline(op: &mut Op, values: &mut Vec<Type>, consts: &FxHashMap<ValueId, Lit
     let loop_results: Vec<ValueId> = (0..depth).flat_map(|_| fresh(&mut e)).collect();
 
     let body = op.regions.first_mut()?;
-    let renamed: FxHashMap<ValueId, ValueId> =
-        prefetched.iter().copied().zip(current[0].iter().copied()).collect();
+    let renamed: FxHashMap<ValueId, ValueId> = prefetched
+        .iter()
+        .copied()
+        .zip(current[0].iter().copied())
+        .collect();
     rename_uses(body, &renamed);
     if let Some(y) = body.ops.last_mut().filter(|y| matches!(y.kind, OpKind::Yield)) {
         for set in &current[1..] {

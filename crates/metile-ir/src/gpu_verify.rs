@@ -447,7 +447,8 @@ impl<'f> GpuVerifier<'f> {
             }
             GpuOpKind::AsyncCopy { bytes, has_mask } => {
                 arity(4 + usize::from(*has_mask), 0)?;
-                let (GpuType::Ptr(d, MemSpace::Threadgroup), GpuType::Ptr(s, MemSpace::Device)) = (ins[0], ins[2])
+                let (GpuType::Ptr(d, MemSpace::Threadgroup), GpuType::Ptr(s, MemSpace::Device)) =
+                    (ins[0], ins[2])
                 else {
                     return fail("copies from a device pointer to a threadgroup pointer");
                 };

@@ -110,7 +110,10 @@ fn scalar_from_int(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResul
             what()
         ))
     })?;
-    let kind = match SPECIALIZED_DIVISORS.iter().find(|&&d| i64::from(v) % d as i64 == 0) {
+    let kind = match SPECIALIZED_DIVISORS
+        .iter()
+        .find(|&&d| i64::from(v) % d as i64 == 0)
+    {
         Some(&by) => ArgKind::DivisibleScalar(DType::I32, by),
         None => ArgKind::Scalar(DType::I32),
     };

@@ -23,7 +23,8 @@ use std::sync::{Arc, Mutex};
 const OPTION_NUM_SGS: &str = "num_sgs";
 const OPTION_ARCH: &str = "arch";
 const MAX_NUM_SGS: i64 = 32;
-const OPTIONS_TEXT: &str = "the launch options num_sgs, matrix_atoms, prefetch, async_copy, pad_dot_scratch, \
+const OPTIONS_TEXT: &str =
+    "the launch options num_sgs, matrix_atoms, prefetch, async_copy, pad_dot_scratch, \
      ldmatrix, serpentine, tf32, occupancy, l2_order, split_k and arch";
 
 /// The launch options of one launch, and which of them were given.

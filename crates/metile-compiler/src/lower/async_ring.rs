@@ -162,7 +162,9 @@ impl<'f> Lowering<'f> {
         if used + stages * stage_len * dtype.size_bytes() > self.a.target.max_threadgroup_bytes {
             return Ok(());
         }
-        let root = self.b.add_threadgroup(dtype, stages * stage_len, TgPurpose::Scratch);
+        let root = self
+            .b
+            .add_threadgroup(dtype, stages * stage_len, TgPurpose::Scratch);
         let ring = self.rings.len();
         self.rings.push(Ring {
             root,
@@ -193,7 +195,13 @@ impl<'f> Lowering<'f> {
         let lp = &block.ops[li];
         let body = lp.regions.first()?;
         let yields = &body.ops.last()?.operands;
-        let carried_position = |v: ValueId| body.args.iter().position(|&a| a == v).filter(|&p| p > 0).map(|p| p - 1);
+        let carried_position = |v: ValueId| {
+            body.args
+                .iter()
+                .position(|&a| a == v)
+                .filter(|&p| p > 0)
+                .map(|p| p - 1)
+        };
         let mut positions = vec![carried_position(x)?];
         let ahead = loop {
             let c = *positions.last()?;
@@ -313,7 +321,10 @@ impl<'f> Lowering<'f> {
         let copyable = matches!(bytes, 4 | 8 | 16) && place.ld % width == 0 && place.base % width == 0;
         let place_base = self.const_i32(place.base as i32);
         let slot_base = self.binary(BinaryOp::Add, base, place_base);
-        let at = Staged { base: 0, ld: place.ld };
+        let at = Staged {
+            base: 0,
+            ld: place.ld,
+        };
         let fast = |this: &mut Self| -> CompileResult<()> {
             let owner = this.owner(l);
             let ld = this.const_i32(place.ld as i32);
@@ -349,13 +360,7 @@ impl<'f> Lowering<'f> {
             Some(Some(cond)) if copyable => self.if_else(cond, fast, slow)?,
             _ => slow(self)?,
         }
-        self.set_home(
-            r,
-            Home::Staged {
-                ring: rv.ring,
-                base,
-            },
-        )
+        self.set_home(r, Home::Staged { ring: rv.ring, base })
     }
 
     /// The ring stage offsets of a `dot`'s operands, when both live in one ring.

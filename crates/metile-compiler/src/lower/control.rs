@@ -35,9 +35,15 @@ enum Slot {
     },
     /// A tile in an asynchronous ring carried by a loop: its stage offset, in
     /// one register.
-    RingCarried { reg: RegId, ring: usize },
+    RingCarried {
+        reg: RegId,
+        ring: usize,
+    },
     /// A ring tile an `if` fills: its stage offset, chosen before the `if`.
-    RingFilled { ring: usize, base: GpuValue },
+    RingFilled {
+        ring: usize,
+        base: GpuValue,
+    },
 }
 
 impl<'f> Lowering<'f> {
@@ -61,7 +67,8 @@ impl<'f> Lowering<'f> {
     fn slot_values(&mut self, slot: &Slot, v: ValueId) -> CompileResult<Vec<GpuValue>> {
         match slot {
             Slot::Regs {
-                class: Class::Fixed(l), ..
+                class: Class::Fixed(l),
+                ..
             } => self.elems(v, *l),
             Slot::Regs { .. } => Ok(vec![self.uniform(v)?]),
             Slot::RingCarried { .. } => Ok(vec![self.ring_base(v)?]),
@@ -164,7 +171,10 @@ impl<'f> Lowering<'f> {
         let mut slots = Vec::with_capacity(op.results.len());
         for (&r, base) in op.results.iter().zip(&ring_bases) {
             slots.push(match (base, self.in_ring(r)) {
-                (Some(base), Some(rv)) => Slot::RingFilled { ring: rv.ring, base: *base },
+                (Some(base), Some(rv)) => Slot::RingFilled {
+                    ring: rv.ring,
+                    base: *base,
+                },
                 _ => self.slot_for(r)?,
             });
         }

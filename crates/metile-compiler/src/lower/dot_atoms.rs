@@ -57,7 +57,15 @@ impl<'f> Lowering<'f> {
             if k0.is_none() {
                 this.flush_deferred()?;
             }
-            this.atom_steps((root, root), plan, (sa, sb), (None, None), (frag_a, frag_b), kc, reg)
+            this.atom_steps(
+                (root, root),
+                plan,
+                (sa, sb),
+                (None, None),
+                (frag_a, frag_b),
+                kc,
+                reg,
+            )
         };
         self.over_k_chunks(k, kc, chunk)?;
         Ok(true)

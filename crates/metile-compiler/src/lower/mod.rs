@@ -49,11 +49,17 @@ pub const MAX_VALUES_PER_THREAD: usize = 1024;
 #[derive(Clone, Debug)]
 enum Home {
     Uniform(GpuValue),
-    Regs { layout: LayoutId, elems: Vec<GpuValue> },
+    Regs {
+        layout: LayoutId,
+        elems: Vec<GpuValue>,
+    },
     Flexible,
     /// A `dot` operand tile in threadgroup ring `ring`, at stage offset
     /// `base` (a uniform i32; see `async_ring.rs`).
-    Staged { ring: usize, base: GpuValue },
+    Staged {
+        ring: usize,
+        base: GpuValue,
+    },
 }
 
 /// Things cached per block while it is open.
