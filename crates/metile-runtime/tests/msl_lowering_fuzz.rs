@@ -277,22 +277,27 @@ fn random_dot_shapes_match_the_interpreter() {
         let (m, n, bk) = (pick(&dims), pick(&dims), pick(&dims[..6]));
         let k = bk * (1 + case as usize % 3);
         let dtype = dtypes[case as usize % dtypes.len()];
-        let mut rng = Rng::new(9000 + case);
-        let bufs = vec![
-            Buf::random(dtype, m * k, &mut rng),
-            Buf::random(dtype, k * n, &mut rng),
-            Buf::random(DType::F32, m * n, &mut rng),
-        ];
-        let mut c = Case::new(
-            dot_kernel(m, n, k, bk, dtype),
-            bufs,
-            vec![Arg::Buf(0), Arg::Buf(1), Arg::Buf(2), i32_arg(k as i32)],
-            [1, 1, 1],
-        )
-        .scale(20.0);
+        let mut c = dot_case((m, n, k, bk), dtype, 9000 + case);
         c.num_sgs = sgs[case as usize % sgs.len()];
         c.check();
     }
+}
+
+/// One `dot_kernel` case with random operands drawn from `seed`.
+fn dot_case((m, n, k, bk): (usize, usize, usize, usize), dtype: DType, seed: u64) -> Case {
+    let mut rng = Rng::new(seed);
+    let bufs = vec![
+        Buf::random(dtype, m * k, &mut rng),
+        Buf::random(dtype, k * n, &mut rng),
+        Buf::random(DType::F32, m * n, &mut rng),
+    ];
+    Case::new(
+        dot_kernel(m, n, k, bk, dtype),
+        bufs,
+        vec![Arg::Buf(0), Arg::Buf(1), Arg::Buf(2), i32_arg(k as i32)],
+        [1, 1, 1],
+    )
+    .scale(20.0)
 }
 
 #[test]
@@ -315,19 +320,7 @@ fn random_dot_shapes_match_the_interpreter_on_apple10() {
         let (m, n, bk) = (pick(&dims[..5]), pick(&cols), pick(&dims[..4]));
         let k = bk * (1 + case as usize % 3);
         let dtype = dtypes[case as usize % dtypes.len()];
-        let mut rng = Rng::new(13000 + case);
-        let bufs = vec![
-            Buf::random(dtype, m * k, &mut rng),
-            Buf::random(dtype, k * n, &mut rng),
-            Buf::random(DType::F32, m * n, &mut rng),
-        ];
-        let mut c = Case::new(
-            dot_kernel(m, n, k, bk, dtype),
-            bufs,
-            vec![Arg::Buf(0), Arg::Buf(1), Arg::Buf(2), i32_arg(k as i32)],
-            [1, 1, 1],
-        )
-        .scale(20.0);
+        let mut c = dot_case((m, n, k, bk), dtype, 13000 + case);
         c.num_sgs = sgs[case as usize % sgs.len()];
         c.apple_arch = Some(metile_compiler::AppleArch::Apple10);
         let msl = msl_for(&c.func, c.num_sgs, metile_compiler::AppleArch::Apple10);

@@ -332,25 +332,12 @@ impl<'a> BodyWriter<'a> {
             }
             GpuOpKind::Store { width, has_mask } => {
                 let value = arg(2)?;
-                let depth = if *has_mask {
-                    self.line_fmt(depth, format_args!("if ({}) {{", arg(3)?));
-                    depth + 1
-                } else {
-                    depth
-                };
-                let mut out = std::mem::take(&mut self.out);
-                for _ in 0..depth {
-                    out.push_str("  ");
-                }
-                let written = self.push_access(&mut out, op.operands[0], op.operands[1], *width);
-                out.push_str(" = ");
-                value.push_to(&mut out);
-                out.push_str(";\n");
-                self.out = out;
-                written?;
-                if *has_mask {
-                    self.line(depth - 1, "}");
-                }
+                let mask = if *has_mask { Some(arg(3)?) } else { None };
+                let access = (op.operands[0], op.operands[1], *width);
+                self.assign_access(depth, mask, access, |_, out| {
+                    value.push_to(out);
+                    Ok(())
+                })?;
             }
             GpuOpKind::RegRead { reg, index } => {
                 let r = self.reg(*reg, *index);
@@ -462,26 +449,12 @@ impl<'a> BodyWriter<'a> {
             // kernels: the copy is done at once, so groups and waits are no-ops.
             GpuOpKind::AsyncCopy { bytes, has_mask } => {
                 let width = (usize::from(*bytes) / self.dtype(op.operands[2]).size_bytes()) as u8;
-                let depth = if *has_mask {
-                    self.line_fmt(depth, format_args!("if ({}) {{", arg(4)?));
-                    depth + 1
-                } else {
-                    depth
-                };
-                let mut out = std::mem::take(&mut self.out);
-                for _ in 0..depth {
-                    out.push_str("  ");
-                }
-                let dst = self.push_access(&mut out, op.operands[0], op.operands[1], width);
-                out.push_str(" = ");
-                let src = self.push_access(&mut out, op.operands[2], op.operands[3], width);
-                out.push_str(";\n");
-                self.out = out;
-                dst?;
-                src?;
-                if *has_mask {
-                    self.line(depth - 1, "}");
-                }
+                let mask = if *has_mask { Some(arg(4)?) } else { None };
+                let (src, src_index) = (op.operands[2], op.operands[3]);
+                let access = (op.operands[0], op.operands[1], width);
+                self.assign_access(depth, mask, access, |this, out| {
+                    this.push_access(out, src, src_index, width)
+                })?;
             }
             GpuOpKind::AsyncCommit | GpuOpKind::AsyncWait { .. } => {}
             GpuOpKind::Barrier => match self.lang {
@@ -620,6 +593,38 @@ impl<'a> BodyWriter<'a> {
 
     /// [`BodyWriter::access`] appended to `out` (no temporary string: loads
     /// and stores are most of a kernel's statements).
+    /// `[if (mask) {] *access = rhs; [}]`, the statement of stores and copies.
+    fn assign_access(
+        &mut self,
+        depth: usize,
+        mask: Option<Name>,
+        (root, index, width): (GpuValue, GpuValue, u8),
+        rhs: impl FnOnce(&Self, &mut String) -> EmitResult<()>,
+    ) -> EmitResult<()> {
+        let inner = match &mask {
+            Some(m) => {
+                self.line_fmt(depth, format_args!("if ({m}) {{"));
+                depth + 1
+            }
+            None => depth,
+        };
+        let mut out = std::mem::take(&mut self.out);
+        for _ in 0..inner {
+            out.push_str("  ");
+        }
+        let written = self.push_access(&mut out, root, index, width);
+        out.push_str(" = ");
+        let read = rhs(self, &mut out);
+        out.push_str(";\n");
+        self.out = out;
+        written?;
+        read?;
+        if mask.is_some() {
+            self.line(depth, "}");
+        }
+        Ok(())
+    }
+
     fn push_access(&self, out: &mut String, root: GpuValue, index: GpuValue, width: u8) -> EmitResult<()> {
         let (r, i) = (self.name(root)?, self.name(index)?);
         if width <= 1 {
