@@ -251,3 +251,25 @@ def test_dot_plan_reports_the_atom_path():
     assert _metile.dot_plan(12, 8, 8, "f32", 1) is None
     with pytest.raises(ValueError, match="unknown dtype 'f8'"):
         _metile.dot_plan(64, 64, 32, "f8", 4)
+
+
+@metile.kernel
+def gemm_onto_c(A, B, C, K, BM: metile.constexpr, BN: metile.constexpr, BK: metile.constexpr):
+    """C += A @ B for one tile, the accumulator starting from C in f32."""
+    acc = metile.tile_load(C, 0, 0, BN, (BM, BN))
+    for k0 in metile.tile_range(0, K, BK):
+        a = metile.tile_load(A, 0, k0, K, (BM, BK))
+        b = metile.tile_load(B, k0, 0, BN, (BK, BN))
+        acc = metile.dot(a, b, acc)
+    metile.tile_store(C, 0, 0, BN, acc, (BM, BN))
+
+
+def test_an_f32_accumulator_conversion_leaves_room_for_f16_staging(device, rng):
+    # Converting the 96x96 f32 accumulator through threadgroup memory used to take all of Apple's
+    # 32 KiB, leaving none for staging the f16 operands.
+    a = rng.standard_normal((96, 64)).astype(np.float16)
+    b = rng.standard_normal((64, 96)).astype(np.float16)
+    c = rng.standard_normal((96, 96)).astype(np.float32)
+    want = c + a.astype(np.float64) @ b.astype(np.float64)
+    gemm_onto_c[(1,)](a, b, c, 64, BM=96, BN=96, BK=32, num_sgs=2)
+    np.testing.assert_allclose(c, want, rtol=2e-3, atol=2e-2)

@@ -182,7 +182,11 @@ impl<'f> Lowering<'f> {
         if capacity == 0 {
             return Err(self.err("no threadgroup memory is left for a layout conversion"));
         }
-        let chunk = numel.min(capacity);
+        // A conversion takes at most half the threadgroup memory (in more
+        // chunks if need be), so that a `dot` staging operands of another
+        // dtype next to it still finds room.
+        let half = (self.a.target.max_threadgroup_bytes / 2 / dtype.size_bytes()).max(1);
+        let chunk = numel.min(capacity).min(half);
         let root = self.scratch(dtype, chunk)?;
         // A conversion into or out of a `simdgroup_role`'s layout runs (before the
         // role) on every thread; only the layout's own threads may write or read.

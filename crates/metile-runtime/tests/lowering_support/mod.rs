@@ -227,6 +227,8 @@ pub struct Case {
     pub apple_arch: Option<AppleArch>,
     /// Multiplies the float tolerances (long reductions, `dot`).
     pub tolerance_scale: f64,
+    /// The GEMM passes switched away from the target's defaults.
+    pub passes: metile_compiler::Passes,
 }
 
 impl Case {
@@ -239,6 +241,7 @@ impl Case {
             num_sgs: None,
             apple_arch: None,
             tolerance_scale: 1.0,
+            passes: metile_compiler::Passes::default(),
         }
     }
 
@@ -246,12 +249,20 @@ impl Case {
         CompileOptions {
             num_sgs: self.num_sgs,
             apple_arch: self.apple_arch,
-            ..Default::default()
+            passes: self.passes,
         }
     }
 
     fn msl(&self, f: &Function) -> String {
-        msl_for(f, self.num_sgs, self.apple_arch.unwrap_or_default())
+        let options = metile_compiler::MslOptions {
+            num_sgs: self.num_sgs,
+            keep_gpu_ir: false,
+            passes: self.passes,
+        };
+        match metile_compiler::compile_msl_for(f, &options, self.apple_arch.unwrap_or_default()) {
+            Ok(c) => c.kernel.source,
+            Err(e) => format!("<compile error: {e}>"),
+        }
     }
 
     pub fn sgs(mut self, n: u32) -> Case {
