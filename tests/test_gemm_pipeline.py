@@ -159,6 +159,14 @@ def test_sides_that_are_multiples_of_8_copy_16_bytes_at_a_time():
     assert "cp.async.cg.shared.global" not in loop
 
 
+def test_edge_tiles_stay_on_the_ring_with_zero_filled_copies():
+    # A masked row or column past M, N or K copies zero source bytes and fills the stage with zeros:
+    # no register path for the edge tiles, and no 2-byte copies.
+    loop = _loop(_metile.compile_cuda(_traced(by=8), arch="sm_90", num_sgs=8)["cuda"])
+    assert re.search(r"cp\.async\.cg\.shared\.global \[%0\], \[%1\], 16, %2;", loop)
+    assert "cp.async.ca" not in loop
+
+
 @metile.kernel
 def scale_rows(X, Out, N, BLOCK: metile.constexpr):
     row = metile.program_id(0)

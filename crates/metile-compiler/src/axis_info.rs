@@ -15,7 +15,7 @@
 //! values get `1, 1, 1`. Pointers are their element offsets from the buffer base
 //! (0 for a parameter or a shared allocation).
 
-use metile_ir::{BinaryOp, Block, DType, Elem, Function, Literal, OpKind, ValueId};
+use metile_ir::{BinaryOp, Block, CmpOp, DType, Elem, Function, Literal, OpKind, ValueId};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AxisInfo {
@@ -38,6 +38,32 @@ fn pow2_factor(c: i64) -> u64 {
         BIG
     } else {
         (1u64 << c.trailing_zeros().min(30)).min(BIG)
+    }
+}
+
+/// A comparison's constancy. Beyond the operands' own, a bounds check
+/// `x < b` (or `x >= b`, or the same with the sides swapped) of a contiguous
+/// `x` against a `b` constant over the run holds one value over aligned runs of
+/// any length `g` that divides both `b` and the runs' first values: `x0 < b`
+/// and `x0 + g - 1 < b` agree when `x0` and `b` are multiples of `g`.
+fn compare(cmp: CmpOp, a: AxisInfo, b: AxisInfo) -> AxisInfo {
+    let plain = a.constancy.min(b.constancy);
+    let (x, bound) = match cmp {
+        CmpOp::Lt | CmpOp::Ge => (a, b),
+        CmpOp::Gt | CmpOp::Le => (b, a),
+        _ => (UNKNOWN, UNKNOWN),
+    };
+    let mut run = if x.contiguity > 1 && bound.contiguity == 1 {
+        x.contiguity.min(bound.constancy).min(bound.divisibility)
+    } else {
+        1
+    };
+    while run > 1 && x.divisibility_at(run) < run {
+        run /= 2;
+    }
+    AxisInfo {
+        constancy: plain.max(run),
+        ..UNKNOWN
     }
 }
 
@@ -149,12 +175,11 @@ fn block(f: &Function, b: &Block, a: &mut AxisInfos) {
             // Widening an integer keeps its values (a run that wrapped around in the
             // narrow type addresses nothing valid either way).
             OpKind::Cast if widens(f.ty(op.operands[0]).dtype(), f.ty(op.results[0]).dtype()) => ins[0],
-            OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Compare(_) | OpKind::Select | OpKind::Cast => {
-                AxisInfo {
-                    constancy: ins.iter().map(|i| i.constancy).min().unwrap_or(BIG),
-                    ..UNKNOWN
-                }
-            }
+            OpKind::Compare(cmp) => compare(*cmp, ins[0], ins[1]),
+            OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Select | OpKind::Cast => AxisInfo {
+                constancy: ins.iter().map(|i| i.constancy).min().unwrap_or(BIG),
+                ..UNKNOWN
+            },
             OpKind::Load { .. } => AxisInfo {
                 constancy: ins.iter().map(|i| i.constancy).min().unwrap_or(1),
                 ..UNKNOWN
@@ -247,6 +272,32 @@ mod tests {
         assert_eq!(info.get(mask).constancy, 1);
         assert_eq!(info.get(unaligned).contiguity, 256);
         assert_eq!(info.get(unaligned).divisibility, 1);
+    }
+
+    #[test]
+    fn bounds_checks_against_aligned_bounds_are_constant_over_aligned_runs() {
+        let mut b = Builder::new("k");
+        let n = b.add_param("N", ParamKind::Scalar(DType::I32));
+        let odd = b.add_param("M", ParamKind::Scalar(DType::I32));
+        b.set_param_divisibility(n, 8);
+        let pid = b.program_id(0).unwrap();
+        let base = b.binary(BinaryOp::Mul, pid.into(), Operand::Int(64)).unwrap();
+        let ar = b.arange(0, 64).unwrap();
+        let offs = b.binary(BinaryOp::Add, base.into(), ar.into()).unwrap();
+        let lt = b.compare(CmpOp::Lt, offs.into(), n.into()).unwrap();
+        let gt = b.compare(CmpOp::Gt, n.into(), offs.into()).unwrap();
+        let le = b.compare(CmpOp::Le, offs.into(), n.into()).unwrap();
+        let unaligned = b.compare(CmpOp::Lt, offs.into(), odd.into()).unwrap();
+        let shifted = b.binary(BinaryOp::Add, offs.into(), Operand::Int(3)).unwrap();
+        let off_grid = b.compare(CmpOp::Lt, shifted.into(), n.into()).unwrap();
+        let f = b.finish().unwrap();
+        let info = analyze(&f);
+        assert_eq!(info.get(lt).constancy, 8);
+        assert_eq!(info.get(gt).constancy, 8);
+        // `x <= N` changes inside a run that starts at N.
+        assert_eq!(info.get(le).constancy, 1);
+        assert_eq!(info.get(unaligned).constancy, 1);
+        assert_eq!(info.get(off_grid).constancy, 1);
     }
 
     #[test]

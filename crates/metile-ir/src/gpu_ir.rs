@@ -242,13 +242,19 @@ pub enum GpuOpKind {
     /// `(2t, g)` and `(2t + 1, g)` with `trans`.
     LdMatrix { count: u8, trans: bool },
     /// `(dst: threadgroup ptr, dst_index: int, src: device ptr, src_index: int
-    /// [, mask: bool])`: starts an asynchronous copy of `bytes` (4, 8 or 16)
-    /// bytes from `src[src_index]` to `dst[dst_index]`, both aligned to `bytes`
-    /// (NVIDIA's `cp.async`, sm_80+); masked off, nothing is copied. The copy
+    /// [, mask: bool] [, inside: bool])`: starts an asynchronous copy of
+    /// `bytes` (4, 8 or 16) bytes from `src[src_index]` to `dst[dst_index]`,
+    /// both aligned to `bytes` (NVIDIA's `cp.async`, sm_80+); masked off,
+    /// nothing is copied. With `zero_fill`, where `inside` is false the
+    /// destination gets zeros and `src` is not read. The copy
     /// belongs to the thread's next [`GpuOpKind::AsyncCommit`] group, and its
     /// result may be read only after an [`GpuOpKind::AsyncWait`] that retires
     /// that group and a barrier.
-    AsyncCopy { bytes: u8, has_mask: bool },
+    AsyncCopy {
+        bytes: u8,
+        has_mask: bool,
+        zero_fill: bool,
+    },
     /// `()`: closes the thread's asynchronous copies issued since the last
     /// commit into one group (an empty group when there were none).
     AsyncCommit,

@@ -445,8 +445,12 @@ impl<'f> GpuVerifier<'f> {
                     return fail("(threadgroup ptr of a 16-bit type, int index) -> 1, 2 or 4 pairs");
                 }
             }
-            GpuOpKind::AsyncCopy { bytes, has_mask } => {
-                arity(4 + usize::from(*has_mask), 0)?;
+            GpuOpKind::AsyncCopy {
+                bytes,
+                has_mask,
+                zero_fill,
+            } => {
+                arity(4 + usize::from(*has_mask) + usize::from(*zero_fill), 0)?;
                 let (GpuType::Ptr(d, MemSpace::Threadgroup), GpuType::Ptr(s, MemSpace::Device)) =
                     (ins[0], ins[2])
                 else {
@@ -459,8 +463,8 @@ impl<'f> GpuVerifier<'f> {
                 if !int_scalar(ins[1]) || !int_scalar(ins[3]) {
                     return fail("the indices must be integer scalars");
                 }
-                if *has_mask && ins[4] != bools {
-                    return fail("the mask must be a bool scalar");
+                if ins[4..].iter().any(|&t| t != bools) {
+                    return fail("the mask and the inside flag must be bool scalars");
                 }
             }
             GpuOpKind::AsyncCommit | GpuOpKind::AsyncWait { .. } | GpuOpKind::Barrier => arity(0, 0)?,

@@ -31,7 +31,7 @@ use crate::dot_tiling::{ring_stage, AtomTiling, Staged};
 use crate::error::CompileResult;
 use crate::layout_assign::Class;
 use metile_ir::gpu_ir::*;
-use metile_ir::{BinaryOp, Block, Op, OpKind, ValueId};
+use metile_ir::{BinaryOp, Block, Literal, Op, OpKind, ValueId};
 
 /// One ring: its threadgroup memory and where the operands sit in a stage.
 #[derive(Clone, Debug)]
@@ -288,7 +288,10 @@ impl<'f> Lowering<'f> {
 
     /// A load whose tile goes to a ring slot: asynchronous copies of its
     /// aligned vector runs where they can be used, else an ordinary load and
-    /// a store into the slot.
+    /// a store into the slot. A masked load whose mask is constant over each
+    /// run and whose masked-off value is zero copies every run, zero-filling
+    /// those masked off (interior tiles, found by a uniform test, skip the
+    /// per-run masks).
     pub(super) fn ring_load(&mut self, op: &'f Op, rv: RingValue, base: GpuValue) -> CompileResult<()> {
         let r = op.results[0];
         let Class::Fixed(l) = self.a.class(r) else {
@@ -298,34 +301,38 @@ impl<'f> Lowering<'f> {
         let ring = self.rings[rv.ring].clone();
         let place = ring.places[rv.operand];
         let src_root = self.root_value(op.operands[0])?;
-        let (width, index, fast_when) = match op.kind {
+        let mask = match op.kind {
+            OpKind::Load { has_mask: true, .. } => Some(op.operands[1]),
+            _ => None,
+        };
+        let (width, index, aligned) = match op.kind {
             OpKind::TileLoad { .. } => {
                 let w = self.layout_vector_width(l, dtype);
                 let (index, aligned) = self.block_addressing(op, l, w)?;
-                (w, index, aligned.map(Some))
+                (w, index, aligned)
             }
             _ => {
                 let ptr = op.operands[0];
                 let w = self.pointer_vector_width(l, ptr, dtype);
-                let index = self.elems(ptr, l)?;
-                let has_mask = matches!(op.kind, OpKind::Load { has_mask: true, .. });
-                let when = if has_mask {
-                    self.mask_all_true(op.operands[1]).map(Some)
-                } else {
-                    Some(None)
-                };
-                (w, index, when)
+                (w, self.elems(ptr, l)?, None)
             }
         };
         let bytes = width * dtype.size_bytes();
         let copyable = matches!(bytes, 4 | 8 | 16) && place.ld % width == 0 && place.base % width == 0;
+        let zero_filled = mask
+            .is_some_and(|m| self.info.get(m).constancy >= width as u64 && self.masked_off_value_is_zero(op));
         let place_base = self.const_i32(place.base as i32);
         let slot_base = self.binary(BinaryOp::Add, base, place_base);
         let at = Staged {
             base: 0,
             ld: place.ld,
         };
-        let fast = |this: &mut Self| -> CompileResult<()> {
+        // Copies of every run; with `masked`, runs whose mask is off get zeros.
+        let copies = |this: &mut Self, masked: bool| -> CompileResult<()> {
+            let insides = match mask.filter(|_| masked) {
+                Some(m) => Some(this.elems(m, l)?),
+                None => None,
+            };
             let owner = this.owner(l);
             let ld = this.const_i32(place.ld as i32);
             for start in (0..index.len()).step_by(width) {
@@ -336,10 +343,12 @@ impl<'f> Lowering<'f> {
                 let dst = this.binary(BinaryOp::Add, slot_base, offset);
                 let mut operands = vec![ring.root, dst, src_root, index[start]];
                 operands.extend(owner);
+                operands.extend(insides.as_ref().map(|m| m[start]));
                 this.emit(
                     GpuOpKind::AsyncCopy {
                         bytes: bytes as u8,
                         has_mask: owner.is_some(),
+                        zero_fill: insides.is_some(),
                     },
                     operands,
                     vec![],
@@ -347,7 +356,7 @@ impl<'f> Lowering<'f> {
             }
             Ok(())
         };
-        let slow = |this: &mut Self| -> CompileResult<()> {
+        let through_registers = |this: &mut Self| -> CompileResult<()> {
             match op.kind {
                 OpKind::TileLoad { .. } => this.tile_load(op)?,
                 _ => this.load(op)?,
@@ -355,12 +364,47 @@ impl<'f> Lowering<'f> {
             let xs = this.elems(r, l)?;
             this.stage(ring.root, at, l, &xs, None, Some(slot_base))
         };
-        match fast_when {
-            Some(None) if copyable => fast(self)?,
-            Some(Some(cond)) if copyable => self.if_else(cond, fast, slow)?,
-            _ => slow(self)?,
+        let interior = match mask {
+            Some(m) => self.mask_all_true(m),
+            None => aligned,
+        };
+        match (copyable, mask.is_some(), interior) {
+            (false, _, _) => through_registers(self)?,
+            (true, false, None) => copies(self, false)?,
+            (true, false, Some(c)) => self.if_else(c, |t| copies(t, false), through_registers)?,
+            (true, true, Some(c)) if zero_filled => {
+                self.if_else(c, |t| copies(t, false), |t| copies(t, true))?
+            }
+            (true, true, None) if zero_filled => copies(self, true)?,
+            (true, true, Some(c)) => self.if_else(c, |t| copies(t, false), through_registers)?,
+            (true, true, None) => through_registers(self)?,
         }
         self.set_home(r, Home::Staged { ring: rv.ring, base })
+    }
+
+    /// True when a load's masked-off lanes read zero (no `other`, or a zero
+    /// constant), which a zero-filling copy reproduces.
+    fn masked_off_value_is_zero(&self, op: &Op) -> bool {
+        let OpKind::Load { has_other, .. } = op.kind else {
+            return false;
+        };
+        if !has_other {
+            return true;
+        }
+        let mut v = op.operands[op.operands.len() - 1];
+        loop {
+            let Some(def) = self.def_op[v.index()] else {
+                return false;
+            };
+            match &def.kind {
+                OpKind::Broadcast | OpKind::ExpandDims { .. } | OpKind::Cast => v = def.operands[0],
+                OpKind::Constant(lit) => {
+                    return matches!(lit, Literal::Int(0) | Literal::Bool(false))
+                        || matches!(lit, Literal::Float(x) if *x == 0.0 && x.is_sign_positive())
+                }
+                _ => return false,
+            }
+        }
     }
 
     /// The ring stage offsets of a `dot`'s operands, when both live in one ring.

@@ -421,14 +421,29 @@ impl<'a> BodyWriter<'a> {
                 }
             }
             GpuOpKind::LdMatrix { .. } => return Err("ldmatrix has no MSL spelling".into()),
-            GpuOpKind::AsyncCopy { bytes, has_mask } if self.lang == Lang::Cuda => {
+            GpuOpKind::AsyncCopy {
+                bytes,
+                has_mask,
+                zero_fill,
+            } if self.lang == Lang::Cuda => {
                 let (dst, di, src, si) = (arg(0)?, arg(1)?, arg(2)?, arg(3)?);
                 // .cg (L2 only) takes 16-byte copies; smaller ones go through .ca.
                 let cache = if *bytes == 16 { "cg" } else { "ca" };
-                let copy = format!(
-                    "asm volatile(\"cp.async.{cache}.shared.global [%0], [%1], {bytes};\" :: \
-                     \"r\"(uint(__cvta_generic_to_shared({dst} + {di}))), \"l\"({src} + {si}) : \"memory\");"
-                );
+                let dst_addr = format!("\"r\"(uint(__cvta_generic_to_shared({dst} + {di})))");
+                let copy = if *zero_fill {
+                    // Outside, zero source bytes are read (from the buffer's start)
+                    // and the rest of the destination is zero-filled.
+                    let inside = arg(4 + usize::from(*has_mask))?;
+                    format!(
+                        "asm volatile(\"cp.async.{cache}.shared.global [%0], [%1], {bytes}, %2;\" :: {dst_addr}, \
+                         \"l\"({src} + ({inside} ? {si} : 0)), \"r\"({inside} ? {bytes} : 0) : \"memory\");"
+                    )
+                } else {
+                    format!(
+                        "asm volatile(\"cp.async.{cache}.shared.global [%0], [%1], {bytes};\" :: {dst_addr}, \
+                         \"l\"({src} + {si}) : \"memory\");"
+                    )
+                };
                 if *has_mask {
                     let m = arg(4)?;
                     self.line_fmt(depth, format_args!("if ({m}) {copy}"));
@@ -447,12 +462,35 @@ impl<'a> BodyWriter<'a> {
             }
             // Metal has no asynchronous copy into threadgroup memory in compute
             // kernels: the copy is done at once, so groups and waits are no-ops.
-            GpuOpKind::AsyncCopy { bytes, has_mask } => {
-                let width = (usize::from(*bytes) / self.dtype(op.operands[2]).size_bytes()) as u8;
+            GpuOpKind::AsyncCopy {
+                bytes,
+                has_mask,
+                zero_fill,
+            } => {
+                let d = self.dtype(op.operands[2]);
+                let width = (usize::from(*bytes) / d.size_bytes()) as u8;
                 let mask = if *has_mask { Some(arg(4)?) } else { None };
+                let inside = if *zero_fill {
+                    Some(arg(4 + usize::from(*has_mask))?)
+                } else {
+                    None
+                };
+                // Both arms in the value type: a device reference and a
+                // temporary do not meet in a conditional.
+                let ty = if width == 1 {
+                    scalar_type(d).to_string()
+                } else {
+                    vector_type(d, width)
+                };
                 let (src, src_index) = (op.operands[2], op.operands[3]);
                 let access = (op.operands[0], op.operands[1], width);
                 self.assign_access(depth, mask, access, |this, out| {
+                    if let Some(inside) = &inside {
+                        let _ = write!(out, "{inside} ? {ty}(");
+                        this.push_access(out, src, src_index, width)?;
+                        let _ = write!(out, ") : {ty}(0)");
+                        return Ok(());
+                    }
                     this.push_access(out, src, src_index, width)
                 })?;
             }
