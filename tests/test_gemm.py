@@ -148,8 +148,32 @@ def test_apple_gemm_uses_simdgroup_matrices(dtype):
 @pytest.mark.parametrize("dtype, atom", [("f16", "m16n8k16.row.col.f32.f16.f16.f32"),
                                          ("bf16", "m16n8k16.row.col.f32.bf16.bf16.f32")])
 def test_nvidia_gemm_uses_mma_sync(dtype, atom):
-    src = _metile.compile_cuda(_traced(dtype), arch="sm_90")["cuda"]
+    src = _metile.compile_cuda(_traced(dtype), arch="sm_80")["cuda"]
     assert f"mma.sync.aligned.{atom}" in src
+    assert "wgmma" not in src
+    assert f"mma.sync.aligned.{atom}" in _metile.compile_cuda(_traced(dtype), arch="sm_90", wgmma=False)["cuda"]
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_h100_gemm_uses_wgmma_on_swizzled_shared_memory(dtype):
+    ty = {"f16": "f16", "bf16": "bf16"}[dtype]
+    src = _metile.compile_cuda(_traced(dtype, (128, 128, 64)), arch="sm_90", num_sgs=8)["cuda"]
+    # Two warpgroups, each an m64n128 tile: four k16 steps of one wgmma.
+    assert src.count(f"wgmma.mma_async.sync.aligned.m64n128k16.f32.{ty}.{ty}") == 4
+    assert "mma.sync" not in src and "ldmatrix" not in src
+    # a is K-major with a 128-byte swizzle (8 rows of 128 bytes per 1024); b N-major (transposed),
+    # its 64-column blocks 64 rows of 128 bytes apart.
+    assert "16, 1024, 1))" in src and "8192, 1024, 1))" in src
+    assert "p, 1, 1, 0, 1;" in src
+    assert "__align__(1024)" in src and "fence.proxy.async.shared::cta" in src
+    assert "wgmma.wait_group.sync.aligned 0;" in src
+
+
+def test_wgmma_needs_a_warpgroup_and_swizzlable_rows():
+    # 64 threads are no warpgroup; rows of 24 f16 (48 bytes) fit no swizzle: mma.sync takes both.
+    assert "wgmma" not in _metile.compile_cuda(_traced("f16", (64, 64, 32)), arch="sm_90", num_sgs=2)["cuda"]
+    src = _metile.compile_cuda(_traced("f16", (64, 24, 32)), arch="sm_90", num_sgs=4)["cuda"]
+    assert "wgmma" not in src and "mma.sync" in src
 
 
 def test_shapes_without_an_atom_take_the_generic_path():
@@ -196,7 +220,8 @@ def test_every_pass_setting_gives_the_same_gemm(device, rng, passes):
 
 def test_passes_change_the_emitted_code():
     traced = _traced("f16")
-    cuda = lambda **p: _metile.compile_cuda(traced, arch="sm_90", **p)["cuda"]  # noqa: E731
+    cuda = lambda **p: _metile.compile_cuda(traced, arch="sm_90", **{"wgmma": False, **p})["cuda"]  # noqa: E731
+    assert "wgmma" in cuda(wgmma=True) and "wgmma" not in cuda()
     assert "ldmatrix" in cuda() and "ldmatrix" not in cuda(ldmatrix=False)
     assert "mma.sync" not in cuda(matrix_atoms=False)
     assert "cp.async" in cuda() and "cp.async" not in cuda(async_copy=False)
@@ -244,8 +269,10 @@ def test_atom_staging_that_cannot_fit_falls_back_to_the_generic_path(device, rng
 def test_dot_plan_reports_the_atom_path():
     apple = _metile.dot_plan(64, 64, 32, "f16", 4)
     assert apple["atom"] == "simdgroup8x8" and apple["warps"] == (2, 2) and apple["bank_conflicts"] == (1, 1)
-    nv = _metile.dot_plan(128, 128, 32, "bf16", 8, arch="sm_90")
+    nv = _metile.dot_plan(128, 128, 32, "bf16", 8, arch="sm_80")
     assert nv["atom"] == "m16n8k16" and nv["warps"][0] * nv["warps"][1] == 8
+    h100 = _metile.dot_plan(128, 128, 64, "bf16", 8, arch="sm_90")
+    assert h100["atom"] == "wgmma.m64k16" and h100["warps"] == (2, 1) and h100["reads_per_mma"] == 0
     assert _metile.dot_plan(128, 128, 32, "f32", 8, arch="sm_90") is None
     assert _metile.dot_plan(128, 128, 32, "f32", 8, arch="sm_90", tf32=True)["atom"] == "m16n8k8.tf32"
     assert _metile.dot_plan(12, 8, 8, "f32", 1) is None

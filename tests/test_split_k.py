@@ -210,7 +210,7 @@ def test_the_two_kernels_can_be_inspected():
     assert "split_k_workspace" in partial.text and "tile_store [64,64]" in partial.text
     assert "dot" not in finish.text and "tile_load [64,64]" in finish.text
     cuda = _metile.compile_cuda(partial, arch="sm_90")["cuda"]
-    assert "mma.sync" in cuda and "blockIdx" in cuda
+    assert "wgmma.mma_async" in cuda and "blockIdx" in cuda
     assert "simdgroup_multiply_accumulate" in _metile.compile_msl(partial)["msl"]
     _metile.compile_cuda(finish, arch="sm_90")
     _metile.compile_msl(finish)

@@ -19,6 +19,7 @@ PASS_OPTIONS = (
     "tf32",
     "occupancy",
     "l2_order",
+    "wgmma",
 )
 
 # Programs per output tile sharing a GEMM's K loop (docs/gemm.md); 1 is no split.

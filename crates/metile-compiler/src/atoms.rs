@@ -136,6 +136,42 @@ impl MatrixAtom {
         }
     }
 
+    /// NVIDIA's warpgroup MMA `m64 n k16` (sm_90a) on f16 or bf16,
+    /// accumulating in f32, for `n` a multiple of 8 up to 256. The tensor
+    /// cores read A and B from threadgroup memory (`GpuOpKind::Wgmma`), so
+    /// every thread of the warpgroup sees all of them: their layouts give
+    /// each thread every element. C is the m16n8 accumulator of each warp's
+    /// 16 rows, `n / 8` of them side by side (PTX ISA, "wgmma D matrix
+    /// fragment"): value `i` of lane `l` of warp `w` at row `16w + l / 4 +
+    /// 8·((i / 2) % 2)`, column `8·(i / 4) + 2·(l % 4) + i % 2`.
+    pub fn nvidia_wgmma_m64k16(operand: DType, n: usize) -> Option<MatrixAtom> {
+        if !matches!(operand, DType::F16 | DType::BF16) || n % 8 != 0 || !(8..=256).contains(&n) {
+            return None;
+        }
+        let kind = AtomKind::NvidiaWgmmaM64K16 { n: n as u16 };
+        // Lane bits 0..4 move to column 2, column 4, rows 1, 2, 4; the warp
+        // to row 16; values to column 1, row 8 and column 8.
+        Some(MatrixAtom {
+            kind,
+            shape: (64, n, 16),
+            operand,
+            accumulator: DType::F32,
+            threads: 128,
+            a: layout(&format!("(128,{}):(0,1)", 64 * 16)),
+            b: layout(&format!("(128,{}):(0,1)", 16 * n)),
+            c: layout(&format!(
+                "((2,2,2,2,2,4),(2,2,{})):((128,256,1,2,4,16),(64,8,512))",
+                n / 8
+            )),
+        })
+    }
+
+    /// True when the tensor cores read A and B from threadgroup memory
+    /// rather than from registers.
+    pub fn reads_shared_memory(&self) -> bool {
+        matches!(self.kind, AtomKind::NvidiaWgmmaM64K16 { .. })
+    }
+
     /// Values each thread holds of A, B and C.
     pub fn values_per_thread(&self) -> (usize, usize, usize) {
         let per = |l: &Layout| l.size() as usize / self.threads;
@@ -191,15 +227,45 @@ mod tests {
                 .filter_map(MatrixAtom::nvidia_mma_m16n8k16),
         );
         atoms.push(MatrixAtom::nvidia_mma_m16n8k8_tf32());
+        atoms.extend(
+            [8, 64, 128, 256]
+                .into_iter()
+                .filter_map(|n| MatrixAtom::nvidia_wgmma_m64k16(DType::BF16, n)),
+        );
         atoms
     }
 
-    /// Every element of every operand is held by exactly one (thread, value).
+    #[test]
+    fn wgmma_accumulator_is_four_warps_of_m16n8_tiles() {
+        let atom = MatrixAtom::nvidia_wgmma_m64k16(DType::F16, 128).unwrap();
+        assert_eq!(atom.values_per_thread().2, 64);
+        assert_eq!(atom.values_per_thread().2, atom.kind.fragment_sizes().2);
+        for t in 0..128 {
+            let (w, l) = (t / 32, t % 32);
+            for i in 0..64 {
+                let expect = (
+                    16 * w + l / 4 + 8 * ((i / 2) % 2),
+                    8 * (i / 4) + 2 * (l % 4) + i % 2,
+                );
+                assert_eq!(atom.c_coord(t, i).unwrap(), expect, "thread {t} value {i}");
+            }
+        }
+        assert!(MatrixAtom::nvidia_wgmma_m64k16(DType::F16, 12).is_none());
+        assert!(MatrixAtom::nvidia_wgmma_m64k16(DType::F32, 64).is_none());
+        assert!(MatrixAtom::nvidia_wgmma_m64k16(DType::F16, 264).is_none());
+    }
+
+    /// Every element of every register operand is held by exactly one
+    /// (thread, value).
     #[test]
     fn every_operand_layout_covers_its_matrix_once() {
         for atom in all_atoms() {
             let (m, n, k) = atom.shape;
-            for (name, tv, rows, cols) in [("A", &atom.a, m, k), ("B", &atom.b, k, n), ("C", &atom.c, m, n)] {
+            let mut operands = vec![("C", &atom.c, m, n)];
+            if !atom.reads_shared_memory() {
+                operands.extend([("A", &atom.a, m, k), ("B", &atom.b, k, n)]);
+            }
+            for (name, tv, rows, cols) in operands {
                 assert_eq!(tv.size() as usize, rows * cols, "{:?} {name}", atom.kind);
                 let mut seen = vec![false; rows * cols];
                 for i in 0..tv.size() {

@@ -57,11 +57,49 @@ pub struct LdMatrixPlan {
 }
 
 /// Where one operand lives in threadgroup scratch: element `(row, col)` at
-/// `base + row * ld + col`.
+/// `base + row * ld + col`, or with `swizzle` in NVIDIA's swizzled layout
+/// for `wgmma` (see [`Swizzle`]), `ld` then being the columns of one block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Staged {
     pub base: usize,
     pub ld: usize,
+    pub swizzle: Option<Swizzle>,
+}
+
+/// The swizzled layout of a `rows x cols` row-major tile that `wgmma` reads
+/// (`metile_ir::gpu_ir::WgmmaOperand`): the columns in blocks of `bytes`
+/// (32, 64 or 128) bytes, each block's `rows` rows one after the other, the
+/// 16-byte chunks of byte offset `o` in a block moved to `o ^ ((o >> 7) &
+/// (bytes / 16 - 1)) << 4`. Tiles start 1024-byte aligned, as the hardware
+/// swizzles addresses, not offsets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Swizzle {
+    pub bytes: usize,
+    pub rows: usize,
+}
+
+impl Staged {
+    /// A plain row-major placement.
+    pub fn rows(base: usize, ld: usize) -> Staged {
+        Staged {
+            base,
+            ld,
+            swizzle: None,
+        }
+    }
+
+    /// The index of element `(row, col)` of 16-bit or wider elements of
+    /// `elem_bytes` bytes.
+    pub fn index(&self, row: usize, col: usize, elem_bytes: usize) -> usize {
+        match self.swizzle {
+            None => self.base + row * self.ld + col,
+            Some(s) => {
+                let o = (row * self.ld + col % self.ld) * elem_bytes;
+                let o = o ^ (((o >> 7) & (s.bytes / 16 - 1)) << 4);
+                self.base + (col / self.ld) * s.rows * self.ld + o / elem_bytes
+            }
+        }
+    }
 }
 
 /// Scratch for `kc` columns of `a` (`M x kc`) and rows of `b` (`kc x N`),
@@ -69,15 +107,40 @@ pub struct Staged {
 /// aligned. Returns both placements and the elements needed.
 pub fn staging(m: usize, n: usize, kc: usize, dtype: DType, pads: (usize, usize)) -> (Staged, Staged, usize) {
     let per16 = (16 / dtype.size_bytes()).max(1);
+    let a = Staged::rows(0, kc + pads.0);
+    let b = Staged::rows((m * a.ld).div_ceil(per16) * per16, n + pads.1);
+    (a, b, b.base + kc * b.ld)
+}
+
+/// The swizzle of a `wgmma` operand whose rows are `row_bytes` long: blocks
+/// of 128 bytes, or of the whole row when it is 32 or 64 bytes.
+fn wgmma_swizzle_bytes(row_bytes: usize) -> Option<usize> {
+    let bytes = row_bytes.min(128);
+    (matches!(bytes, 32 | 64 | 128) && row_bytes % bytes == 0).then_some(bytes)
+}
+
+/// Scratch for a `wgmma` plan's whole `a` (`M x K`, K-major) and `b` (`K x
+/// N`, N-major), each swizzled and 1024-byte aligned; the length in elements
+/// is a multiple of 1024 bytes, so ring stages stay aligned.
+pub fn wgmma_staging(plan: &AtomTiling, dtype: DType) -> Option<(Staged, Staged, usize)> {
+    if !plan.atom.reads_shared_memory() {
+        return None;
+    }
+    let (m, n, k) = plan.shape;
+    let size = dtype.size_bytes();
+    let align = 1024 / size;
+    let (sa, sb) = (wgmma_swizzle_bytes(k * size)?, wgmma_swizzle_bytes(n * size)?);
     let a = Staged {
         base: 0,
-        ld: kc + pads.0,
+        ld: sa / size,
+        swizzle: Some(Swizzle { bytes: sa, rows: m }),
     };
     let b = Staged {
-        base: (m * a.ld).div_ceil(per16) * per16,
-        ld: n + pads.1,
+        base: (m * k).div_ceil(align) * align,
+        ld: sb / size,
+        swizzle: Some(Swizzle { bytes: sb, rows: k }),
     };
-    (a, b, b.base + kc * b.ld)
+    Some((a, b, (b.base + k * n).div_ceil(align) * align))
 }
 
 /// One stage of an asynchronous operand ring (`lower/async_ring.rs`): the
@@ -85,6 +148,9 @@ pub fn staging(m: usize, n: usize, kc: usize, dtype: DType, pads: (usize, usize)
 /// stage's length in elements (a multiple of 16 bytes, so every stage starts
 /// aligned for 16-byte copies).
 pub fn ring_stage(plan: &AtomTiling, target: &Target, dtype: DType) -> (Staged, Staged, usize) {
+    if let Some(staged) = wgmma_staging(plan, dtype) {
+        return staged;
+    }
     let (m, n, k) = plan.shape;
     let pads = choose_pads(plan, target, dtype, usize::MAX / 4);
     let (sa, sb, len) = staging(m, n, k, dtype, pads);
@@ -290,6 +356,20 @@ pub fn report(
 ) -> Option<DotReport> {
     let p = plan(target, shape, operand, threads)?;
     let size = operand.size_bytes();
+    if let Some((_, _, len)) = wgmma_staging(&p, operand) {
+        // The tensor cores read the swizzled tiles themselves: no fragment
+        // reads by the threads, and the layouts are the hardware's own.
+        return Some(DotReport {
+            atom: p.atom.kind.name(),
+            warps: p.warps,
+            reps: p.reps,
+            staged_k: shape.2,
+            staged_bytes: len * size,
+            pad_bytes: (0, 0),
+            conflicts: (1, 1),
+            reads_per_mma: 0.0,
+        });
+    }
     let capacity = target.max_threadgroup_bytes / size;
     let pads = choose_pads(&p, target, operand, capacity);
     let kc = staged_k(&p, operand, pads, capacity)?;
@@ -323,6 +403,7 @@ pub fn atom_for(target: &Target, operand: DType) -> Option<MatrixAtom> {
 /// order of preference (`plan` takes the first whose shape fits the tile).
 pub fn atoms_for(target: &Target, operand: DType) -> impl Iterator<Item = MatrixAtom> + '_ {
     target.matrix_atoms.iter().filter_map(move |&kind| match kind {
+        AtomKind::NvidiaWgmmaM64K16 { n } => MatrixAtom::nvidia_wgmma_m64k16(operand, usize::from(n)),
         AtomKind::AppleSimdgroup8x8 => MatrixAtom::apple_simdgroup_8x8(operand),
         AtomKind::AppleMatmul2d16x32x16 => MatrixAtom::apple_matmul2d_16x32x16(operand),
         AtomKind::NvidiaMmaM16N8K16 => MatrixAtom::nvidia_mma_m16n8k16(operand),
@@ -341,7 +422,38 @@ pub fn plan(
     operand: DType,
     threads: usize,
 ) -> Option<AtomTiling> {
-    atoms_for(target, operand).find_map(|atom| plan_on(target, shape, atom, threads))
+    wgmma_plan(target, shape, operand, threads)
+        .or_else(|| atoms_for(target, operand).find_map(|atom| plan_on(target, shape, atom, threads)))
+}
+
+/// The `wgmma` plan (sm_90a, `wgmma` pass on) of an f16 or bf16 `dot`: the
+/// atom's `n` that keeps the most warpgroups busy, the widest among those.
+/// Each atom's columns must be whole swizzle blocks of the staged `b`.
+fn wgmma_plan(
+    target: &Target,
+    (m, n, k): (usize, usize, usize),
+    operand: DType,
+    threads: usize,
+) -> Option<AtomTiling> {
+    if !(target.wgmma && target.default_passes.wgmma && target.default_passes.matrix_atoms) {
+        return None;
+    }
+    let size = operand.size_bytes();
+    wgmma_swizzle_bytes(k * size)?;
+    let block = wgmma_swizzle_bytes(n * size)? / size;
+    (1..=256.min(n) / 8)
+        .rev()
+        .map(|i| 8 * i)
+        .filter(|&an| n % an == 0 && an % block == 0)
+        .filter_map(|an| {
+            plan_on(
+                target,
+                (m, n, k),
+                MatrixAtom::nvidia_wgmma_m64k16(operand, an)?,
+                threads,
+            )
+        })
+        .max_by_key(|p| (p.warps.0 * p.warps.1, p.atom.shape.1))
 }
 
 /// [`plan`] on one atom.
@@ -353,10 +465,11 @@ fn plan_on(
 ) -> Option<AtomTiling> {
     let (am, an, ak) = atom.shape;
     let simd = target.simd_width as usize;
-    if m % am != 0 || n % an != 0 || k % ak != 0 || threads % simd != 0 || atom.threads != simd {
+    // Atoms of several simdgroups (a warpgroup) tile like one simdgroup.
+    if m % am != 0 || n % an != 0 || k % ak != 0 || atom.threads % simd != 0 || threads % atom.threads != 0 {
         return None;
     }
-    let warps_total = threads / simd;
+    let warps_total = threads / atom.threads;
     let (tm, tn) = (m / am, n / an);
     let mut best: Option<((usize, usize), (usize, usize))> = None;
     for wm in (1..=tm).filter(|w| tm % w == 0 && warps_total % w == 0) {
@@ -539,6 +652,13 @@ fn tiled(
 mod tests {
     use super::*;
 
+    /// The H100 with `mma.sync` only (the `wgmma` pass off).
+    fn mma_sync_target() -> Target {
+        let mut t = Target::nvidia(9, 0);
+        t.default_passes.wgmma = false;
+        t
+    }
+
     /// Every element of C is held, and each (simdgroup block, atom tile) pairs
     /// with the A rows and B columns of the same tile.
     fn check(target: &Target, shape: (usize, usize, usize), dtype: DType, threads: usize) {
@@ -548,7 +668,7 @@ mod tests {
         let (na, nb, nc) = p.atom.values_per_thread();
         let mut seen = vec![false; m * n];
         for t in 0..threads {
-            let (lane, _) = (t % 32, t / 32);
+            let lane = t % p.atom.threads;
             for mi in 0..p.reps.0 {
                 for ni in 0..p.reps.1 {
                     for j in 0..nc {
@@ -559,6 +679,9 @@ mod tests {
                         // The tile origin this accumulator belongs to.
                         let (r0, c0) = (r - ar, c - ac);
                         assert_eq!((r0 % am, c0 % an), (0, 0));
+                        if p.atom.reads_shared_memory() {
+                            continue;
+                        }
                         for ja in 0..na {
                             let ea = p.a.element(t, ja + na * mi) as usize;
                             let (xr, xc) = p.atom.a_coord(lane, ja).unwrap();
@@ -578,13 +701,22 @@ mod tests {
 
     #[test]
     fn atoms_tile_over_simdgroups() {
-        let nv = Target::nvidia(9, 0);
+        let nv = mma_sync_target();
         check(&nv, (128, 128, 32), DType::F16, 256);
         check(&nv, (64, 32, 16), DType::BF16, 128);
         check(&nv, (16, 8, 16), DType::F16, 256);
         check(&nv, (48, 24, 32), DType::F16, 64);
         let apple = Target::apple();
         check(&apple, (64, 64, 16), DType::F32, 256);
+        let h100 = Target::nvidia(9, 0);
+        for (shape, threads) in [
+            ((128, 128, 64), 256),
+            ((128, 256, 32), 256),
+            ((256, 128, 64), 128),
+            ((64, 64, 16), 256),
+        ] {
+            check(&h100, shape, DType::F16, threads);
+        }
         check(&apple, (8, 8, 8), DType::F16, 128);
         check(&apple, (32, 24, 8), DType::BF16, 96);
     }
@@ -592,7 +724,7 @@ mod tests {
     /// Simulates `ldmatrix` on the planned lane addresses: every lane must get
     /// exactly its fragment values, in order.
     fn check_ldmatrix(shape: (usize, usize, usize), threads: usize) {
-        let p = plan(&Target::nvidia(9, 0), shape, DType::F16, threads).unwrap();
+        let p = plan(&mma_sync_target(), shape, DType::F16, threads).unwrap();
         let ld = p.ldmatrix.as_ref().unwrap();
         let n = shape.1;
         let (na, nb, _) = p.atom.values_per_thread();
@@ -645,7 +777,7 @@ mod tests {
 
     #[test]
     fn padding_removes_the_bank_conflicts_of_fragment_reads() {
-        let mut nv = Target::nvidia(9, 0);
+        let mut nv = mma_sync_target();
         let r = report(&nv, (128, 128, 32), DType::F16, 256).unwrap();
         assert_eq!((r.atom, r.conflicts, r.staged_k), ("m16n8k16", (1, 1), 32));
         nv.default_passes.pad_dot_scratch = false;
@@ -668,7 +800,7 @@ mod tests {
 
     #[test]
     fn the_grid_keeps_simdgroups_busy_and_square() {
-        let p = plan(&Target::nvidia(9, 0), (128, 128, 32), DType::F16, 256).unwrap();
+        let p = plan(&mma_sync_target(), (128, 128, 32), DType::F16, 256).unwrap();
         assert_eq!(p.warps.0 * p.warps.1, 8);
         assert_eq!(p.reps.0 * p.reps.1, 16);
         let p = plan(&Target::apple(), (64, 64, 32), DType::F32, 128).unwrap();
@@ -677,11 +809,73 @@ mod tests {
 
     #[test]
     fn shapes_and_dtypes_without_an_atom_have_no_plan() {
-        let nv = Target::nvidia(9, 0);
+        let nv = mma_sync_target();
         assert!(plan(&nv, (128, 128, 32), DType::F32, 256).is_none());
         assert!(plan(&nv, (100, 128, 32), DType::F16, 256).is_none());
         assert!(plan(&nv, (128, 128, 24), DType::F16, 256).is_none());
         assert!(plan(&Target::nvidia(7, 5), (128, 128, 32), DType::F16, 256).is_none());
         assert!(plan(&Target::apple(), (12, 8, 8), DType::F32, 64).is_none());
+    }
+
+    #[test]
+    fn wgmma_plans_keep_warpgroups_busy_with_whole_swizzle_blocks() {
+        let h100 = Target::nvidia(9, 0);
+        let p = plan(&h100, (128, 128, 64), DType::F16, 256).unwrap();
+        assert_eq!(
+            (p.atom.kind, p.warps, p.reps),
+            (AtomKind::NvidiaWgmmaM64K16 { n: 128 }, (2, 1), (1, 1))
+        );
+        // Two warpgroups on 64 x 128: each takes 64 columns (one 128-byte block).
+        let p = plan(&h100, (64, 128, 32), DType::BF16, 256).unwrap();
+        assert_eq!((p.atom.shape.1, p.warps), (64, (1, 2)));
+        // 48-byte rows of b swizzle in no block size: mma.sync takes the tile.
+        let p = plan(&h100, (64, 24, 32), DType::F16, 128).unwrap();
+        assert_eq!(p.atom.kind, AtomKind::NvidiaMmaM16N8K16);
+        // Not on fewer threads than a warpgroup, nor on f32 (tf32), nor when switched off.
+        assert_eq!(
+            plan(&h100, (64, 64, 32), DType::F16, 64).unwrap().atom.kind,
+            AtomKind::NvidiaMmaM16N8K16
+        );
+        assert!(plan(&h100, (64, 64, 32), DType::F32, 128).is_none());
+        assert_eq!(
+            plan(&mma_sync_target(), (128, 128, 64), DType::F16, 256)
+                .unwrap()
+                .atom
+                .kind,
+            AtomKind::NvidiaMmaM16N8K16
+        );
+        assert!(!plan(&Target::nvidia(8, 0), (128, 128, 64), DType::F16, 256)
+            .unwrap()
+            .atom
+            .reads_shared_memory());
+    }
+
+    /// The swizzled index is a permutation within each 8-row group that keeps
+    /// 16-byte chunks whole, and matches the canonical formula.
+    #[test]
+    fn swizzled_placements_permute_16_byte_chunks_within_8_rows() {
+        for (rows, cols) in [(64, 64), (128, 32), (32, 128), (16, 16)] {
+            let p = plan(&Target::nvidia(9, 0), (rows.max(64), cols, 16), DType::F16, 128);
+            let Some(p) = p else { continue };
+            let (_, sb, _) = wgmma_staging(&p, DType::F16).unwrap();
+            let k = 16;
+            let mut seen = vec![false; k * cols];
+            for r in 0..k {
+                for c in 0..cols {
+                    let i = sb.index(r, c, 2) - sb.base;
+                    assert!(!seen[i], "{rows}x{cols}: ({r}, {c}) lands on a taken slot");
+                    seen[i] = true;
+                    // Chunks stay whole and stay in their row's 8-row group.
+                    assert_eq!(i % 8, c % 8);
+                    let block = c / sb.ld;
+                    assert_eq!((i - block * k * sb.ld) / sb.ld / 8, r / 8);
+                }
+            }
+        }
+        let p = plan(&Target::nvidia(9, 0), (64, 128, 64), DType::F16, 128).unwrap();
+        let (sa, sb, len) = wgmma_staging(&p, DType::F16).unwrap();
+        assert_eq!((sa.ld, sb.ld, sb.base * 2 % 1024, len * 2 % 1024), (64, 64, 0, 0));
+        // Row 3, chunk 2 of a 128-byte swizzle: chunk 2 ^ 3 = 1.
+        assert_eq!(sa.index(3, 16, 2), 3 * 64 + 8);
     }
 }

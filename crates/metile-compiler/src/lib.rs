@@ -85,6 +85,9 @@ pub struct Passes {
     /// 2-D GEMM grids run in groups of rows, so that concurrent programs share
     /// operand tiles in L2 (`l2_order`).
     pub l2_order: Option<bool>,
+    /// f16 and bf16 `dot` on NVIDIA's warpgroup MMA (`wgmma`, sm_90a), its
+    /// operands read by the tensor cores from swizzled shared memory.
+    pub wgmma: Option<bool>,
 }
 
 /// Which passes a target runs when a launch does not say.
@@ -99,11 +102,12 @@ pub struct DefaultPasses {
     pub tf32: bool,
     pub occupancy: bool,
     pub l2_order: bool,
+    pub wgmma: bool,
 }
 
 impl Passes {
     /// The launch-option names.
-    pub const NAMES: [&'static str; 9] = [
+    pub const NAMES: [&'static str; 10] = [
         "matrix_atoms",
         "prefetch",
         "async_copy",
@@ -113,6 +117,7 @@ impl Passes {
         "tf32",
         "occupancy",
         "l2_order",
+        "wgmma",
     ];
 
     fn slot(&mut self, name: &str) -> Option<&mut Option<bool>> {
@@ -126,6 +131,7 @@ impl Passes {
             "tf32" => Some(&mut self.tf32),
             "occupancy" => Some(&mut self.occupancy),
             "l2_order" => Some(&mut self.l2_order),
+            "wgmma" => Some(&mut self.wgmma),
             _ => None,
         }
     }
@@ -154,6 +160,7 @@ impl Passes {
             tf32: self.tf32.unwrap_or(d.tf32),
             occupancy: self.occupancy.unwrap_or(d.occupancy),
             l2_order: self.l2_order.unwrap_or(d.l2_order),
+            wgmma: self.wgmma.unwrap_or(d.wgmma) && target.wgmma,
         }
     }
 

@@ -104,6 +104,8 @@ pub struct Target {
     /// Global-to-threadgroup copies for `dot` operand rings: asynchronous on
     /// NVIDIA sm_80 and later (`cp.async`), plain copies on Apple GPUs.
     pub async_copy: bool,
+    /// NVIDIA's warpgroup MMA (`wgmma.mma_async`), on sm_90 (compiled for sm_90a).
+    pub wgmma: bool,
     /// The GEMM passes that run unless a launch says otherwise (`Passes`).
     pub default_passes: crate::DefaultPasses,
 }
@@ -130,6 +132,7 @@ impl Target {
             // ring still needs one barrier per iteration instead of two, but
             // the pass stays off until measured on a Mac.
             async_copy: true,
+            wgmma: false,
             default_passes: crate::DefaultPasses {
                 matrix_atoms: true,
                 prefetch: true,
@@ -140,6 +143,7 @@ impl Target {
                 tf32: false,
                 occupancy: true,
                 l2_order: true,
+                wgmma: false,
             },
         }
     }
@@ -187,6 +191,7 @@ impl Target {
             },
             ldmatrix: (major, minor) >= (7, 5),
             async_copy: major >= 8,
+            wgmma: (major, minor) == (9, 0),
             // Prefetching into registers gains nothing measurable on the H100
             // (benchmarks/gemm.py); autotuning may still pick it per shape.
             default_passes: crate::DefaultPasses {
@@ -199,6 +204,7 @@ impl Target {
                 tf32: false,
                 occupancy: true,
                 l2_order: true,
+                wgmma: true,
             },
         }
     }

@@ -46,9 +46,27 @@ fn softmax_cuda() {
 
 #[test]
 fn gemm_f16_cuda() {
-    let k = compile(&common::gemm(64, 64, 32, DType::F16));
+    // mma.sync, as on the A100 and as on the H100 with the wgmma pass off.
+    let f = metile_compiler::optimize_tile_ir(common::gemm(64, 64, 32, DType::F16))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut options = common::without_l2_order();
+    options.passes.set("wgmma", false);
+    let k = compile_cuda(&f, &options, &Target::nvidia(9, 0))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .kernel;
     assert!(k.shared_bytes > 0);
+    assert_eq!(k.arch, "sm_90");
     insta::assert_snapshot!("gemm_f16_cuda", k.source);
+}
+
+#[test]
+fn gemm_f16_wgmma_cuda() {
+    let k = compile(&common::gemm(64, 64, 32, DType::F16));
+    assert_eq!(k.arch, "sm_90a");
+    assert!(k
+        .source
+        .contains("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16"));
+    insta::assert_snapshot!("gemm_f16_wgmma_cuda", k.source);
 }
 
 #[test]

@@ -148,6 +148,23 @@ impl Builtin {
     }
 }
 
+/// How a `wgmma` operand lies in threadgroup memory: NVIDIA's canonical
+/// swizzled layouts of a `rows x cols` row-major tile of 16-bit elements.
+/// The contiguous axis is split into blocks of `swizzle_bytes` (32, 64 or
+/// 128) bytes; a block stores its rows one after the other, and within each
+/// aligned group of 8 rows the 16-byte chunks of byte offset `o` are permuted
+/// by `o ^ ((o >> 7) & (swizzle_bytes / 16 - 1)) << 4` (on the address,
+/// hence 1024-byte aligned tiles). `lbo` and `sbo` are the descriptor's
+/// leading and stride byte offsets; `mn_major` when the contiguous axis is M
+/// or N (a B stored `k x n` row-major), not K.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WgmmaOperand {
+    pub swizzle_bytes: u16,
+    pub lbo: u32,
+    pub sbo: u32,
+    pub mn_major: bool,
+}
+
 /// A matrix multiply-accumulate instruction: the spelling of one matrix atom
 /// (its fragment layouts are described in `metile-compiler`'s `atoms`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -161,6 +178,9 @@ pub enum AtomKind {
     NvidiaMmaM16N8K16,
     /// `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`.
     NvidiaMmaM16N8K8Tf32,
+    /// `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{f16|bf16}.{f16|bf16}`
+    /// over a warpgroup, A and B in threadgroup memory ([`GpuOpKind::Wgmma`]).
+    NvidiaWgmmaM64K16 { n: u16 },
 }
 
 impl AtomKind {
@@ -171,6 +191,8 @@ impl AtomKind {
             AtomKind::AppleMatmul2d16x32x16 => (8, 16, 16),
             AtomKind::NvidiaMmaM16N8K16 => (8, 4, 4),
             AtomKind::NvidiaMmaM16N8K8Tf32 => (4, 2, 4),
+            // A and B stay in threadgroup memory.
+            AtomKind::NvidiaWgmmaM64K16 { n } => (0, 0, usize::from(n) / 2),
         }
     }
 
@@ -180,6 +202,7 @@ impl AtomKind {
             AtomKind::AppleMatmul2d16x32x16 => "matmul2d16x32x16",
             AtomKind::NvidiaMmaM16N8K16 => "m16n8k16",
             AtomKind::NvidiaMmaM16N8K8Tf32 => "m16n8k8.tf32",
+            AtomKind::NvidiaWgmmaM64K16 { .. } => "wgmma.m64k16",
         }
     }
 }
@@ -261,6 +284,31 @@ pub enum GpuOpKind {
     /// `()`: waits until at most `pending` of the thread's committed groups
     /// are still in flight.
     AsyncWait { pending: u8 },
+    /// `(a: threadgroup ptr, a_index: int, b: threadgroup ptr, b_index: int,
+    /// c_0 .. c_{n/2}) -> (d_0 .. d_{n/2})`: starts NVIDIA's `wgmma.mma_async`
+    /// (sm_90a) of shape `m64 n k16` over the warpgroup (four consecutive
+    /// warps): `D = A · B + C`, A (`64 x 16`) and B (`16 x n`) read from
+    /// threadgroup memory at the indices, laid out as [`WgmmaOperand`] says;
+    /// C and D are f32 in the m16n8 accumulator layout of each warp's 16 rows.
+    /// D may be read only after a [`GpuOpKind::WgmmaWait`] that passes it on.
+    Wgmma {
+        n: u16,
+        a: WgmmaOperand,
+        b: WgmmaOperand,
+    },
+    /// `()`: orders this thread's register and threadgroup-memory accesses
+    /// before the `wgmma`s that follow (`wgmma.fence`).
+    WgmmaFence,
+    /// `()`: orders this thread's earlier threadgroup-memory writes before
+    /// later reads by the asynchronous proxy (`fence.proxy.async`), i.e.
+    /// `wgmma` operands written by ordinary stores or `cp.async`.
+    ProxyFence,
+    /// `()`: closes this thread's `wgmma`s since the last commit into a group.
+    WgmmaCommit,
+    /// `(x_0 .. x_n) -> (x_0 .. x_n)`: waits until at most `pending` `wgmma`
+    /// groups are in flight; the f32 values passed through are accumulators
+    /// that may be read only after the wait.
+    WgmmaWait { pending: u8 },
     /// `()`: threadgroup execution and threadgroup-memory barrier.
     Barrier,
     /// `(start, end, step: i32)`: region 0 has one argument, the `i32` induction
@@ -299,6 +347,11 @@ impl GpuOpKind {
                 format!("ldmatrix.x{count}{}", if *trans { ".trans" } else { "" })
             }
             GpuOpKind::AsyncCopy { bytes, .. } => format!("async_copy.b{bytes}"),
+            GpuOpKind::Wgmma { n, .. } => format!("wgmma.m64n{n}k16"),
+            GpuOpKind::WgmmaFence => "wgmma_fence".into(),
+            GpuOpKind::ProxyFence => "proxy_fence".into(),
+            GpuOpKind::WgmmaCommit => "wgmma_commit".into(),
+            GpuOpKind::WgmmaWait { pending } => format!("wgmma_wait.{pending}"),
             GpuOpKind::AsyncCommit => "async_commit".into(),
             GpuOpKind::AsyncWait { pending } => format!("async_wait.{pending}"),
             GpuOpKind::Barrier => "barrier".into(),

@@ -418,6 +418,38 @@ impl<'f> GpuVerifier<'f> {
                     return fail("simdgroup reductions take i32, u32, f16 or f32");
                 }
             }
+            GpuOpKind::Mma(AtomKind::NvidiaWgmmaM64K16 { .. }) => {
+                return fail("wgmma reads its operands from threadgroup memory: it is a Wgmma op");
+            }
+            GpuOpKind::Wgmma { n, .. } => {
+                let nc = usize::from(*n) / 2;
+                arity(4 + nc, nc)?;
+                let (GpuType::Ptr(a, MemSpace::Threadgroup), GpuType::Ptr(b, MemSpace::Threadgroup)) =
+                    (ins[0], ins[2])
+                else {
+                    return fail("A and B are threadgroup pointers");
+                };
+                let f32s = GpuType::Scalar(DType::F32);
+                if a != b
+                    || !matches!(a, DType::F16 | DType::BF16)
+                    || !(8..=256).contains(n)
+                    || n % 8 != 0
+                    || !int_scalar(ins[1])
+                    || !int_scalar(ins[3])
+                    || ins[4..].iter().chain(outs.iter()).any(|&t| t != f32s)
+                {
+                    return fail(
+                        "(f16 or bf16 threadgroup ptr, int, same, int, f32 * n/2) -> f32 * n/2, n in 8..=256",
+                    );
+                }
+            }
+            GpuOpKind::WgmmaWait { .. } => {
+                let f32s = GpuType::Scalar(DType::F32);
+                if ins.len() != outs.len() || ins.iter().chain(outs.iter()).any(|&t| t != f32s) {
+                    return fail("passes f32 scalars through");
+                }
+            }
+            GpuOpKind::WgmmaFence | GpuOpKind::ProxyFence | GpuOpKind::WgmmaCommit => arity(0, 0)?,
             GpuOpKind::Mma(kind) => {
                 let (na, nb, nc) = kind.fragment_sizes();
                 arity(na + nb + nc, nc)?;

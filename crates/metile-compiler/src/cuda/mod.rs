@@ -44,6 +44,8 @@ pub enum CudaParam {
 /// An emitted kernel and what the runtime needs to launch it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CudaKernel {
+    /// The architecture NVRTC compiles for (`sm_90`, or `sm_90a` for `wgmma`).
+    pub arch: String,
     pub source: String,
     pub kernel_name: String,
     pub params: Vec<CudaParam>,
@@ -88,6 +90,7 @@ struct Uses {
     reductions: bool,
     mma: bool,
     tf32: bool,
+    wgmma: bool,
     builtins: [bool; 5],
 }
 
@@ -105,6 +108,10 @@ fn uses(f: &GpuFunction) -> Uses {
     }
     f.walk(&mut |op| match op.kind {
         GpuOpKind::SimdReduce(_) => u.reductions = true,
+        GpuOpKind::Wgmma { .. } => {
+            u.mma = true;
+            u.wgmma = true;
+        }
         GpuOpKind::Mma(kind) => {
             u.mma = true;
             u.tf32 |= kind == AtomKind::NvidiaMmaM16N8K8Tf32;
@@ -172,11 +179,18 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
             body.line(1, line);
         }
     }
+    // wgmma reads swizzled tiles, and the hardware swizzles addresses: every
+    // array then starts 1024-byte aligned, as the tiles within them do.
+    let align = if used.wgmma { 1024 } else { 16 };
     let mut shared_bytes = 0usize;
     if !f.threadgroup.is_empty() {
-        body.line(1, "extern __shared__ __align__(16) unsigned char metile_smem[];");
+        body.line(
+            1,
+            &format!("extern __shared__ __align__({align}) unsigned char metile_smem[];"),
+        );
     }
     for (i, a) in f.threadgroup.iter().enumerate() {
+        shared_bytes = shared_bytes.div_ceil(align) * align;
         let ty = names::scalar_type(a.dtype);
         body.line(
             1,
@@ -205,6 +219,7 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
         (used.mma && used.f16, "mma_f16"),
         (used.mma && used.bf16, "mma_bf16"),
         (used.tf32, "mma_tf32"),
+        (used.wgmma, "wgmma"),
     ];
     for (wanted, name) in sections {
         if wanted {
@@ -219,18 +234,29 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
     // Matrix kernels of up to 256 threads ask for two blocks per SM (at most
     // 128 registers a thread at 256): latency hiding comes from the second
     // block, and the prefetched tiles then fit without spilling (benchmarks/gemm.py).
-    let min_blocks = if used.mma && f.threads_per_group <= 256 && target.default_passes.occupancy {
-        ", 2"
-    } else {
-        ""
-    };
+    // Not with more than 64 accumulators a thread (a 128 x 256 tile on 256
+    // threads): those alone would take the 128 registers.
+    let accumulators = f.regs.iter().map(|r| r.len as usize).max().unwrap_or(0);
+    let min_blocks =
+        if used.mma && f.threads_per_group <= 256 && accumulators <= 64 && target.default_passes.occupancy {
+            ", 2"
+        } else {
+            ""
+        };
     let _ = writeln!(
         source,
         "extern \"C\" __global__ void __launch_bounds__({}{min_blocks}) {kernel_name}(",
         f.threads_per_group
     );
     let line_locs = finish_kernel(&mut source, &signature, &text, op_starts);
+    // Architecture-specific features (wgmma) need the `a` target (sm_90a).
+    let arch = if used.wgmma {
+        format!("{}a", target.arch_name())
+    } else {
+        target.arch_name()
+    };
     Ok(CudaKernel {
+        arch,
         source,
         kernel_name,
         params,

@@ -79,3 +79,13 @@ static __device__ __forceinline__ uint metile_tf32(float x) {
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
   return r;
 }
+// @section wgmma
+// A wgmma shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"):
+// start address, leading and stride byte offsets in 16-byte units, swizzle mode.
+static __device__ __forceinline__ unsigned long long metile_wgmma_desc(const void* p, uint lbo, uint sbo, uint mode) {
+  const uint addr = uint(__cvta_generic_to_shared(p));
+  return (unsigned long long)((addr & 0x3FFFF) >> 4)
+       | ((unsigned long long)((lbo >> 4) & 0x3FFF) << 16)
+       | ((unsigned long long)((sbo >> 4) & 0x3FFF) << 32)
+       | ((unsigned long long)mode << 62);
+}

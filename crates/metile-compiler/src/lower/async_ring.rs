@@ -323,10 +323,7 @@ impl<'f> Lowering<'f> {
             .is_some_and(|m| self.info.get(m).constancy >= width as u64 && self.masked_off_value_is_zero(op));
         let place_base = self.const_i32(place.base as i32);
         let slot_base = self.binary(BinaryOp::Add, base, place_base);
-        let at = Staged {
-            base: 0,
-            ld: place.ld,
-        };
+        let at = Staged { base: 0, ..place };
         // Copies of every run; with `masked`, runs whose mask is off get zeros.
         let copies = |this: &mut Self, masked: bool| -> CompileResult<()> {
             let insides = match mask.filter(|_| masked) {
@@ -334,12 +331,10 @@ impl<'f> Lowering<'f> {
                 None => None,
             };
             let owner = this.owner(l);
-            let ld = this.const_i32(place.ld as i32);
             for start in (0..index.len()).step_by(width) {
                 let row = this.coord(l, 0, start);
                 let col = this.coord(l, 1, start);
-                let offset = this.binary(BinaryOp::Mul, row, ld);
-                let offset = this.binary(BinaryOp::Add, offset, col);
+                let offset = this.staged_index(at, row, col, dtype);
                 let dst = this.binary(BinaryOp::Add, slot_base, offset);
                 let mut operands = vec![ring.root, dst, src_root, index[start]];
                 operands.extend(owner);
@@ -430,6 +425,10 @@ impl<'f> Lowering<'f> {
         let ring = self.rings[ring].clone();
         let pending = (ring.stages - 2) as u8;
         self.emit(GpuOpKind::AsyncWait { pending }, ValueList::new(), vec![]);
+        if plan.atom.reads_shared_memory() {
+            let places = (ring.places[0], ring.places[1]);
+            return self.wgmma_steps(plan, ring.root, places, Some((base_a, base_b)), reg);
+        }
         self.barrier()?;
         self.flush_deferred()?;
         let k = plan.shape.2;

@@ -31,6 +31,9 @@ impl<'f> Lowering<'f> {
             self.ring_dot(plan, ring, reg)?;
             return Ok(true);
         }
+        if plan.atom.reads_shared_memory() {
+            return self.wgmma_dot(op, plan, reg);
+        }
         let (a, b) = (op.operands[0], op.operands[1]);
         let (m, n, k) = plan.shape;
         let dtype = self.elem_dtype(a);
@@ -93,8 +96,6 @@ impl<'f> Lowering<'f> {
             w = 1;
         }
         let offset_base = offset;
-        let ld = self.const_i32(at.ld as i32);
-        let base = self.const_i32(at.base as i32);
         for start in (0..xs.len()).step_by(w) {
             let mut row = self.coord(l, 0, start);
             let mut col = self.coord(l, 1, start);
@@ -105,9 +106,7 @@ impl<'f> Lowering<'f> {
                 let inside = self.in_range(*c, kc as i64);
                 mask = self.and_opt(Some(inside), mask);
             }
-            let offset = self.binary(BinaryOp::Mul, row, ld);
-            let offset = self.binary(BinaryOp::Add, offset, col);
-            let index = self.binary(BinaryOp::Add, base, offset);
+            let index = self.staged_index(at, row, col, dtype);
             let index = match offset_base {
                 Some(o) => self.binary(BinaryOp::Add, index, o),
                 None => index,

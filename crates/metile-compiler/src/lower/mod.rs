@@ -32,6 +32,7 @@ mod memory;
 mod reduce;
 mod thread_ops;
 mod uniform_masks;
+mod wgmma;
 
 use crate::axis_info::{self, AxisInfos};
 use crate::error::{CompileError, CompileResult};

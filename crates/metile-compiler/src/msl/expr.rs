@@ -29,6 +29,8 @@ use metile_ir::{BinaryOp, CmpOp, DType, Loc, ReduceOp, UnaryOp};
 use std::collections::BTreeSet;
 use std::fmt::{self, Write};
 
+mod wgmma;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Helper {
     FloatToInt,
@@ -495,6 +497,25 @@ impl<'a> BodyWriter<'a> {
                 })?;
             }
             GpuOpKind::AsyncCommit | GpuOpKind::AsyncWait { .. } => {}
+            GpuOpKind::Wgmma { n, a, b } if self.lang == Lang::Cuda => self.wgmma(op, *n, *a, *b, depth)?,
+            GpuOpKind::WgmmaWait { pending } if self.lang == Lang::Cuda => {
+                self.wgmma_wait(op, *pending, depth)?
+            }
+            GpuOpKind::WgmmaFence | GpuOpKind::ProxyFence | GpuOpKind::WgmmaCommit
+                if self.lang == Lang::Cuda =>
+            {
+                let text = match op.kind {
+                    GpuOpKind::WgmmaFence => "wgmma.fence.sync.aligned;",
+                    GpuOpKind::ProxyFence => "fence.proxy.async.shared::cta;",
+                    _ => "wgmma.commit_group.sync.aligned;",
+                };
+                self.line_fmt(depth, format_args!("asm volatile(\"{text}\" ::: \"memory\");"));
+            }
+            GpuOpKind::Wgmma { .. }
+            | GpuOpKind::WgmmaWait { .. }
+            | GpuOpKind::WgmmaFence
+            | GpuOpKind::ProxyFence
+            | GpuOpKind::WgmmaCommit => return Err("wgmma has no MSL spelling".into()),
             GpuOpKind::Barrier => match self.lang {
                 Lang::Msl => self.line(depth, "threadgroup_barrier(mem_flags::mem_threadgroup);"),
                 Lang::Cuda => self.line(depth, "__syncthreads();"),

@@ -166,14 +166,14 @@ impl CudaDevice {
     }
 
     fn load(&self, kernel: &CudaKernel) -> Result<Arc<Loaded>, RuntimeError> {
-        let arch = self.target.arch_name();
+        let arch = &kernel.arch;
         let version = format!("{}.{}", self.nvrtc_version.0, self.nvrtc_version.1);
         let key = cache_key(&[kernel.source.as_bytes(), arch.as_bytes(), version.as_bytes()]);
         if let Some(l) = self.loaded.lock().ok().and_then(|m| m.get(&key).cloned()) {
             return Ok(l);
         }
         let file = format!("{}.cu", kernel.kernel_name);
-        let cubin = match nvrtc::compile_cached(&self.disk, &kernel.source, &file, &arch, self.nvrtc_version)?
+        let cubin = match nvrtc::compile_cached(&self.disk, &kernel.source, &file, arch, self.nvrtc_version)?
         {
             Ok(cubin) => cubin,
             Err(failure) => {

@@ -1,0 +1,190 @@
+//! `dot` on NVIDIA's warpgroup MMA (`wgmma.mma_async`, sm_90a): the tensor
+//! cores read A and B straight from threadgroup memory, so the operands are
+//! staged (by the operand ring's copies, or by the threads' own stores) in
+//! the swizzled layouts `wgmma` reads (`dot_tiling::wgmma_staging`), and the
+//! threads only hold the accumulator, in the atom's C layout.
+//!
+//! One `dot` then runs: every thread orders its staging writes before the
+//! tensor cores' reads (`fence.proxy.async`), a barrier, `wgmma.fence`, then
+//! per `k16` step one `wgmma` per `m64 x n` atom tile the warpgroup owns,
+//! each given the tile's start in A and B, one commit, and a wait for all
+//! of them. Waiting at once keeps the ring simple: the stage that the next
+//! iteration refills is no longer read by any `wgmma`.
+
+use super::Lowering;
+use crate::dot_tiling::{wgmma_staging, AtomTiling, Staged};
+use crate::error::CompileResult;
+use metile_ir::gpu_ir::*;
+use metile_ir::{BinaryOp, DType};
+
+impl<'f> Lowering<'f> {
+    /// The index of element `(row, col)` of an operand placed at `at`
+    /// (`Staged::index`, in GPU IR).
+    pub(super) fn staged_index(
+        &mut self,
+        at: Staged,
+        row: GpuValue,
+        col: GpuValue,
+        dtype: DType,
+    ) -> GpuValue {
+        let base = self.const_i32(at.base as i32);
+        let ld = self.const_i32(at.ld as i32);
+        let Some(swizzle) = at.swizzle else {
+            let offset = self.binary(BinaryOp::Mul, row, ld);
+            let offset = self.binary(BinaryOp::Add, offset, col);
+            return self.binary(BinaryOp::Add, base, offset);
+        };
+        // Blocks of `ld` columns (a power of two); within one, the linear
+        // element offset with its 16-byte chunk bits XORed by its row bits.
+        let size = dtype.size_bytes();
+        let ld_shift = self.const_i32(at.ld.trailing_zeros() as i32);
+        let block = self.binary(BinaryOp::Shr, col, ld_shift);
+        let block_len = self.const_i32((swizzle.rows * at.ld) as i32);
+        let block_start = self.binary(BinaryOp::Mul, block, block_len);
+        let in_block = self.const_i32(at.ld as i32 - 1);
+        let col_in = self.binary(BinaryOp::And, col, in_block);
+        let linear = self.binary(BinaryOp::Mul, row, ld);
+        let linear = self.binary(BinaryOp::Add, linear, col_in);
+        let row_bits_at = self.const_i32(7 - size.trailing_zeros() as i32);
+        let row_bits = self.binary(BinaryOp::Shr, linear, row_bits_at);
+        let mask = self.const_i32((swizzle.bytes / 16 - 1) as i32);
+        let row_bits = self.binary(BinaryOp::And, row_bits, mask);
+        let chunk_at = self.const_i32(4 - size.trailing_zeros() as i32);
+        let flip = self.binary(BinaryOp::Shl, row_bits, chunk_at);
+        let swizzled = self.binary(BinaryOp::Xor, linear, flip);
+        let index = self.binary(BinaryOp::Add, block_start, swizzled);
+        self.binary(BinaryOp::Add, base, index)
+    }
+
+    /// `dot` on a `wgmma` plan outside an operand ring: both operands are
+    /// stored whole into swizzled scratch, then multiplied. `false` when they
+    /// do not fit the free threadgroup memory (the generic path takes it).
+    pub(super) fn wgmma_dot(
+        &mut self,
+        op: &'f metile_ir::Op,
+        plan: &AtomTiling,
+        reg: RegId,
+    ) -> CompileResult<bool> {
+        let (a, b) = (op.operands[0], op.operands[1]);
+        let dtype = self.elem_dtype(a);
+        let Some((sa, sb, len)) = wgmma_staging(plan, dtype) else {
+            return Ok(false);
+        };
+        if len > self.dot_scratch_capacity(dtype) {
+            return Ok(false);
+        }
+        let root = self.dot_scratch(dtype, len)?;
+        let la = self.natural_layout(a)?;
+        let lb = self.natural_layout(b)?;
+        let av = self.elems(a, la)?;
+        let bv = self.elems(b, lb)?;
+        self.barrier()?;
+        self.stage(root, sa, la, &av, None, None)?;
+        self.stage(root, sb, lb, &bv, None, None)?;
+        self.wgmma_steps(plan, root, (sa, sb), None, reg)?;
+        Ok(true)
+    }
+
+    /// The multiplication of operands staged at `places` (plus the stage
+    /// offsets `offsets`, in a ring): fences, barrier, the `wgmma`s of every
+    /// `k16` step, commit and wait. Ops held back for after the staging are
+    /// emitted after the barrier.
+    pub(super) fn wgmma_steps(
+        &mut self,
+        plan: &AtomTiling,
+        root: GpuValue,
+        (sa, sb): (Staged, Staged),
+        offsets: Option<(GpuValue, GpuValue)>,
+        reg: RegId,
+    ) -> CompileResult<()> {
+        let dtype = self.dtype_of(root);
+        let size = dtype.size_bytes();
+        let (Some(swz_a), Some(swz_b)) = (sa.swizzle, sb.swizzle) else {
+            return Err(self.internal("wgmma operands without a swizzled placement"));
+        };
+        let k = plan.shape.2;
+        let (am, an, ak) = plan.atom.shape;
+        let (reps_m, reps_n) = plan.reps;
+        let nc = plan.atom.values_per_thread().2;
+        self.emit(GpuOpKind::ProxyFence, ValueList::new(), vec![]);
+        self.barrier()?;
+        self.flush_deferred()?;
+
+        // The warpgroup's first row and column, from the accumulator layout:
+        // the thread's row (column) rounded down to the warpgroup's block.
+        let lc = self.a.layouts.intern(plan.c.clone());
+        let (unit_a, unit_b) = self.at_depth(0, |this| {
+            let mut unit = |axis: usize, extent: usize, scale: usize| {
+                let t = this.thread_coord(lc, axis);
+                let e = this.const_i32(extent as i32);
+                let q = this.binary(BinaryOp::FloorDiv, t, e);
+                let s = this.const_i32((extent * scale) as i32);
+                this.binary(BinaryOp::Mul, q, s)
+            };
+            // Row r starts at r * ld in A's blocks; column c of B (a multiple
+            // of its block width) at c * k.
+            (unit(0, reps_m * am, sa.ld), unit(1, reps_n * an, k))
+        });
+        let (mut start_a, mut start_b) = (unit_a, unit_b);
+        if let Some((oa, ob)) = offsets {
+            start_a = self.binary(BinaryOp::Add, start_a, oa);
+            start_b = self.binary(BinaryOp::Add, start_b, ob);
+        }
+        let operand_a = WgmmaOperand {
+            swizzle_bytes: swz_a.bytes as u16,
+            lbo: 16,
+            sbo: (8 * swz_a.bytes) as u32,
+            mn_major: false,
+        };
+        let operand_b = WgmmaOperand {
+            swizzle_bytes: swz_b.bytes as u16,
+            lbo: (k * swz_b.bytes) as u32,
+            sbo: (8 * swz_b.bytes) as u32,
+            mn_major: true,
+        };
+        self.emit(GpuOpKind::WgmmaFence, ValueList::new(), vec![]);
+        for k0 in (0..k).step_by(ak) {
+            for mi in 0..reps_m {
+                let a_at = sa.index(mi * am, k0, size);
+                let a_at = self.const_i32(a_at as i32);
+                let a_index = self.binary(BinaryOp::Add, start_a, a_at);
+                for ni in 0..reps_n {
+                    let b_at = sb.index(k0, ni * an, size);
+                    let b_at = self.const_i32(b_at as i32);
+                    let b_index = self.binary(BinaryOp::Add, start_b, b_at);
+                    let first = nc * (ni + reps_n * mi);
+                    let mut operands = vec![root, a_index, root, b_index];
+                    for j in 0..nc {
+                        operands.push(self.reg_read(reg, (first + j) as u32, DType::F32));
+                    }
+                    let d = self.emit(
+                        GpuOpKind::Wgmma {
+                            n: an as u16,
+                            a: operand_a,
+                            b: operand_b,
+                        },
+                        operands,
+                        vec![GpuType::Scalar(DType::F32); nc],
+                    );
+                    for (j, x) in d.into_iter().enumerate() {
+                        self.reg_write(reg, (first + j) as u32, x);
+                    }
+                }
+            }
+        }
+        self.emit(GpuOpKind::WgmmaCommit, ValueList::new(), vec![]);
+        let count = nc * reps_m * reps_n;
+        let pending: Vec<GpuValue> = (0..count)
+            .map(|j| self.reg_read(reg, j as u32, DType::F32))
+            .collect();
+        let done = self.emit(
+            GpuOpKind::WgmmaWait { pending: 0 },
+            pending,
+            vec![GpuType::Scalar(DType::F32); count],
+        );
+        for (j, x) in done.into_iter().enumerate() {
+            self.reg_write(reg, j as u32, x);
+        }
+        Ok(())
+    }
+}
