@@ -284,17 +284,20 @@ pub enum GpuOpKind {
     /// `()`: waits until at most `pending` of the thread's committed groups
     /// are still in flight.
     AsyncWait { pending: u8 },
-    /// `(a: threadgroup ptr, a_index: int, b: threadgroup ptr, b_index: int,
-    /// c_0 .. c_{n/2}) -> (d_0 .. d_{n/2})`: starts NVIDIA's `wgmma.mma_async`
-    /// (sm_90a) of shape `m64 n k16` over the warpgroup (four consecutive
-    /// warps): `D = A · B + C`, A (`64 x 16`) and B (`16 x n`) read from
-    /// threadgroup memory at the indices, laid out as [`WgmmaOperand`] says;
-    /// C and D are f32 in the m16n8 accumulator layout of each warp's 16 rows.
-    /// D may be read only after a [`GpuOpKind::WgmmaWait`] that passes it on.
+    /// `(a: threadgroup ptr, a_index: int, b: threadgroup ptr, b_index: int)`:
+    /// starts NVIDIA's `wgmma.mma_async` (sm_90a) of shape `m64 n k16` over
+    /// the warpgroup (four consecutive warps), `acc[first .. first + n/2] +=
+    /// A · B` in place on an f32 register array, in the m16n8 accumulator
+    /// layout of each warp's 16 rows; A (`64 x 16`) and B (`16 x n`) are read
+    /// from threadgroup memory at the indices, laid out as [`WgmmaOperand`]
+    /// says. In place, because the hardware writes the accumulators later:
+    /// they may be touched only after a [`GpuOpKind::WgmmaWait`].
     Wgmma {
         n: u16,
         a: WgmmaOperand,
         b: WgmmaOperand,
+        acc: RegId,
+        first: u32,
     },
     /// `()`: orders this thread's register and threadgroup-memory accesses
     /// before the `wgmma`s that follow (`wgmma.fence`).
@@ -305,10 +308,10 @@ pub enum GpuOpKind {
     ProxyFence,
     /// `()`: closes this thread's `wgmma`s since the last commit into a group.
     WgmmaCommit,
-    /// `(x_0 .. x_n) -> (x_0 .. x_n)`: waits until at most `pending` `wgmma`
-    /// groups are in flight; the f32 values passed through are accumulators
-    /// that may be read only after the wait.
-    WgmmaWait { pending: u8 },
+    /// `()`: waits until at most `pending` `wgmma` groups are in flight; the
+    /// first `count` registers of `acc` are accumulators that the completed
+    /// groups wrote (no access to them moves above the wait).
+    WgmmaWait { pending: u8, acc: RegId, count: u32 },
     /// `()`: threadgroup execution and threadgroup-memory barrier.
     Barrier,
     /// `(start, end, step: i32)`: region 0 has one argument, the `i32` induction
@@ -351,7 +354,7 @@ impl GpuOpKind {
             GpuOpKind::WgmmaFence => "wgmma_fence".into(),
             GpuOpKind::ProxyFence => "proxy_fence".into(),
             GpuOpKind::WgmmaCommit => "wgmma_commit".into(),
-            GpuOpKind::WgmmaWait { pending } => format!("wgmma_wait.{pending}"),
+            GpuOpKind::WgmmaWait { pending, .. } => format!("wgmma_wait.{pending}"),
             GpuOpKind::AsyncCommit => "async_commit".into(),
             GpuOpKind::AsyncWait { pending } => format!("async_wait.{pending}"),
             GpuOpKind::Barrier => "barrier".into(),

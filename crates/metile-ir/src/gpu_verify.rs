@@ -421,32 +421,37 @@ impl<'f> GpuVerifier<'f> {
             GpuOpKind::Mma(AtomKind::NvidiaWgmmaM64K16 { .. }) => {
                 return fail("wgmma reads its operands from threadgroup memory: it is a Wgmma op");
             }
-            GpuOpKind::Wgmma { n, .. } => {
-                let nc = usize::from(*n) / 2;
-                arity(4 + nc, nc)?;
+            GpuOpKind::Wgmma { n, acc, first, .. } => {
+                arity(4, 0)?;
                 let (GpuType::Ptr(a, MemSpace::Threadgroup), GpuType::Ptr(b, MemSpace::Threadgroup)) =
                     (ins[0], ins[2])
                 else {
                     return fail("A and B are threadgroup pointers");
                 };
-                let f32s = GpuType::Scalar(DType::F32);
                 if a != b
                     || !matches!(a, DType::F16 | DType::BF16)
                     || !(8..=256).contains(n)
                     || n % 8 != 0
                     || !int_scalar(ins[1])
                     || !int_scalar(ins[3])
-                    || ins[4..].iter().chain(outs.iter()).any(|&t| t != f32s)
                 {
                     return fail(
-                        "(f16 or bf16 threadgroup ptr, int, same, int, f32 * n/2) -> f32 * n/2, n in 8..=256",
+                        "(f16 or bf16 threadgroup ptr, int, same, int), n a multiple of 8 in 8..=256",
                     );
                 }
+                let fits = self
+                    .f
+                    .regs
+                    .get(acc.0 as usize)
+                    .is_some_and(|r| r.dtype == DType::F32 && first + u32::from(*n) / 2 <= r.len);
+                if !fits {
+                    return fail("the accumulators must be n/2 registers of an f32 register array");
+                }
             }
-            GpuOpKind::WgmmaWait { .. } => {
-                let f32s = GpuType::Scalar(DType::F32);
-                if ins.len() != outs.len() || ins.iter().chain(outs.iter()).any(|&t| t != f32s) {
-                    return fail("passes f32 scalars through");
+            GpuOpKind::WgmmaWait { acc, count, .. } => {
+                arity(0, 0)?;
+                if self.f.regs.get(acc.0 as usize).is_none_or(|r| *count > r.len) {
+                    return fail("the accumulators must lie in a register array");
                 }
             }
             GpuOpKind::WgmmaFence | GpuOpKind::ProxyFence | GpuOpKind::WgmmaCommit => arity(0, 0)?,

@@ -43,6 +43,11 @@ pub(super) struct Ring {
     places: [Staged; 2],
     /// The loop body's carried values of `a`'s tiles (their stage offsets).
     carried: Vec<ValueId>,
+    /// With `wgmma`, whose reads of an iteration's stage may still run during
+    /// the next iteration, the ring has one more stage, and this register
+    /// holds the stage the previous iteration multiplied, which is not free
+    /// yet either.
+    previous: Option<RegId>,
 }
 
 /// Which stage a ring value's tile is in.
@@ -155,7 +160,17 @@ impl<'f> Lowering<'f> {
         }
         let dtype = self.elem_dtype(dot.operands[0]);
         let (sa, sb, stage_len) = ring_stage(&plan, &self.a.target, dtype);
-        let stages = ca.positions.len() + 1;
+        // wgmma overlapping the next iteration needs one more stage. It pays
+        // where that keeps the blocks per SM: when the stages still fit half
+        // of the shared memory (two blocks), or when more than 64
+        // accumulators a thread allow one block only anyway.
+        let stage_bytes = stage_len * dtype.size_bytes();
+        let carried = ca.positions.len();
+        let max_bytes = self.a.target.max_threadgroup_bytes;
+        let accumulators = plan.c.values();
+        let overlapped = plan.atom.reads_shared_memory()
+            && (accumulators > 64 || (carried + 2) * stage_bytes <= max_bytes / 2);
+        let stages = carried + 1 + usize::from(overlapped);
         // A loop the register prefetch carried may not fit as a ring; it then
         // stays in registers.
         let used: usize = self.b.func().threadgroup.iter().map(|t| t.bytes()).sum();
@@ -166,12 +181,14 @@ impl<'f> Lowering<'f> {
             .b
             .add_threadgroup(dtype, stages * stage_len, TgPurpose::Scratch);
         let ring = self.rings.len();
+        let previous = overlapped.then(|| self.b.add_reg(metile_ir::DType::I32, 1));
         self.rings.push(Ring {
             root,
             stage_len,
             stages,
             places: [sa, sb],
             carried: ca.positions.iter().map(|&c| body.args[c + 1]).collect(),
+            previous,
         });
         for (operand, chain) in chains.iter().enumerate() {
             let mark = |this: &mut Self, v: ValueId, slot: RingSlot| {
@@ -249,6 +266,10 @@ impl<'f> Lowering<'f> {
                     let base = self.ring_base(v)?;
                     free = self.binary(BinaryOp::Sub, free, base);
                 }
+                if let Some(previous) = ring.previous {
+                    let base = self.reg_read(previous, 0, metile_ir::DType::I32);
+                    free = self.binary(BinaryOp::Sub, free, base);
+                }
                 Ok(free)
             }
             RingSlot::Carried => Err(self.internal("a carried ring value as an if result")),
@@ -276,6 +297,13 @@ impl<'f> Lowering<'f> {
             };
             if rv.slot == RingSlot::Fixed(0) && !bases.iter().any(Option::is_some) {
                 self.barrier()?;
+                // The prologue fills the first stages; the last one counts as
+                // the one "multiplied before the loop", which leaves one free.
+                let ring = &self.rings[rv.ring];
+                if let Some(previous) = ring.previous {
+                    let last = self.const_i32(((ring.stages - 1) * ring.stage_len) as i32);
+                    self.reg_write(previous, 0, last);
+                }
             }
             let base = self.ring_if_base(rv)?;
             if let Some(load) = loaded_in_then(op, i, &self.uses) {
@@ -423,11 +451,17 @@ impl<'f> Lowering<'f> {
         reg: RegId,
     ) -> CompileResult<()> {
         let ring = self.rings[ring].clone();
-        let pending = (ring.stages - 2) as u8;
+        // This iteration's group is the oldest of the carried ones in flight.
+        let pending = (ring.carried.len() - 1) as u8;
         self.emit(GpuOpKind::AsyncWait { pending }, ValueList::new(), vec![]);
         if plan.atom.reads_shared_memory() {
             let places = (ring.places[0], ring.places[1]);
-            return self.wgmma_steps(plan, ring.root, places, Some((base_a, base_b)), reg);
+            let overlap = ring.previous.is_some();
+            self.wgmma_steps(plan, ring.root, places, Some((base_a, base_b)), reg, overlap)?;
+            if let Some(previous) = ring.previous {
+                self.reg_write(previous, 0, base_a);
+            }
+            return Ok(());
         }
         self.barrier()?;
         self.flush_deferred()?;

@@ -146,6 +146,7 @@ impl<'f> Lowering<'f> {
             self.cast(end, DType::I32),
             self.cast(step, DType::I32),
         );
+        let outer_wgmma = std::mem::take(&mut self.pending_wgmma);
         let iv = self.push_block(&[I32])[0];
         self.set_home(body.args[0], Home::Uniform(iv))?;
         for (slot, &arg) in slots.iter().zip(&body.args[1..]) {
@@ -159,6 +160,9 @@ impl<'f> Lowering<'f> {
         let gpu_body = self.pop_block();
         self.b
             .emit_region_op(GpuOpKind::For, [start, end, step], vec![gpu_body]);
+        for (reg, count) in std::mem::replace(&mut self.pending_wgmma, outer_wgmma) {
+            self.wgmma_wait(reg, count, 0);
+        }
         for (slot, &r) in slots.iter().zip(&op.results) {
             self.read_slot(slot, r)?;
         }

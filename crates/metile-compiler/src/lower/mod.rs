@@ -117,6 +117,9 @@ pub struct Lowering<'f> {
     /// The asynchronous operand rings, the Tile IR values living in them, and
     /// the loads filling them (with their stage offset) once their `if` is open.
     rings: Vec<async_ring::Ring>,
+    /// Accumulators (register array, length) of `wgmma`s a loop body left
+    /// running, waited for after the loop.
+    pending_wgmma: Vec<(RegId, usize)>,
     ring_values: FxHashMap<ValueId, async_ring::RingValue>,
     ring_loads: FxHashMap<ValueId, (async_ring::RingValue, GpuValue)>,
     /// The Tile IR op being lowered, for errors.
@@ -147,6 +150,7 @@ pub fn lower(f: &Function, threads: u32, target: &Target) -> CompileResult<GpuFu
         role_depths: vec![],
         deferred: vec![],
         rings: vec![],
+        pending_wgmma: vec![],
         ring_values: FxHashMap::default(),
         ring_loads: FxHashMap::default(),
         loc: Loc::unknown(),
@@ -390,6 +394,12 @@ impl<'f> Lowering<'f> {
         }
         *self.reg_writes.entry(reg).or_insert(0) += 1;
         self.emit(GpuOpKind::RegWrite { reg, index }, [value], vec![]);
+    }
+
+    /// Notes that an op other than `RegWrite` changed `reg` (an in-place
+    /// `wgmma`): values read from it before no longer match it.
+    fn clobber_reg(&mut self, reg: RegId) {
+        *self.reg_writes.entry(reg).or_insert(0) += 1;
     }
 
     // ------------------------------------------------------ Tile IR values

@@ -81,7 +81,7 @@ impl<'f> Lowering<'f> {
         self.barrier()?;
         self.stage(root, sa, la, &av, None, None)?;
         self.stage(root, sb, lb, &bv, None, None)?;
-        self.wgmma_steps(plan, root, (sa, sb), None, reg)?;
+        self.wgmma_steps(plan, root, (sa, sb), None, reg, false)?;
         Ok(true)
     }
 
@@ -96,6 +96,7 @@ impl<'f> Lowering<'f> {
         (sa, sb): (Staged, Staged),
         offsets: Option<(GpuValue, GpuValue)>,
         reg: RegId,
+        overlap: bool,
     ) -> CompileResult<()> {
         let dtype = self.dtype_of(root);
         let size = dtype.size_bytes();
@@ -153,38 +154,46 @@ impl<'f> Lowering<'f> {
                     let b_at = self.const_i32(b_at as i32);
                     let b_index = self.binary(BinaryOp::Add, start_b, b_at);
                     let first = nc * (ni + reps_n * mi);
-                    let mut operands = vec![root, a_index, root, b_index];
-                    for j in 0..nc {
-                        operands.push(self.reg_read(reg, (first + j) as u32, DType::F32));
-                    }
-                    let d = self.emit(
+                    self.emit(
                         GpuOpKind::Wgmma {
                             n: an as u16,
                             a: operand_a,
                             b: operand_b,
+                            acc: reg,
+                            first: first as u32,
                         },
-                        operands,
-                        vec![GpuType::Scalar(DType::F32); nc],
+                        [root, a_index, root, b_index],
+                        vec![],
                     );
-                    for (j, x) in d.into_iter().enumerate() {
-                        self.reg_write(reg, (first + j) as u32, x);
-                    }
+                    self.clobber_reg(reg);
                 }
             }
         }
         self.emit(GpuOpKind::WgmmaCommit, ValueList::new(), vec![]);
         let count = nc * reps_m * reps_n;
-        let pending: Vec<GpuValue> = (0..count)
-            .map(|j| self.reg_read(reg, j as u32, DType::F32))
-            .collect();
-        let done = self.emit(
-            GpuOpKind::WgmmaWait { pending: 0 },
-            pending,
-            vec![GpuType::Scalar(DType::F32); count],
-        );
-        for (j, x) in done.into_iter().enumerate() {
-            self.reg_write(reg, j as u32, x);
+        if overlap {
+            // The previous iteration's group is done; this one runs on while
+            // the loop goes on, until the wait after the loop.
+            self.wgmma_wait(reg, count, 1);
+            self.pending_wgmma.push((reg, count));
+        } else {
+            self.wgmma_wait(reg, count, 0);
         }
         Ok(())
+    }
+
+    /// Waits until at most `pending` `wgmma` groups are in flight, the
+    /// `count` accumulators of `reg` written by the finished ones.
+    pub(super) fn wgmma_wait(&mut self, reg: RegId, count: usize, pending: u8) {
+        self.emit(
+            GpuOpKind::WgmmaWait {
+                pending,
+                acc: reg,
+                count: count as u32,
+            },
+            ValueList::new(),
+            vec![],
+        );
+        self.clobber_reg(reg);
     }
 }

@@ -91,6 +91,8 @@ pub struct BodyWriter<'a> {
     /// Where in `out` each op's text starts, with the op's kernel source line
     /// (recorded when the line changes), so faults in the MSL map back to it.
     op_starts: Vec<(usize, Loc)>,
+    /// Register arrays that hold `wgmma` accumulators (`wgmma.rs`).
+    wgmma_accumulators: Vec<RegId>,
 }
 
 type EmitResult<T> = Result<T, String>;
@@ -108,6 +110,7 @@ impl<'a> BodyWriter<'a> {
             f,
             ranges,
             names,
+            wgmma_accumulators: wgmma::accumulators(f),
             written,
             out: String::new(),
             helpers: BTreeSet::new(),
@@ -348,6 +351,9 @@ impl<'a> BodyWriter<'a> {
                     Ok(())
                 })?;
             }
+            GpuOpKind::RegWrite { reg, index } if self.wgmma_accumulators.contains(reg) => {
+                self.opaque_write(*reg, *index, &arg(0)?, depth);
+            }
             GpuOpKind::RegWrite { reg, index } => {
                 let lhs = self.reg(*reg, *index);
                 let value = arg(0)?;
@@ -497,9 +503,11 @@ impl<'a> BodyWriter<'a> {
                 })?;
             }
             GpuOpKind::AsyncCommit | GpuOpKind::AsyncWait { .. } => {}
-            GpuOpKind::Wgmma { n, a, b } if self.lang == Lang::Cuda => self.wgmma(op, *n, *a, *b, depth)?,
-            GpuOpKind::WgmmaWait { pending } if self.lang == Lang::Cuda => {
-                self.wgmma_wait(op, *pending, depth)?
+            GpuOpKind::Wgmma { n, a, b, acc, first } if self.lang == Lang::Cuda => {
+                self.wgmma(op, *n, (*a, *b), *acc, *first, depth)?
+            }
+            GpuOpKind::WgmmaWait { pending, acc, count } if self.lang == Lang::Cuda => {
+                self.wgmma_wait(*pending, *acc, *count, depth)
             }
             GpuOpKind::WgmmaFence | GpuOpKind::ProxyFence | GpuOpKind::WgmmaCommit
                 if self.lang == Lang::Cuda =>

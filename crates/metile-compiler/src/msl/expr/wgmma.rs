@@ -3,14 +3,28 @@
 //! fences, commit and wait.
 //!
 //! `wgmma` writes its accumulators asynchronously: they are `"+f"` operands
-//! of the instruction, and after `wgmma.wait_group` each value passed through
-//! gets an empty `asm volatile` with a `"+f"` operand, so the compiler cannot
-//! move a read of an accumulator above the wait (as CUTLASS fences them).
+//! naming the accumulator array's registers themselves (a copy in between
+//! would make ptxas serialize the `wgmma`s), and after `wgmma.wait_group`
+//! each gets an empty `asm volatile` with a `"+f"` operand, so the compiler
+//! cannot move an access to it above the wait (as CUTLASS fences them).
 
 use super::{BodyWriter, EmitResult};
 use crate::msl::text::Name;
-use metile_ir::gpu_ir::{GpuOp, WgmmaOperand};
+use metile_ir::gpu_ir::{GpuFunction, GpuOp, GpuOpKind, RegId, WgmmaOperand};
 use metile_ir::DType;
+
+/// The register arrays `wgmma`s accumulate into.
+pub(super) fn accumulators(f: &GpuFunction) -> Vec<RegId> {
+    let mut regs = vec![];
+    f.walk(&mut |op| {
+        if let GpuOpKind::Wgmma { acc, .. } = op.kind {
+            if !regs.contains(&acc) {
+                regs.push(acc);
+            }
+        }
+    });
+    regs
+}
 
 /// The descriptor's swizzle mode field for a swizzle of `bytes` bytes.
 fn swizzle_mode(bytes: u16) -> EmitResult<u32> {
@@ -23,24 +37,41 @@ fn swizzle_mode(bytes: u16) -> EmitResult<u32> {
 }
 
 impl BodyWriter<'_> {
-    /// Declares each result initialised from the matching input, for `"+f"`.
-    fn pass_through(&mut self, op: &GpuOp, first_input: usize, depth: usize) -> EmitResult<Vec<String>> {
-        let mut names = Vec::with_capacity(op.results.len());
-        for (j, &d) in op.results.iter().enumerate() {
-            let x = self.name(op.operands[first_input + j])?;
-            self.line_fmt(depth, format_args!("float v{} = {x};", d.0));
-            self.set_name(d, Name::Local(d.0));
-            names.push(format!("v{}", d.0));
-        }
-        Ok(names)
+    /// `reg[index] = value` through an `asm` move. ptxas may otherwise
+    /// rematerialise a constant (the accumulators' zeros) next to the
+    /// `wgmma`s of a loop, and then serializes them all.
+    pub(super) fn opaque_write(&mut self, reg: RegId, index: u32, value: &Name, depth: usize) {
+        let target = self
+            .accumulator_operands(reg, index, 1)
+            .replace("\"+f\"", "\"=f\"");
+        let mut v = String::new();
+        value.push_to(&mut v);
+        self.line_fmt(
+            depth,
+            format_args!("asm volatile(\"mov.b32 %0, %1;\" : {target} : \"f\"({v}));"),
+        );
     }
 
+    /// `"+f"(r[first]), ...` for `count` registers of an accumulator array.
+    fn accumulator_operands(&self, acc: RegId, first: u32, count: u32) -> String {
+        (first..first + count)
+            .map(|i| {
+                let mut r = String::new();
+                self.reg(acc, i).push_to(&mut r);
+                format!("\"+f\"({r})")
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn wgmma(
         &mut self,
         op: &GpuOp,
         n: u16,
-        a: WgmmaOperand,
-        b: WgmmaOperand,
+        (a, b): (WgmmaOperand, WgmmaOperand),
+        acc: RegId,
+        first: u32,
         depth: usize,
     ) -> EmitResult<()> {
         let ty = match self.dtype(op.operands[0]) {
@@ -58,8 +89,7 @@ impl BodyWriter<'_> {
             ))
         };
         let (da, db) = (desc(self, 0, a)?, desc(self, 2, b)?);
-        let acc = self.pass_through(op, 4, depth)?;
-        let nc = acc.len();
+        let nc = usize::from(n) / 2;
         let regs = (0..nc).map(|i| format!("%{i}")).collect::<Vec<_>>().join(", ");
         let trans = |m: WgmmaOperand| u8::from(m.mn_major);
         let text = format!(
@@ -70,11 +100,7 @@ impl BodyWriter<'_> {
             trans(a),
             trans(b)
         );
-        let outs = acc
-            .iter()
-            .map(|v| format!("\"+f\"({v})"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let outs = self.accumulator_operands(acc, first, nc as u32);
         self.line_fmt(
             depth,
             format_args!(
@@ -84,17 +110,14 @@ impl BodyWriter<'_> {
         Ok(())
     }
 
-    pub(super) fn wgmma_wait(&mut self, op: &GpuOp, pending: u8, depth: usize) -> EmitResult<()> {
+    pub(super) fn wgmma_wait(&mut self, pending: u8, acc: RegId, count: u32, depth: usize) {
         self.line_fmt(
             depth,
             format_args!("asm volatile(\"wgmma.wait_group.sync.aligned {pending};\" ::: \"memory\");"),
         );
-        for v in self.pass_through(op, 0, depth)? {
-            self.line_fmt(
-                depth,
-                format_args!("asm volatile(\"\" : \"+f\"({v}) :: \"memory\");"),
-            );
+        for i in 0..count {
+            let fence = self.accumulator_operands(acc, i, 1);
+            self.line_fmt(depth, format_args!("asm volatile(\"\" : {fence} :: \"memory\");"));
         }
-        Ok(())
     }
 }
