@@ -167,6 +167,22 @@ def test_edge_tiles_stay_on_the_ring_with_zero_filled_copies():
     assert "cp.async.ca" not in loop
 
 
+def test_wgmma_overlaps_the_next_iteration_where_a_stage_more_keeps_the_blocks_per_sm():
+    # 128x256 tiles on 8 warps hold 128 accumulators a thread (one block per SM anyway): the loop
+    # waits for all but its own wgmma group, and for that one after the loop.
+    src = _metile.compile_cuda(_traced(blocks=(128, 256, 32)), arch="sm_90", num_sgs=8)["cuda"]
+    loop = _loop(src)
+    after = loop[loop.index("wgmma.wait_group.sync.aligned 1;"):]
+    assert "wgmma.wait_group.sync.aligned 0;" in after
+    assert "wgmma.mma_async" not in after[after.index("wgmma.wait_group.sync.aligned 0;"):]
+    # The zeros reach the accumulators through asm moves (ptxas would serialize the wgmmas).
+    assert 'asm volatile("mov.b32 %0, %1;" : "=f"(' in src
+    # 128x128x64 on 8 warps: a fourth 32 KiB stage would cost the second block; it waits at once.
+    src = _metile.compile_cuda(_traced(blocks=(128, 128, 64)), arch="sm_90", num_sgs=8)["cuda"]
+    assert "wgmma.wait_group.sync.aligned 1;" not in src
+    assert "98304 bytes of shared memory" in src
+
+
 @metile.kernel
 def scale_rows(X, Out, N, BLOCK: metile.constexpr):
     row = metile.program_id(0)
