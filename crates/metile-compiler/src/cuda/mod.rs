@@ -199,6 +199,18 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
         body.set_value_name(a.value, Name::text(format!("tg{i}")));
         shared_bytes += a.bytes().div_ceil(16).max(1) * 16;
     }
+    if shared_bytes > target.max_threadgroup_bytes {
+        // Only the 1024-byte alignment of wgmma tiles can push past what lowering counted.
+        return Err(CompileError::new(
+            "kernel",
+            format!(
+                "needs {shared_bytes} bytes of shared memory once its wgmma tiles are 1024-byte aligned; at most {} \
+                 are allowed: use smaller tiles or wgmma=False",
+                target.max_threadgroup_bytes
+            ),
+            Loc::unknown(),
+        ));
+    }
     body.registers_and_body().map_err(|e| emit_error(&e))?;
     let (text, helpers, op_starts) = body.finish();
 
@@ -274,4 +286,45 @@ fn emit_error(reason: &str) -> CompileError {
         format!("internal CUDA emitter error: {reason}"),
         Loc::unknown(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two arrays that fit with 16-byte alignment but not once the second
+    /// starts on 1024 bytes, as a kernel with `wgmma` places them.
+    #[test]
+    fn wgmma_alignment_past_the_shared_memory_is_refused() {
+        let target = Target::nvidia(9, 0);
+        let mut b = GpuBuilder::new("k", 128);
+        let small = b.add_threadgroup(DType::F16, 8, TgPurpose::Scratch);
+        let rest = (target.max_threadgroup_bytes - 16) / 2;
+        let big = b.add_threadgroup(DType::F16, rest, TgPurpose::Scratch);
+        let acc = b.add_reg(DType::F32, 32);
+        let zero = b.emit(
+            GpuOpKind::Const(metile_ir::Literal::Int(0)),
+            ValueList::new(),
+            vec![GpuType::Scalar(DType::I32)],
+        )[0];
+        let operand = WgmmaOperand {
+            swizzle_bytes: 128,
+            lbo: 16,
+            sbo: 1024,
+            mn_major: false,
+        };
+        let wgmma = GpuOpKind::Wgmma {
+            n: 64,
+            a: operand,
+            b: operand,
+            acc,
+            first: 0,
+        };
+        b.emit(wgmma, [small, zero, big, zero], vec![]);
+        let err = emit_cuda(&b.finish(), &target).unwrap_err().to_string();
+        assert!(
+            err.contains("1024-byte aligned") && err.contains("wgmma=False"),
+            "{err}"
+        );
+    }
 }
