@@ -167,6 +167,27 @@ def test_edge_tiles_stay_on_the_ring_with_zero_filled_copies():
     assert "cp.async.ca" not in loop
 
 
+@pytest.mark.parametrize("blocks, num_sgs", [
+    ((64, 32, 32), 4), ((64, 16, 16), 4), ((128, 128, 128), 8), ((64, 256, 64), 4), ((192, 64, 32), 4),
+    ((128, 64, 64), 8), ((128, 256, 32), 8),
+])
+def test_wgmma_tiles_and_swizzles(device, rng, blocks, num_sgs):
+    # On the H100 each tile takes a different wgmma plan: 32- and 64-byte swizzles (b rows of 16 and
+    # 32 elements), several 128-byte blocks per row (k = 128, n = 256), three m64 tiles a warpgroup,
+    # one warpgroup per 64 columns, and the overlapped loop; M, N, K ragged. Elsewhere the same
+    # products run on the target's own atoms.
+    if device != "cuda" and blocks[0] * blocks[1] > 64 * 64:
+        pytest.skip("large tiles are for the H100's wgmma")
+    bm, bn, bk = blocks
+    M, N, K = 2 * bm + 8, bn + 8, 3 * bk + 16
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float32)
+    rk.gemm_bounded[(metile.cdiv(M, bm), metile.cdiv(N, bn))](
+        a, b, c, M, N, K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_sgs=num_sgs)
+    _check(c, a, b)
+
+
 def test_wgmma_overlaps_the_next_iteration_where_a_stage_more_keeps_the_blocks_per_sm():
     # 128x256 tiles on 8 warps hold 128 accumulators a thread (one block per SM anyway): the loop
     # waits for all but its own wgmma group, and for that one after the loop.
