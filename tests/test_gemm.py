@@ -231,6 +231,10 @@ def test_passes_change_the_emitted_code():
     msl = lambda **p: _metile.compile_msl(traced, **p)["msl"]  # noqa: E731
     assert msl(prefetch=False) != msl()
     assert "simdgroup_multiply_accumulate" not in msl(matrix_atoms=False)
+    # Apple GPUs and NVIDIA GPUs before the H100 have no wgmma: the switch changes nothing there.
+    assert msl(wgmma=True) == msl()
+    a100 = lambda **p: _metile.compile_cuda(traced, arch="sm_80", **p)["cuda"]  # noqa: E731
+    assert a100(wgmma=True) == a100()
 
 
 def test_pass_switches_are_checked():
