@@ -246,8 +246,9 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
     // Matrix kernels of up to 256 threads ask for two blocks per SM (at most
     // 128 registers a thread at 256): latency hiding comes from the second
     // block, and the prefetched tiles then fit without spilling (benchmarks/gemm.py).
-    // Not with more than 64 accumulators a thread (a 128 x 256 tile on 256
-    // threads): those alone would take the 128 registers.
+    // Not when a register array, in a GEMM its accumulators, holds more than
+    // 64 values a thread (a 128 x 256 tile on 256 threads): those alone would
+    // take the 128 registers.
     let accumulators = f.regs.iter().map(|r| r.len as usize).max().unwrap_or(0);
     let min_blocks =
         if used.mma && f.threads_per_group <= 256 && accumulators <= 64 && target.default_passes.occupancy {

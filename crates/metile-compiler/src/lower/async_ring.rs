@@ -174,7 +174,7 @@ impl<'f> Lowering<'f> {
         // A loop the register prefetch carried may not fit as a ring; it then
         // stays in registers.
         let used: usize = self.b.func().threadgroup.iter().map(|t| t.bytes()).sum();
-        if used + stages * stage_len * dtype.size_bytes() > self.a.target.max_threadgroup_bytes {
+        if used + stages * stage_bytes > max_bytes {
             return Ok(());
         }
         let root = self

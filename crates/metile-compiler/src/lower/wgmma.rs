@@ -7,9 +7,10 @@
 //! One `dot` then runs: every thread orders its staging writes before the
 //! tensor cores' reads (`fence.proxy.async`), a barrier, `wgmma.fence`, then
 //! per `k16` step one `wgmma` per `m64 x n` atom tile the warpgroup owns,
-//! each given the tile's start in A and B, one commit, and a wait for all
-//! of them. Waiting at once keeps the ring simple: the stage that the next
-//! iteration refills is no longer read by any `wgmma`.
+//! each given the tile's start in A and B, and one commit. Then it waits for
+//! all of them, so the stage the next iteration refills is no longer read;
+//! or, in a ring with one more stage (`async_ring.rs`), only for the previous
+//! iteration's group, this one being waited for after the loop.
 
 use super::Lowering;
 use crate::dot_tiling::{wgmma_staging, AtomTiling, Staged};
@@ -145,14 +146,17 @@ impl<'f> Lowering<'f> {
         };
         self.emit(GpuOpKind::WgmmaFence, ValueList::new(), vec![]);
         for k0 in (0..k).step_by(ak) {
+            let b_indices: Vec<GpuValue> = (0..reps_n)
+                .map(|ni| {
+                    let b_at = self.const_i32(sb.index(k0, ni * an, size) as i32);
+                    self.binary(BinaryOp::Add, start_b, b_at)
+                })
+                .collect();
             for mi in 0..reps_m {
                 let a_at = sa.index(mi * am, k0, size);
                 let a_at = self.const_i32(a_at as i32);
                 let a_index = self.binary(BinaryOp::Add, start_a, a_at);
-                for ni in 0..reps_n {
-                    let b_at = sb.index(k0, ni * an, size);
-                    let b_at = self.const_i32(b_at as i32);
-                    let b_index = self.binary(BinaryOp::Add, start_b, b_at);
+                for (ni, &b_index) in b_indices.iter().enumerate() {
                     let first = nc * (ni + reps_n * mi);
                     self.emit(
                         GpuOpKind::Wgmma {
