@@ -205,7 +205,7 @@ def test_tf32_gemm_agrees_within_tf32_rounding(device, rng, M, N, K):
 
 
 PASS_SETTINGS = [{"matrix_atoms": False}, {"prefetch": True}, {"prefetch": False}, {"pad_dot_scratch": False},
-                 {"ldmatrix": False}, {"serpentine": False}, {"occupancy": False}]
+                 {"ldmatrix": False}, {"serpentine": False}, {"occupancy": False}, {"tma": False}]
 
 
 @pytest.mark.parametrize("passes", PASS_SETTINGS, ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items()))
@@ -234,7 +234,8 @@ def test_passes_change_the_emitted_code():
     # Apple GPUs and NVIDIA GPUs before the H100 have no wgmma: the switch changes nothing there.
     assert msl(wgmma=True) == msl()
     a100 = lambda **p: _metile.compile_cuda(traced, arch="sm_80", **p)["cuda"]  # noqa: E731
-    assert a100(wgmma=True) == a100()
+    assert a100(wgmma=True) == a100() and a100(tma=True) == a100()
+    assert msl(tma=True) == msl()
 
 
 def test_pass_switches_are_checked():

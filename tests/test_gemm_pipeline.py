@@ -188,20 +188,41 @@ def test_wgmma_tiles_and_swizzles(device, rng, blocks, num_sgs):
     _check(c, a, b)
 
 
-def test_wgmma_overlaps_the_next_iteration_where_a_stage_more_keeps_the_blocks_per_sm():
-    # 128x256 tiles on 8 warps hold 128 accumulators a thread (one block per SM anyway): the loop
-    # waits for all but its own wgmma group, and for that one after the loop.
+def test_wgmma_overlaps_the_next_iteration_and_releases_stages_through_memory_barriers():
+    # The loop waits for all but its own wgmma group (that one after the loop), then releases the
+    # previous iteration's stage on its empty barrier; the refill waits for that release.
     src = _metile.compile_cuda(_traced(blocks=(128, 256, 32)), arch="sm_90", num_sgs=8)["cuda"]
     loop = _loop(src)
-    after = loop[loop.index("wgmma.wait_group.sync.aligned 1;"):]
+    wait = loop.index("wgmma.wait_group.sync.aligned 1;")
+    after = loop[wait:]
     assert "wgmma.wait_group.sync.aligned 0;" in after
     assert "wgmma.mma_async" not in after[after.index("wgmma.wait_group.sync.aligned 0;"):]
+    assert "metile_mbarrier_arrive(" in after[:after.index("if (")]
+    assert loop.index("metile_mbarrier_wait(") < loop.index("wgmma.mma_async")
+    # Only tiles the threads copied themselves need the barrier before the wgmmas.
+    assert loop.count("__syncthreads();") == 1
+    assert re.search(r'if \(v\d+\) \{\s*asm volatile\("fence.proxy.async.shared::cta;" ::: "memory"\);\s*'
+                     r'__syncthreads\(\);\s*\}', loop)
     # The zeros reach the accumulators through asm moves (ptxas would serialize the wgmmas).
     assert 'asm volatile("mov.b32 %0, %1;" : "=f"(' in src
-    # 128x128x64 on 8 warps: a fourth 32 KiB stage would cost the second block; it waits at once.
+    # 128x128x64 on 8 warps: three 32 KiB stages and six barriers keep two blocks per SM.
     src = _metile.compile_cuda(_traced(blocks=(128, 128, 64)), arch="sm_90", num_sgs=8)["cuda"]
-    assert "wgmma.wait_group.sync.aligned 1;" not in src
-    assert "98304 bytes of shared memory" in src
+    assert "wgmma.wait_group.sync.aligned 1;" in src
+    assert "98352 bytes of shared memory" in src
+
+
+def test_wgmma_accumulators_narrow_in_pairs():
+    # f16 output: two accumulators become one f16x2 (ptxas serializes overlapped wgmmas whose
+    # accumulators are later converted one at a time).
+    src = _metile.compile_cuda(_traced(blocks=(128, 256, 64)), arch="sm_90", num_sgs=8)["cuda"]
+    assert "metile_narrow2<half>(" not in src  # C is f32 here
+    params = [("A", "ptr", "f16"), ("B", "ptr", "f16"), ("C", "ptr", "f16"),
+              *[(n, "scalar", "i32", 16) for n in "MNK"]]
+    constexprs = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64}
+    traced = _frontend.specialize(rk.gemm_bounded.fn, params, constexprs, {})
+    src = _metile.compile_cuda(traced, arch="sm_90", num_sgs=8)["cuda"]
+    epilogue = _loop(src).split("wgmma.wait_group.sync.aligned 0;")[1]
+    assert epilogue.count("metile_narrow2<half>(") >= 64 and "metile_vec<half, 2>(" not in epilogue
 
 
 @metile.kernel

@@ -20,6 +20,7 @@ PASS_OPTIONS = (
     "occupancy",
     "l2_order",
     "wgmma",
+    "tma",
 )
 
 # Programs per output tile sharing a GEMM's K loop (docs/gemm.md); 1 is no split.

@@ -88,6 +88,10 @@ pub struct Passes {
     /// f16 and bf16 `dot` on NVIDIA's warpgroup MMA (`wgmma`, sm_90a), its
     /// operands read by the tensor cores from swizzled shared memory.
     pub wgmma: Option<bool>,
+    /// `wgmma` operand rings filled by the tensor memory accelerator (one
+    /// thread's `cp.async.bulk.tensor` per tile, completing on a memory
+    /// barrier per stage) where the runtime can describe the matrix (sm_90).
+    pub tma: Option<bool>,
 }
 
 /// Which passes a target runs when a launch does not say.
@@ -103,11 +107,12 @@ pub struct DefaultPasses {
     pub occupancy: bool,
     pub l2_order: bool,
     pub wgmma: bool,
+    pub tma: bool,
 }
 
 impl Passes {
     /// The launch-option names.
-    pub const NAMES: [&'static str; 10] = [
+    pub const NAMES: [&'static str; 11] = [
         "matrix_atoms",
         "prefetch",
         "async_copy",
@@ -118,6 +123,7 @@ impl Passes {
         "occupancy",
         "l2_order",
         "wgmma",
+        "tma",
     ];
 
     fn slot(&mut self, name: &str) -> Option<&mut Option<bool>> {
@@ -132,6 +138,7 @@ impl Passes {
             "occupancy" => Some(&mut self.occupancy),
             "l2_order" => Some(&mut self.l2_order),
             "wgmma" => Some(&mut self.wgmma),
+            "tma" => Some(&mut self.tma),
             _ => None,
         }
     }
@@ -161,6 +168,7 @@ impl Passes {
             occupancy: self.occupancy.unwrap_or(d.occupancy),
             l2_order: self.l2_order.unwrap_or(d.l2_order),
             wgmma: self.wgmma.unwrap_or(d.wgmma) && target.wgmma,
+            tma: self.tma.unwrap_or(d.tma) && target.tma,
         }
     }
 
@@ -200,7 +208,8 @@ pub fn compile_gpu_ir(func: &Function, options: &MslOptions, target: &Target) ->
     }
     let stage_bytes = |shape: (usize, usize, usize), dtype: DType| {
         let plan = dot_tiling::plan(target, shape, dtype, threads as usize)?;
-        Some(dot_tiling::ring_stage(&plan, target, dtype).2 * dtype.size_bytes())
+        let bytes = dot_tiling::ring_stage(&plan, target, dtype).2 * dtype.size_bytes();
+        Some((bytes, plan.c.values()))
     };
     let asynchronous = prefetch::Carry::Async {
         stage_bytes: &stage_bytes,

@@ -37,8 +37,9 @@
 //! tiles in a ring of threadgroup buffers filled by asynchronous copies
 //! (`lower/async_ring.rs`), never in registers, so the depth costs no
 //! registers. The depth is the most stages (up to the target's limit) whose
-//! buffers fit half the threadgroup memory, so two threadgroups share a core,
-//! or failing that three quarters of it.
+//! buffers fit half the threadgroup memory, so two threadgroups share a core
+//! (when at most 64 accumulators a thread leave registers for two), or
+//! failing that three quarters of it.
 //!
 //! Loops are left alone unless their step is a positive constant and
 //! their body (nested regions included) has no stores, barriers, shared memory
@@ -47,6 +48,10 @@
 use metile_ir::{Block, CmpOp, DType, Elem, Function, Literal, Loc, Op, OpKind, Type, ValueId};
 use rustc_hash::{FxHashMap, FxHashSet};
 
+/// Threadgroup bytes of one ring stage of a `dot` (`(m, n, k)`, operand
+/// dtype) and its accumulators per thread, or `None` without a matrix-atom plan.
+pub type StageBytes<'a> = dyn Fn((usize, usize, usize), DType) -> Option<(usize, usize)> + 'a;
+
 /// How far ahead, and which operands, the pass carries.
 pub enum Carry<'a> {
     /// One iteration ahead, in registers: every operand computed from loads.
@@ -54,9 +59,7 @@ pub enum Carry<'a> {
     /// `stages - 1` iterations ahead, for the lowering's asynchronous ring:
     /// only `dot`s whose two operands are each one load.
     Async {
-        /// Threadgroup bytes of one stage of a `dot` (`(m, n, k)`, operand
-        /// dtype), or `None` when it has no matrix-atom plan.
-        stage_bytes: &'a dyn Fn((usize, usize, usize), DType) -> Option<usize>,
+        stage_bytes: &'a StageBytes<'a>,
         /// Threadgroup memory of the target, in bytes.
         budget: usize,
         max_stages: usize,
@@ -320,6 +323,7 @@ fn select(
     let mut prefetched: Vec<ValueId> = vec![];
     let mut slice: Vec<usize> = vec![];
     let mut stage_total = 0;
+    let mut max_accumulators = 0;
     for o in body.ops.iter().filter(|o| matches!(o.kind, OpKind::Dot)) {
         let operands = &o.operands[..2];
         match carry {
@@ -351,9 +355,10 @@ fn select(
                     continue;
                 };
                 let shape = (ta.shape[0], tb.shape[1], ta.shape[1]);
-                let Some(bytes) = stage_bytes(shape, da).filter(|_| da == db) else {
+                let Some((bytes, accumulators)) = stage_bytes(shape, da).filter(|_| da == db) else {
                     continue;
                 };
+                max_accumulators = max_accumulators.max(accumulators);
                 let (Some(sa), Some(sb)) = (
                     slice_of(operands[0], body, defs, iv),
                     slice_of(operands[1], body, defs, iv),
@@ -376,8 +381,9 @@ fn select(
             budget, max_stages, ..
         } => {
             let stages = |bytes: usize| (bytes / stage_total.max(1)).min(*max_stages);
-            // Leave a quarter for the kernel's other threadgroup memory.
-            let s = if stages(budget / 2) >= 2 {
+            // Leave a quarter for the kernel's other threadgroup memory. More
+            // than 64 accumulators a thread leave registers for one block only.
+            let s = if stages(budget / 2) >= 2 && max_accumulators <= 64 {
                 stages(budget / 2)
             } else {
                 stages(budget * 3 / 4)

@@ -106,6 +106,8 @@ pub struct Target {
     pub async_copy: bool,
     /// NVIDIA's warpgroup MMA (`wgmma.mma_async`), on sm_90 (compiled for sm_90a).
     pub wgmma: bool,
+    /// The tensor memory accelerator (`cp.async.bulk.tensor`, sm_90).
+    pub tma: bool,
     /// The GEMM passes that run unless a launch says otherwise (`Passes`).
     pub default_passes: crate::DefaultPasses,
 }
@@ -133,6 +135,7 @@ impl Target {
             // the pass stays off until measured on a Mac.
             async_copy: true,
             wgmma: false,
+            tma: false,
             default_passes: crate::DefaultPasses {
                 matrix_atoms: true,
                 prefetch: true,
@@ -144,6 +147,7 @@ impl Target {
                 occupancy: true,
                 l2_order: true,
                 wgmma: false,
+                tma: false,
             },
         }
     }
@@ -192,6 +196,7 @@ impl Target {
             ldmatrix: (major, minor) >= (7, 5),
             async_copy: major >= 8,
             wgmma: (major, minor) == (9, 0),
+            tma: major >= 9,
             // Prefetching into registers gains nothing measurable on the H100
             // (benchmarks/gemm.py); autotuning may still pick it per shape.
             default_passes: crate::DefaultPasses {
@@ -205,6 +210,7 @@ impl Target {
                 occupancy: true,
                 l2_order: true,
                 wgmma: true,
+                tma: true,
             },
         }
     }

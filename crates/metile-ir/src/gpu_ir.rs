@@ -67,6 +67,9 @@ impl fmt::Display for RegId {
 pub enum MemSpace {
     Device,
     Threadgroup,
+    /// A CUDA tensor map (TMA descriptor) over a device buffer, read only by
+    /// [`GpuOpKind::TmaLoad`].
+    TensorMap,
 }
 
 impl MemSpace {
@@ -74,6 +77,7 @@ impl MemSpace {
         match self {
             MemSpace::Device => "device",
             MemSpace::Threadgroup => "threadgroup",
+            MemSpace::TensorMap => "tensor_map",
         }
     }
 }
@@ -312,6 +316,25 @@ pub enum GpuOpKind {
     /// first `count` registers of `acc` are accumulators that the completed
     /// groups wrote (no access to them moves above the wait).
     WgmmaWait { pending: u8, acc: RegId, count: u32 },
+    /// `(bar: threadgroup i64 ptr, index: int)`: initialises the memory
+    /// barrier `bar[index]` to expect `count` arrivals per phase, phase 0
+    /// (`mbarrier.init`), and makes that visible to the asynchronous proxy.
+    MbarrierInit { count: u32 },
+    /// `(bar, index [, bytes: i32])`: one arrival on `bar[index]`; with
+    /// `expect_tx`, it also expects `bytes` more bytes of asynchronous copies
+    /// to complete on it before its phase can complete.
+    MbarrierArrive { expect_tx: bool },
+    /// `(bar, index, parity: i32)`: waits until the phase of `bar[index]` of
+    /// that parity (0 or 1) has completed; the writes it counted are then
+    /// visible to this thread.
+    MbarrierWait,
+    /// `(dst: threadgroup ptr, dst_index: int, map: tensor map, col: i32, row:
+    /// i32, bar: threadgroup i64 ptr, bar_index: int)`: starts an asynchronous
+    /// copy of the tensor map's box at `(row, col)` into `dst[dst_index..]`
+    /// (1024-byte aligned, laid out and swizzled as the map says; elements
+    /// outside the map's extent are zero), its bytes counted on
+    /// `bar[bar_index]` (`cp.async.bulk.tensor`, sm_90).
+    TmaLoad,
     /// `()`: threadgroup execution and threadgroup-memory barrier.
     Barrier,
     /// `(start, end, step: i32)`: region 0 has one argument, the `i32` induction
@@ -357,6 +380,16 @@ impl GpuOpKind {
             GpuOpKind::WgmmaWait { pending, .. } => format!("wgmma_wait.{pending}"),
             GpuOpKind::AsyncCommit => "async_commit".into(),
             GpuOpKind::AsyncWait { pending } => format!("async_wait.{pending}"),
+            GpuOpKind::MbarrierInit { count } => format!("mbarrier_init.{count}"),
+            GpuOpKind::MbarrierArrive { expect_tx } => {
+                if *expect_tx {
+                    "mbarrier_arrive.expect_tx".into()
+                } else {
+                    "mbarrier_arrive".into()
+                }
+            }
+            GpuOpKind::MbarrierWait => "mbarrier_wait".into(),
+            GpuOpKind::TmaLoad => "tma_load".into(),
             GpuOpKind::Barrier => "barrier".into(),
             GpuOpKind::For => "for".into(),
             GpuOpKind::If => "if".into(),
@@ -427,6 +460,39 @@ pub enum GpuParamKind {
     Buffer(DType),
     /// A scalar passed by value (a `constant T&` in MSL).
     Scalar(DType),
+    /// A CUDA tensor map the runtime builds at launch over the buffer argument
+    /// `TensorMapSpec::buffer` (the parameter's `tile_index` is that buffer's).
+    TensorMap(TensorMapSpec),
+    /// An `i32`: 1 when the runtime could build the tensor map of the same
+    /// spec (the kernel then copies with it), else 0.
+    TensorMapReady(TensorMapSpec),
+}
+
+/// A value the runtime knows at launch: a scalar argument (by Tile IR
+/// parameter index) or a constant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LaunchValue {
+    Arg(usize),
+    Const(i64),
+}
+
+/// A 2-D row-major matrix seen by a tensor map, and the box one copy moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TensorMapSpec {
+    /// Tile IR parameter index of the buffer.
+    pub buffer: usize,
+    pub dtype: DType,
+    /// The matrix's extent: elements outside read as zero.
+    pub rows: LaunchValue,
+    pub cols: LaunchValue,
+    /// Elements from one row to the next.
+    pub stride: LaunchValue,
+    /// The box: `box_rows` rows of `box_cols` elements.
+    pub box_rows: u16,
+    pub box_cols: u16,
+    /// 32, 64 or 128: the box lands in shared memory swizzled as `wgmma`
+    /// reads it (`box_cols` elements make one swizzle row).
+    pub swizzle_bytes: u16,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -561,6 +627,8 @@ impl GpuBuilder {
         let ty = match kind {
             GpuParamKind::Buffer(d) => GpuType::Ptr(d, MemSpace::Device),
             GpuParamKind::Scalar(d) => GpuType::Scalar(d),
+            GpuParamKind::TensorMap(spec) => GpuType::Ptr(spec.dtype, MemSpace::TensorMap),
+            GpuParamKind::TensorMapReady(_) => GpuType::Scalar(DType::I32),
         };
         let value = self.new_value(ty);
         self.func.params.push(GpuParam {

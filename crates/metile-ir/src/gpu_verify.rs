@@ -41,6 +41,8 @@ pub fn verify_gpu(f: &GpuFunction) -> IrResult<()> {
         let expected = match p.kind {
             GpuParamKind::Buffer(d) => GpuType::Ptr(d, MemSpace::Device),
             GpuParamKind::Scalar(d) => GpuType::Scalar(d),
+            GpuParamKind::TensorMap(spec) => GpuType::Ptr(spec.dtype, MemSpace::TensorMap),
+            GpuParamKind::TensorMapReady(_) => GpuType::Scalar(DType::I32),
         };
         if f.ty(p.value) != expected {
             return Err(IrError(format!(
@@ -505,6 +507,39 @@ impl<'f> GpuVerifier<'f> {
                 }
             }
             GpuOpKind::AsyncCommit | GpuOpKind::AsyncWait { .. } | GpuOpKind::Barrier => arity(0, 0)?,
+            GpuOpKind::MbarrierInit { .. } | GpuOpKind::MbarrierArrive { .. } | GpuOpKind::MbarrierWait => {
+                let extra = match op.kind {
+                    GpuOpKind::MbarrierArrive { expect_tx } => usize::from(expect_tx),
+                    GpuOpKind::MbarrierWait => 1,
+                    _ => 0,
+                };
+                arity(2 + extra, 0)?;
+                if ins[0] != GpuType::Ptr(DType::I64, MemSpace::Threadgroup)
+                    || !int_scalar(ins[1])
+                    || ins[2..].iter().any(|&t| t != i32s)
+                {
+                    return fail("(threadgroup i64 ptr, int index [, i32])");
+                }
+            }
+            GpuOpKind::TmaLoad => {
+                arity(7, 0)?;
+                let (GpuType::Ptr(d, MemSpace::Threadgroup), GpuType::Ptr(s, MemSpace::TensorMap)) =
+                    (ins[0], ins[2])
+                else {
+                    return fail("copies from a tensor map to a threadgroup pointer");
+                };
+                if d != s
+                    || !int_scalar(ins[1])
+                    || ins[3] != i32s
+                    || ins[4] != i32s
+                    || ins[5] != GpuType::Ptr(DType::I64, MemSpace::Threadgroup)
+                    || !int_scalar(ins[6])
+                {
+                    return fail(
+                        "(threadgroup ptr, int, tensor map of its type, i32 col, i32 row, mbarrier, int)",
+                    );
+                }
+            }
             GpuOpKind::For => {
                 arity(3, 0)?;
                 if ins.iter().any(|&t| t != i32s) {

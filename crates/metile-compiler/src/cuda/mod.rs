@@ -39,6 +39,12 @@ pub enum CudaParam {
     },
     /// A scalar passed by value.
     Scalar { dtype: DType, tile_param_index: usize },
+    /// A tensor map the runtime builds from the launch's arguments
+    /// (`cuTensorMapEncodeTiled`), passed by value (128 bytes).
+    TensorMap(TensorMapSpec),
+    /// An `int`: 1 when the runtime built the tensor map of this spec, 0 when
+    /// the arguments do not allow one (the kernel then copies another way).
+    TensorMapReady(TensorMapSpec),
 }
 
 /// An emitted kernel and what the runtime needs to launch it.
@@ -91,11 +97,21 @@ struct Uses {
     mma: bool,
     tf32: bool,
     wgmma: bool,
+    tma: bool,
+    /// Pairs of f32 values narrowed into one vector (`metile_narrow2`).
+    narrow: bool,
     builtins: [bool; 5],
 }
 
 fn uses(f: &GpuFunction) -> Uses {
-    let mut u = Uses::default();
+    let mut u = Uses {
+        tma: f
+            .params
+            .iter()
+            .any(|p| matches!(p.kind, GpuParamKind::TensorMap(_))),
+        ..Uses::default()
+    };
+    let narrowed = expr::narrowed_values(f);
     for t in &f.values {
         let d = t.dtype();
         u.f16 |= d == DType::F16;
@@ -108,6 +124,10 @@ fn uses(f: &GpuFunction) -> Uses {
     }
     f.walk(&mut |op| match op.kind {
         GpuOpKind::SimdReduce(_) => u.reductions = true,
+        GpuOpKind::MbarrierInit { .. } | GpuOpKind::TmaLoad => u.tma = true,
+        GpuOpKind::MakeVector if op.operands.len() == 2 => {
+            u.narrow |= op.operands.iter().all(|x| narrowed.contains_key(x))
+        }
         GpuOpKind::Wgmma { .. } => {
             u.mma = true;
             u.wgmma = true;
@@ -160,6 +180,14 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
                     tile_param_index: p.tile_index,
                 });
             }
+            GpuParamKind::TensorMap(spec) => {
+                signature.push(format!("const __grid_constant__ metile_tensor_map {name}"));
+                params.push(CudaParam::TensorMap(spec));
+            }
+            GpuParamKind::TensorMapReady(spec) => {
+                signature.push(format!("int {name}"));
+                params.push(CudaParam::TensorMapReady(spec));
+            }
         }
     }
 
@@ -180,8 +208,16 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
         }
     }
     // wgmma reads swizzled tiles, and the hardware swizzles addresses: every
-    // array then starts 1024-byte aligned, as the tiles within them do.
-    let align = if used.wgmma { 1024 } else { 16 };
+    // array then starts 1024-byte aligned, as the tiles within them do; but
+    // memory barriers (the only i64 arrays) need 8 bytes.
+    let align_of = |a: &TgAlloc| {
+        if used.wgmma && a.dtype != DType::I64 {
+            1024
+        } else {
+            16
+        }
+    };
+    let align = f.threadgroup.iter().map(align_of).max().unwrap_or(16);
     let mut shared_bytes = 0usize;
     if !f.threadgroup.is_empty() {
         body.line(
@@ -190,7 +226,7 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
         );
     }
     for (i, a) in f.threadgroup.iter().enumerate() {
-        shared_bytes = shared_bytes.div_ceil(align) * align;
+        shared_bytes = shared_bytes.div_ceil(align_of(a)) * align_of(a);
         let ty = names::scalar_type(a.dtype);
         body.line(
             1,
@@ -227,11 +263,15 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
         (used.f16, "f16"),
         (used.bf16, "bf16"),
         (used.vectors, "vec"),
+        (used.narrow, "narrow"),
+        (used.narrow && used.f16, "narrow_f16"),
+        (used.narrow && used.bf16, "narrow_bf16"),
         (used.reductions, "reduce"),
         (used.mma && used.f16, "mma_f16"),
         (used.mma && used.bf16, "mma_bf16"),
         (used.tf32, "mma_tf32"),
         (used.wgmma, "wgmma"),
+        (used.tma, "tma"),
     ];
     for (wanted, name) in sections {
         if wanted {

@@ -42,6 +42,19 @@ template <typename T> struct alignas(8 * sizeof(T)) metile_vec<T, 8> {
   __device__ __forceinline__ metile_vec(T a, T b, T c, T d, T e, T f, T g, T h)
       : x(a), y(b), z(c), w(d), e4(e), e5(f), e6(g), e7(h) {}
 };
+// @section narrow
+// Two f32 values rounded to a pair of a 16-bit float type in one conversion.
+template <typename T> static __device__ __forceinline__ metile_vec<T, 2> metile_narrow2(float a, float b);
+// @section narrow_f16
+template <> __device__ __forceinline__ metile_vec<half, 2> metile_narrow2<half>(float a, float b) {
+  const __half2 h = __floats2half2_rn(a, b);
+  return *reinterpret_cast<const metile_vec<half, 2>*>(&h);
+}
+// @section narrow_bf16
+template <> __device__ __forceinline__ metile_vec<bfloat, 2> metile_narrow2<bfloat>(float a, float b) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<const metile_vec<bfloat, 2>*>(&h);
+}
 // @section reduce
 // Warp reductions with MSL's simd_sum/simd_max/simd_min meaning: every lane gets
 // the result (a butterfly: each lane combines the same values in the same order).
@@ -88,4 +101,38 @@ static __device__ __forceinline__ unsigned long long metile_wgmma_desc(const voi
        | ((unsigned long long)((lbo >> 4) & 0x3FFF) << 16)
        | ((unsigned long long)((sbo >> 4) & 0x3FFF) << 32)
        | ((unsigned long long)mode << 62);
+}
+// @section tma
+// A CUDA tensor map (CUtensorMap: 128 opaque bytes, 64-byte aligned), filled by
+// the runtime's cuTensorMapEncodeTiled and passed as a __grid_constant__ parameter.
+struct __align__(64) metile_tensor_map { unsigned long long opaque[16]; };
+static __device__ __forceinline__ uint metile_smem_addr(const void* p) {
+  return uint(__cvta_generic_to_shared(p));
+}
+// The barrier's phase 0 expects `count` arrivals; the initialisation is made
+// visible to the other threads' and the tensor copies' accesses to it.
+static __device__ __forceinline__ void metile_mbarrier_init(const void* bar, uint count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(metile_smem_addr(bar)), "r"(count) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+static __device__ __forceinline__ void metile_mbarrier_arrive(const void* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(metile_smem_addr(bar)) : "memory");
+}
+static __device__ __forceinline__ void metile_mbarrier_arrive_expect_tx(const void* bar, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(metile_smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+static __device__ __forceinline__ void metile_mbarrier_wait(const void* bar, int parity) {
+  uint done;
+  do {
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done) : "r"(metile_smem_addr(bar)), "r"(parity) : "memory");
+  } while (!done);
+}
+static __device__ __forceinline__ void metile_tma_load(void* dst, const metile_tensor_map* map, int col, int row,
+                                                        const void* bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+               :: "r"(metile_smem_addr(dst)), "l"(reinterpret_cast<unsigned long long>(map)), "r"(col), "r"(row),
+                  "r"(metile_smem_addr(bar)) : "memory");
 }

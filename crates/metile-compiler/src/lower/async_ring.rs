@@ -26,6 +26,7 @@
 //! registers as usual and store into the slot, which the same barrier
 //! publishes.
 
+use super::tma::RingBarriers;
 use super::{Home, Lowering};
 use crate::dot_tiling::{ring_stage, AtomTiling, Staged};
 use crate::error::CompileResult;
@@ -43,11 +44,14 @@ pub(super) struct Ring {
     places: [Staged; 2],
     /// The loop body's carried values of `a`'s tiles (their stage offsets).
     carried: Vec<ValueId>,
-    /// With `wgmma`, whose reads of an iteration's stage may still run during
-    /// the next iteration, the ring has one more stage, and this register
-    /// holds the stage the previous iteration multiplied, which is not free
-    /// yet either.
+    /// With `wgmma`, whose reads of an iteration's stage still run during the
+    /// next iteration: the stage the previous iteration multiplied (its
+    /// offset), which that iteration releases once they are done.
     previous: Option<RegId>,
+    /// With `wgmma`, the stages' memory barriers (`tma.rs`).
+    barriers: Option<RingBarriers>,
+    /// While the loop's refill is lowered: the empty barrier's parity to wait for.
+    refill: Option<GpuValue>,
 }
 
 /// Which stage a ring value's tile is in.
@@ -167,21 +171,30 @@ impl<'f> Lowering<'f> {
         let stage_bytes = stage_len * dtype.size_bytes();
         let carried = ca.positions.len();
         let max_bytes = self.a.target.max_threadgroup_bytes;
-        let accumulators = plan.c.values();
-        let overlapped = plan.atom.reads_shared_memory()
-            && (accumulators > 64 || (carried + 2) * stage_bytes <= max_bytes / 2);
-        let stages = carried + 1 + usize::from(overlapped);
+        let stages = carried + 1;
+        // wgmma rings synchronise through memory barriers (two per stage).
+        let wgmma = plan.atom.reads_shared_memory();
+        let barrier_bytes = if wgmma { (16 * stages).div_ceil(16) * 16 } else { 0 };
         // A loop the register prefetch carried may not fit as a ring; it then
         // stays in registers.
         let used: usize = self.b.func().threadgroup.iter().map(|t| t.bytes()).sum();
-        if used + stages * stage_bytes > max_bytes {
+        if used + stages * stage_bytes + barrier_bytes > max_bytes {
             return Ok(());
         }
         let root = self
             .b
             .add_threadgroup(dtype, stages * stage_len, TgPurpose::Scratch);
         let ring = self.rings.len();
-        let previous = overlapped.then(|| self.b.add_reg(metile_ir::DType::I32, 1));
+        let previous = wgmma.then(|| self.b.add_reg(metile_ir::DType::I32, 1));
+        let barriers = wgmma.then(|| RingBarriers {
+            bars: self
+                .b
+                .add_threadgroup(metile_ir::DType::I64, 2 * stages, TgPurpose::Scratch),
+            stages,
+            full_phases: self.b.add_reg(metile_ir::DType::I32, 1),
+            empty_phases: self.b.add_reg(metile_ir::DType::I32, 1),
+            by_threads: self.b.add_reg(metile_ir::DType::I32, 1),
+        });
         self.rings.push(Ring {
             root,
             stage_len,
@@ -189,6 +202,8 @@ impl<'f> Lowering<'f> {
             places: [sa, sb],
             carried: ca.positions.iter().map(|&c| body.args[c + 1]).collect(),
             previous,
+            barriers,
+            refill: None,
         });
         for (operand, chain) in chains.iter().enumerate() {
             let mark = |this: &mut Self, v: ValueId, slot: RingSlot| {
@@ -266,10 +281,6 @@ impl<'f> Lowering<'f> {
                     let base = self.ring_base(v)?;
                     free = self.binary(BinaryOp::Sub, free, base);
                 }
-                if let Some(previous) = ring.previous {
-                    let base = self.reg_read(previous, 0, metile_ir::DType::I32);
-                    free = self.binary(BinaryOp::Sub, free, base);
-                }
                 Ok(free)
             }
             RingSlot::Carried => Err(self.internal("a carried ring value as an if result")),
@@ -295,7 +306,11 @@ impl<'f> Lowering<'f> {
                 bases.push(None);
                 continue;
             };
-            if rv.slot == RingSlot::Fixed(0) && !bases.iter().any(Option::is_some) {
+            let first_of_if = !bases.iter().any(Option::is_some);
+            if rv.slot == RingSlot::Fixed(0) && first_of_if {
+                if let Some(bars) = self.rings[rv.ring].barriers {
+                    self.init_ring_barriers(bars)?;
+                }
                 self.barrier()?;
                 // The prologue fills the first stages; the last one counts as
                 // the one "multiplied before the loop", which leaves one free.
@@ -306,6 +321,12 @@ impl<'f> Lowering<'f> {
                 }
             }
             let base = self.ring_if_base(rv)?;
+            if let Some(bars) = self.rings[rv.ring].barriers.filter(|_| first_of_if) {
+                let stage_len = self.rings[rv.ring].stage_len;
+                self.start_fill(bars, base, stage_len);
+                let refill = (rv.slot == RingSlot::Free).then(|| self.refill_parity(bars, base, stage_len));
+                self.rings[rv.ring].refill = refill;
+            }
             if let Some(load) = loaded_in_then(op, i, &self.uses) {
                 self.ring_loads.insert(load, (rv, base));
             }
@@ -321,6 +342,30 @@ impl<'f> Lowering<'f> {
     /// those masked off (interior tiles, found by a uniform test, skip the
     /// per-run masks).
     pub(super) fn ring_load(&mut self, op: &'f Op, rv: RingValue, base: GpuValue) -> CompileResult<()> {
+        let r = op.results[0];
+        let ring = self.rings[rv.ring].clone();
+        if let Some(bars) = ring.barriers {
+            let place = ring.places[rv.operand];
+            let dtype = self.elem_dtype(r);
+            let shape = match self.f.ty(r).shape[..] {
+                [rows, cols] => (rows, cols),
+                _ => return Err(self.internal("a ring tile that is not 2-D")),
+            };
+            let at = (ring.root, place, base);
+            let sync = (bars, ring.stage_len);
+            let by_threads = |t: &mut Self| t.ring_copy(op, rv, base);
+            if !self.tma_fill(op, at, sync, ring.refill, shape, dtype, by_threads)? {
+                let by_threads = |t: &mut Self| t.ring_copy(op, rv, base);
+                self.fill_by_threads(sync, base, ring.refill, by_threads)?;
+            }
+        } else {
+            self.ring_copy(op, rv, base)?;
+        }
+        self.set_home(r, Home::Staged { ring: rv.ring, base })
+    }
+
+    /// A ring load by the threads themselves: copies or loads and stores.
+    fn ring_copy(&mut self, op: &'f Op, rv: RingValue, base: GpuValue) -> CompileResult<()> {
         let r = op.results[0];
         let Class::Fixed(l) = self.a.class(r) else {
             return Err(self.internal("a ring tile without a layout"));
@@ -402,12 +447,12 @@ impl<'f> Lowering<'f> {
             (true, true, Some(c)) => self.if_else(c, |t| copies(t, false), through_registers)?,
             (true, true, None) => through_registers(self)?,
         }
-        self.set_home(r, Home::Staged { ring: rv.ring, base })
+        Ok(())
     }
 
     /// True when a load's masked-off lanes read zero (no `other`, or a zero
     /// constant), which a zero-filling copy reproduces.
-    fn masked_off_value_is_zero(&self, op: &Op) -> bool {
+    pub(super) fn masked_off_value_is_zero(&self, op: &Op) -> bool {
         let OpKind::Load { has_other, .. } = op.kind else {
             return false;
         };
@@ -454,13 +499,21 @@ impl<'f> Lowering<'f> {
         // This iteration's group is the oldest of the carried ones in flight.
         let pending = (ring.carried.len() - 1) as u8;
         self.emit(GpuOpKind::AsyncWait { pending }, ValueList::new(), vec![]);
-        if plan.atom.reads_shared_memory() {
+        if let (Some(bars), Some(previous)) = (ring.barriers, ring.previous) {
+            // Wait for this stage, multiply it, wait for the previous
+            // iteration's wgmmas and release their stage, which the held-back
+            // loads then refill.
+            self.wait_ring_stage(bars, base_a, ring.stage_len);
+            let sync = self.filled_by_threads(bars, base_a, ring.stage_len);
             let places = (ring.places[0], ring.places[1]);
-            let overlap = ring.previous.is_some();
-            self.wgmma_steps(plan, ring.root, places, Some((base_a, base_b)), reg, overlap)?;
-            if let Some(previous) = ring.previous {
-                self.reg_write(previous, 0, base_a);
-            }
+            let stage = Some((base_a, base_b, sync));
+            let count = self.wgmma_issue(plan, ring.root, places, stage, reg)?;
+            self.wgmma_wait(reg, count, 1);
+            self.pending_wgmma.push((reg, count));
+            let released = self.reg_read(previous, 0, metile_ir::DType::I32);
+            self.release_stage(bars, released, ring.stage_len);
+            self.flush_deferred()?;
+            self.reg_write(previous, 0, base_a);
             return Ok(());
         }
         self.barrier()?;

@@ -31,6 +31,7 @@ mod index;
 mod memory;
 mod reduce;
 mod thread_ops;
+mod tma;
 mod uniform_masks;
 mod wgmma;
 
@@ -122,6 +123,8 @@ pub struct Lowering<'f> {
     pending_wgmma: Vec<(RegId, usize)>,
     ring_values: FxHashMap<ValueId, async_ring::RingValue>,
     ring_loads: FxHashMap<ValueId, (async_ring::RingValue, GpuValue)>,
+    /// Tensor maps declared as parameters: spec, map and ready flag.
+    tensor_maps: Vec<(TensorMapSpec, GpuValue, GpuValue)>,
     /// The Tile IR op being lowered, for errors.
     loc: Loc,
     op_name: String,
@@ -153,6 +156,7 @@ pub fn lower(f: &Function, threads: u32, target: &Target) -> CompileResult<GpuFu
         pending_wgmma: vec![],
         ring_values: FxHashMap::default(),
         ring_loads: FxHashMap::default(),
+        tensor_maps: vec![],
         loc: Loc::unknown(),
         op_name: "kernel".into(),
     };

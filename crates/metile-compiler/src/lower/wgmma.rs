@@ -82,23 +82,27 @@ impl<'f> Lowering<'f> {
         self.barrier()?;
         self.stage(root, sa, la, &av, None, None)?;
         self.stage(root, sb, lb, &bv, None, None)?;
-        self.wgmma_steps(plan, root, (sa, sb), None, reg, false)?;
+        let count = self.wgmma_issue(plan, root, (sa, sb), None, reg)?;
+        // Held-back loads (the next iteration's operands) start while the
+        // tensor cores work.
+        self.flush_deferred()?;
+        self.wgmma_wait(reg, count, 0);
         Ok(true)
     }
 
     /// The multiplication of operands staged at `places` (plus the stage
-    /// offsets `offsets`, in a ring): fences, barrier, the `wgmma`s of every
-    /// `k16` step, commit and wait. Ops held back for after the staging are
-    /// emitted after the barrier.
-    pub(super) fn wgmma_steps(
+    /// offsets `stage`, in a ring): fences and a barrier (in a ring, where
+    /// `stage`'s flag says the threads wrote some of it), the `wgmma`s of
+    /// every `k16` step and their commit. Returns the accumulators they write
+    /// (the caller waits).
+    pub(super) fn wgmma_issue(
         &mut self,
         plan: &AtomTiling,
         root: GpuValue,
         (sa, sb): (Staged, Staged),
-        offsets: Option<(GpuValue, GpuValue)>,
+        stage: Option<(GpuValue, GpuValue, GpuValue)>,
         reg: RegId,
-        overlap: bool,
-    ) -> CompileResult<()> {
+    ) -> CompileResult<usize> {
         let dtype = self.dtype_of(root);
         let size = dtype.size_bytes();
         let (Some(swz_a), Some(swz_b)) = (sa.swizzle, sb.swizzle) else {
@@ -108,10 +112,16 @@ impl<'f> Lowering<'f> {
         let (am, an, ak) = plan.atom.shape;
         let (reps_m, reps_n) = plan.reps;
         let nc = plan.atom.values_per_thread().2;
-        self.emit(GpuOpKind::ProxyFence, ValueList::new(), vec![]);
-        self.barrier()?;
-        self.flush_deferred()?;
-
+        // Threads' writes reach the tensor cores' reads through a proxy
+        // fence and a barrier; tensor copies through their memory barrier.
+        let publish = |t: &mut Self| {
+            t.emit(GpuOpKind::ProxyFence, ValueList::new(), vec![]);
+            t.barrier()
+        };
+        match stage {
+            Some((_, _, by_threads)) => self.if_else(by_threads, publish, |_| Ok(()))?,
+            None => publish(self)?,
+        }
         // The warpgroup's first row and column, from the accumulator layout:
         // the thread's row (column) rounded down to the warpgroup's block.
         let lc = self.a.layouts.intern(plan.c.clone());
@@ -128,7 +138,7 @@ impl<'f> Lowering<'f> {
             (unit(0, reps_m * am, sa.ld), unit(1, reps_n * an, k))
         });
         let (mut start_a, mut start_b) = (unit_a, unit_b);
-        if let Some((oa, ob)) = offsets {
+        if let Some((oa, ob, _)) = stage {
             start_a = self.binary(BinaryOp::Add, start_a, oa);
             start_b = self.binary(BinaryOp::Add, start_b, ob);
         }
@@ -174,16 +184,7 @@ impl<'f> Lowering<'f> {
             }
         }
         self.emit(GpuOpKind::WgmmaCommit, ValueList::new(), vec![]);
-        let count = nc * reps_m * reps_n;
-        if overlap {
-            // The previous iteration's group is done; this one runs on while
-            // the loop goes on, until the wait after the loop.
-            self.wgmma_wait(reg, count, 1);
-            self.pending_wgmma.push((reg, count));
-        } else {
-            self.wgmma_wait(reg, count, 0);
-        }
-        Ok(())
+        Ok(nc * reps_m * reps_n)
     }
 
     /// Waits until at most `pending` `wgmma` groups are in flight, the

@@ -26,9 +26,10 @@ use super::ranges::Ranges;
 use super::text::{literal, push_infix, push_type, push_u32, type_text, zero_text, Lang, Name, RegText};
 use metile_ir::gpu_ir::*;
 use metile_ir::{BinaryOp, CmpOp, DType, Loc, ReduceOp, UnaryOp};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::{self, Write};
 
+mod tma;
 mod wgmma;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -93,9 +94,25 @@ pub struct BodyWriter<'a> {
     op_starts: Vec<(usize, Loc)>,
     /// Register arrays that hold `wgmma` accumulators (`wgmma.rs`).
     wgmma_accumulators: Vec<RegId>,
+    /// f16 and bf16 values cast from an f32 value, with that value (CUDA).
+    narrowed: HashMap<GpuValue, GpuValue>,
 }
 
 type EmitResult<T> = Result<T, String>;
+
+/// Every f16 or bf16 scalar cast from an f32 scalar, with its source.
+pub(crate) fn narrowed_values(f: &GpuFunction) -> HashMap<GpuValue, GpuValue> {
+    let mut narrowed = HashMap::new();
+    f.walk(&mut |op| {
+        if matches!(op.kind, GpuOpKind::Cast)
+            && f.ty(op.operands[0]) == GpuType::Scalar(DType::F32)
+            && matches!(f.ty(op.results[0]), GpuType::Scalar(DType::F16 | DType::BF16))
+        {
+            narrowed.insert(op.results[0], op.operands[0]);
+        }
+    });
+    narrowed
+}
 
 impl<'a> BodyWriter<'a> {
     pub fn new(
@@ -111,11 +128,26 @@ impl<'a> BodyWriter<'a> {
             ranges,
             names,
             wgmma_accumulators: wgmma::accumulators(f),
+            narrowed: if lang == Lang::Cuda {
+                narrowed_values(f)
+            } else {
+                HashMap::new()
+            },
             written,
             out: String::new(),
             helpers: BTreeSet::new(),
             op_starts: Vec::new(),
         }
+    }
+
+    /// The f32 sources of a two-lane f16 or bf16 vector built from two casts.
+    fn narrowed_pair(&self, op: &GpuOp) -> Option<(GpuValue, GpuValue, DType)> {
+        let [a, b] = op.operands[..] else {
+            return None;
+        };
+        let d = self.dtype(a);
+        let pair = (*self.narrowed.get(&a)?, *self.narrowed.get(&b)?, d);
+        matches!(d, DType::F16 | DType::BF16).then_some(pair)
     }
 
     pub fn finish(self) -> (String, BTreeSet<Helper>, Vec<(usize, Loc)>) {
@@ -278,6 +310,18 @@ impl<'a> BodyWriter<'a> {
                 let to = self.f.ty(op.results[0]).dtype();
                 let rhs = self.cast(op.operands[0], to)?;
                 self.define(depth, op.results[0], &rhs);
+            }
+            GpuOpKind::MakeVector if self.narrowed_pair(op).is_some() => {
+                let (a, b, d) = self.narrowed_pair(op).ok_or("no pair")?;
+                // One conversion of the pair (`cvt.rn.f16x2.f32`): ptxas
+                // serializes `wgmma`s whose accumulators are later converted
+                // one at a time, though only after the last wait.
+                let (a, b) = (self.name(a)?, self.name(b)?);
+                let ty = scalar_type(d);
+                self.define_with(depth, op.results[0], |_, out| {
+                    let _ = write!(out, "metile_narrow2<{ty}>({a}, {b})");
+                    Ok(())
+                })?;
             }
             GpuOpKind::MakeVector => {
                 let ty = self.type_of(self.f.ty(op.results[0]));
@@ -524,6 +568,20 @@ impl<'a> BodyWriter<'a> {
             | GpuOpKind::WgmmaFence
             | GpuOpKind::ProxyFence
             | GpuOpKind::WgmmaCommit => return Err("wgmma has no MSL spelling".into()),
+            GpuOpKind::MbarrierInit { .. }
+            | GpuOpKind::MbarrierArrive { .. }
+            | GpuOpKind::MbarrierWait
+            | GpuOpKind::TmaLoad
+                if self.lang == Lang::Cuda =>
+            {
+                self.tma_op(op, depth)?
+            }
+            GpuOpKind::MbarrierInit { .. }
+            | GpuOpKind::MbarrierArrive { .. }
+            | GpuOpKind::MbarrierWait
+            | GpuOpKind::TmaLoad => {
+                return Err("tensor copies and memory barriers have no MSL spelling".into())
+            }
             GpuOpKind::Barrier => match self.lang {
                 Lang::Msl => self.line(depth, "threadgroup_barrier(mem_flags::mem_threadgroup);"),
                 Lang::Cuda => self.line(depth, "__syncthreads();"),

@@ -129,6 +129,13 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
                     tile_param_index: p.tile_index,
                 });
             }
+            GpuParamKind::TensorMap(_) | GpuParamKind::TensorMapReady(_) => {
+                return Err(CompileError::new(
+                    "kernel",
+                    "internal MSL emitter error: tensor maps are CUDA's",
+                    Loc::unknown(),
+                ))
+            }
         }
     }
     let mut value_names = value_names;

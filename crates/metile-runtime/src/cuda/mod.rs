@@ -12,6 +12,7 @@
 mod driver;
 mod memory;
 mod nvrtc;
+mod tensor_map;
 
 pub use driver::load_libraries;
 
@@ -23,6 +24,7 @@ use cudarc::driver::sys as cu;
 use driver::{check, describe, is_sticky};
 use metile_compiler::{compile_cuda, CompileError, CudaKernel, CudaParam, MslOptions, Target};
 use metile_interp::{KernelArg, ScalarValue};
+use metile_ir::gpu_ir::TensorMapSpec;
 use metile_ir::Function;
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
@@ -283,10 +285,36 @@ fn scalar_bits(s: &ScalarValue) -> u64 {
 impl CompiledKernel for CudaLaunchable {
     unsafe fn launch(&self, args: &[KernelArg], grid: [u32; 3]) -> Result<(), RuntimeError> {
         let mut values: Vec<u64> = Vec::with_capacity(self.params.len());
+        // Tensor maps are passed by value, from storage that outlives the
+        // launch call; each flag says whether its map could be built.
+        let encoded: Vec<Option<cu::CUtensorMap>> = self
+            .params
+            .iter()
+            .map(|p| match p {
+                CudaParam::TensorMap(spec) => tensor_map::encode(spec, args),
+                _ => None,
+            })
+            .collect();
+        let built = |spec: &TensorMapSpec| {
+            let mut maps = self.params.iter().zip(&encoded);
+            maps.any(|(q, m)| *q == CudaParam::TensorMap(*spec) && m.is_some())
+        };
+        let mut maps: Vec<cu::CUtensorMap> = encoded
+            .iter()
+            .map(|m| m.unwrap_or(cu::CUtensorMap { opaque: [0; 16] }))
+            .collect();
         for p in &self.params {
             let (index, is_buffer) = match p {
                 CudaParam::Buffer { tile_param_index, .. } => (*tile_param_index, true),
                 CudaParam::Scalar { tile_param_index, .. } => (*tile_param_index, false),
+                CudaParam::TensorMap(_) => {
+                    values.push(0);
+                    continue;
+                }
+                CudaParam::TensorMapReady(spec) => {
+                    values.push(u64::from(built(spec)));
+                    continue;
+                }
             };
             let value = match (args.get(index), is_buffer) {
                 (Some(KernelArg::Buffer { ptr, .. }), true) => {
@@ -312,7 +340,14 @@ impl CompiledKernel for CudaLaunchable {
             };
             values.push(value);
         }
-        let mut pointers: Vec<*mut c_void> = values.iter_mut().map(|v| (v as *mut u64).cast()).collect();
+        let mut pointers: Vec<*mut c_void> = values
+            .iter_mut()
+            .zip(maps.iter_mut().zip(&self.params))
+            .map(|(v, (map, p))| match p {
+                CudaParam::TensorMap(_) => (map as *mut cu::CUtensorMap).cast(),
+                _ => (v as *mut u64).cast(),
+            })
+            .collect();
         self.context.bind()?;
         if let Ok(mut last) = self.last_kernel.lock() {
             if !Arc::ptr_eq(&last, &self.name) {

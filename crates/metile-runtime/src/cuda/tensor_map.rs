@@ -1,0 +1,100 @@
+//! Tensor maps (TMA descriptors) built at launch: a kernel whose `dot`
+//! operand ring copies with the tensor memory accelerator names, per matrix,
+//! the buffer, its extent and row stride (arguments or constants) and the
+//! box one copy moves; the driver encodes that for this launch's arguments.
+//!
+//! Where the arguments do not allow a map (a base address or row pitch not a
+//! multiple of 16 bytes, an extent past what the hardware addresses), the
+//! kernel's flag parameter is 0 and it copies the way it would without TMA.
+
+use cudarc::driver::sys as cu;
+use metile_interp::{KernelArg, ScalarValue};
+use metile_ir::gpu_ir::{LaunchValue, TensorMapSpec};
+use metile_ir::DType;
+use std::ffi::c_void;
+
+/// A launch-time integer: a scalar argument or a constant.
+fn launch_value(v: LaunchValue, args: &[KernelArg]) -> Option<i64> {
+    match v {
+        LaunchValue::Const(c) => Some(c),
+        LaunchValue::Arg(i) => match args.get(i)? {
+            KernelArg::Scalar(ScalarValue::I32(x)) => Some(i64::from(*x)),
+            KernelArg::Scalar(ScalarValue::U32(x)) => Some(i64::from(*x)),
+            KernelArg::Scalar(ScalarValue::I64(x)) => Some(*x),
+            _ => None,
+        },
+    }
+}
+
+fn data_type(d: DType) -> Option<cu::CUtensorMapDataType> {
+    use cu::CUtensorMapDataType::*;
+    match d {
+        DType::F16 => Some(CU_TENSOR_MAP_DATA_TYPE_FLOAT16),
+        DType::BF16 => Some(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16),
+        DType::F32 => Some(CU_TENSOR_MAP_DATA_TYPE_FLOAT32),
+        DType::I32 => Some(CU_TENSOR_MAP_DATA_TYPE_INT32),
+        _ => None,
+    }
+}
+
+fn swizzle(bytes: u16) -> Option<cu::CUtensorMapSwizzle> {
+    use cu::CUtensorMapSwizzle::*;
+    match bytes {
+        32 => Some(CU_TENSOR_MAP_SWIZZLE_32B),
+        64 => Some(CU_TENSOR_MAP_SWIZZLE_64B),
+        128 => Some(CU_TENSOR_MAP_SWIZZLE_128B),
+        _ => None,
+    }
+}
+
+/// The tensor map of `spec` over this launch's arguments, or `None` when the
+/// hardware cannot describe that matrix.
+pub fn encode(spec: &TensorMapSpec, args: &[KernelArg]) -> Option<cu::CUtensorMap> {
+    let KernelArg::Buffer { ptr, .. } = args.get(spec.buffer)? else {
+        return None;
+    };
+    let size = spec.dtype.size_bytes() as i64;
+    let rows = launch_value(spec.rows, args)?;
+    let cols = launch_value(spec.cols, args)?;
+    let stride = launch_value(spec.stride, args)?;
+    // Coordinates are 32-bit signed; the row pitch a multiple of 16 bytes
+    // below 2^40, the base 16-byte aligned.
+    let extent_ok = |x: i64| (1..=i64::from(i32::MAX)).contains(&x);
+    let pitch = stride.checked_mul(size)?;
+    if !extent_ok(rows)
+        || !extent_ok(cols)
+        || stride < cols
+        || pitch % 16 != 0
+        || pitch >= 1 << 40
+        || (*ptr as usize) % 16 != 0
+        || i64::from(spec.box_cols) * size > i64::from(spec.swizzle_bytes)
+        || !(1..=256).contains(&spec.box_rows)
+    {
+        return None;
+    }
+    let global_dim = [cols as u64, rows as u64];
+    let global_strides = [pitch as u64];
+    let box_dim = [u32::from(spec.box_cols), u32::from(spec.box_rows)];
+    let element_strides = [1u32, 1];
+    let mut map = cu::CUtensorMap { opaque: [0; 16] };
+    // SAFETY: every array has the lengths rank 2 asks for; the map is a
+    // properly aligned value the driver fills; the driver checks the rest and
+    // reports what it cannot encode.
+    let code = unsafe {
+        cu::cuTensorMapEncodeTiled(
+            &mut map,
+            data_type(spec.dtype)?,
+            2,
+            ptr.cast::<c_void>(),
+            global_dim.as_ptr(),
+            global_strides.as_ptr(),
+            box_dim.as_ptr(),
+            element_strides.as_ptr(),
+            cu::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            swizzle(spec.swizzle_bytes)?,
+            cu::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            cu::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    (code == cu::CUresult::CUDA_SUCCESS).then_some(map)
+}

@@ -1,0 +1,101 @@
+"""Tensor copies (`tma`): on the H100 the wgmma operand ring is filled by the tensor
+memory accelerator where a load reads a block of a row-major matrix the runtime can
+describe; elsewhere, and for launches whose arguments it cannot describe (a row pitch
+not a multiple of 16 bytes), the threads copy. Results never depend on which."""
+
+import numpy as np
+import pytest
+from test_gemm import gemm_masked_epilogue
+
+import metile
+from metile import _frontend, _metile
+from metile.testing import reference_kernels as rk
+
+F16_GEMM = [("A", "ptr", "f16"), ("B", "ptr", "f16"), ("C", "ptr", "f32"), ("M", "scalar", "i32"),
+            ("N", "scalar", "i32"), ("K", "scalar", "i32")]
+BLOCKS = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}
+
+
+def _cuda(kernel, params=F16_GEMM, constexprs=BLOCKS, **options):
+    traced = _frontend.specialize(kernel.fn, params, constexprs, {})
+    return _metile.compile_cuda(traced, arch="sm_90", num_sgs=8, **options)["cuda"]
+
+
+@metile.kernel
+def gemm_shifted(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
+                 BLOCK_K: metile.constexpr):
+    """A's rows start one element in: no block of a matrix that starts at the buffer."""
+    pid_m = metile.program_id(0)
+    pid_n = metile.program_id(1)
+    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype="f32")
+    for k in metile.tile_range(0, K, BLOCK_K):
+        a = metile.tile_load(A + 1, pid_m * BLOCK_M, k, K + 1, (BLOCK_M, BLOCK_K), bounds=(M, K))
+        b = metile.tile_load(B, k, pid_n * BLOCK_N, N, (BLOCK_K, BLOCK_N), bounds=(K, N))
+        acc = metile.dot(a, b, acc)
+    metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N), bounds=(M, N))
+
+
+def test_block_loads_get_tensor_maps():
+    # Bounded tile_load, the unbounded seed tile_load and Triton's masked loads all read blocks.
+    for kernel in (rk.gemm_bounded, rk.gemm):
+        src = _cuda(kernel)
+        assert "const __grid_constant__ metile_tensor_map A_tma0" in src
+        assert "const __grid_constant__ metile_tensor_map B_tma1" in src
+        assert src.count("metile_tma_load(") >= 3
+    params = [*F16_GEMM[:2], ("Bias", "ptr", "f32"), ("C", "ptr", "f16"), *F16_GEMM[3:], ("alpha", "scalar", "f32")]
+    src = _cuda(gemm_masked_epilogue, params)
+    assert "A_tma0" in src and "B_tma1" in src
+    # Without a column bound a tile must stay within its row, checked per tile.
+    assert "<= K;" in _cuda(rk.gemm)
+
+
+def test_other_loads_are_copied_by_the_threads():
+    src = _cuda(gemm_shifted)
+    assert "A_tma" not in src and "B_tma0" in src
+    # Its fills still arrive on the stage's barrier, and the barrier before the wgmmas stays.
+    assert "metile_mbarrier_arrive(" in src and "__syncthreads();" in src
+
+
+def test_the_switch_and_the_targets():
+    assert "metile_tma_load(tg" in _cuda(rk.gemm_bounded)
+    assert "metile_tma_load(tg" not in _cuda(rk.gemm_bounded, tma=False)
+    # The ring keeps its barriers (the threads fill it) and its overlap.
+    assert "metile_mbarrier_wait" in _cuda(rk.gemm_bounded, tma=False)
+    # mma.sync rings (no wgmma) and GPUs before the H100 copy with cp.async only.
+    assert "mbarrier" not in _cuda(rk.gemm_bounded, wgmma=False)
+    traced = _frontend.specialize(rk.gemm_bounded.fn, F16_GEMM, BLOCKS, {})
+    a100 = _metile.compile_cuda(traced, arch="sm_80", num_sgs=8)["cuda"]
+    assert "mbarrier" not in a100 and a100 == _metile.compile_cuda(traced, arch="sm_80", num_sgs=8, tma=True)["cuda"]
+
+
+def _check(c, a, b):
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c, want, rtol=2e-3, atol=2e-3 * np.sqrt(a.shape[1]))
+
+
+# K odd: A's rows are not 16-byte multiples (threads copy A, TMA copies B); N odd: the other way
+# round; both; and sides that are multiples with edge tiles zero-filled by the tensor copies.
+@pytest.mark.parametrize("M, N, K", [(200, 136, 77), (200, 131, 96), (130, 67, 99), (257, 136, 200)])
+@pytest.mark.parametrize("tma", [True, False])
+def test_gemm_where_the_runtime_can_and_cannot_describe_the_matrices(device, rng, M, N, K, tma):
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float32)
+    opts = {"num_sgs": 8, "tma": tma} if device == "cuda" else {}
+    bm, bn, bk = (128, 128, 64) if device == "cuda" else (32, 32, 16)
+    rk.gemm_bounded[(metile.cdiv(M, bm), metile.cdiv(N, bn))](
+        a, b, c, M, N, K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, **opts)
+    _check(c, a, b)
+
+
+def test_shifted_operand(device, rng):
+    # A's block starts inside its buffer: the threads copy it, the tensor memory accelerator B.
+    M, N, K = 150, 140, 96
+    a = rng.standard_normal((M, K + 1)).astype(np.float16).reshape(-1)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float32)
+    bm, bn, bk = (128, 128, 64) if device == "cuda" else (32, 32, 16)
+    opts = {"num_sgs": 8} if device == "cuda" else {}
+    gemm_shifted[(metile.cdiv(M, bm), metile.cdiv(N, bn))](a, b, c, M, N, K, BLOCK_M=bm, BLOCK_N=bn,
+                                                           BLOCK_K=bk, **opts)
+    _check(c, np.append(a[1:], 0).reshape(M, K + 1)[:, :K], b)
