@@ -511,7 +511,7 @@ impl<'f> Lowering<'f> {
             self.wgmma_wait(reg, count, 1);
             self.pending_wgmma.push((reg, count));
             let released = self.reg_read(previous, 0, metile_ir::DType::I32);
-            self.release_stage(bars, released, ring.stage_len);
+            self.release_stage(bars, released, ring.stage_len)?;
             self.flush_deferred()?;
             self.reg_write(previous, 0, base_a);
             return Ok(());

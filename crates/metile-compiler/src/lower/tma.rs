@@ -311,10 +311,10 @@ impl<'f> Lowering<'f> {
 
     /// Thread 0 initialises the ring's barriers (before the prologue's
     /// barrier): a full barrier takes one arrival per operand, an empty one
-    /// one per thread.
+    /// one per warp.
     pub(super) fn init_ring_barriers(&mut self, bars: RingBarriers) -> CompileResult<()> {
         let first = self.first_thread();
-        let threads = self.a.threads;
+        let warps = self.a.threads.div_ceil(self.a.target.simd_width);
         self.if_else(
             first,
             |t| {
@@ -323,7 +323,7 @@ impl<'f> Lowering<'f> {
                     t.emit(GpuOpKind::MbarrierInit { count: 2 }, [bars.bars, full], vec![]);
                     let empty = t.const_i32((bars.stages + s) as i32);
                     t.emit(
-                        GpuOpKind::MbarrierInit { count: threads },
+                        GpuOpKind::MbarrierInit { count: warps },
                         [bars.bars, empty],
                         vec![],
                     );
@@ -403,16 +403,32 @@ impl<'f> Lowering<'f> {
         self.emit(GpuOpKind::MbarrierWait, [bars.bars, empty, parity], vec![]);
     }
 
-    /// This thread is done multiplying the stage at `base`.
-    pub(super) fn release_stage(&mut self, bars: RingBarriers, base: GpuValue, stage_len: usize) {
+    /// This warp is done multiplying the stage at `base` (a wait of the
+    /// whole warp for its `wgmma`s precedes); its first lane says so.
+    pub(super) fn release_stage(
+        &mut self,
+        bars: RingBarriers,
+        base: GpuValue,
+        stage_len: usize,
+    ) -> CompileResult<()> {
         let slot = self.stage_index(base, stage_len);
         let stages = self.const_i32(bars.stages as i32);
         let empty = self.binary(BinaryOp::Add, stages, slot);
-        self.emit(
-            GpuOpKind::MbarrierArrive { expect_tx: false },
-            [bars.bars, empty],
-            vec![],
-        );
+        let lane = self.builtin(Builtin::SimdLane);
+        let zero = self.const_i32(0);
+        let first = self.compare(CmpOp::Eq, lane, zero);
+        self.if_else(
+            first,
+            |t| {
+                t.emit(
+                    GpuOpKind::MbarrierArrive { expect_tx: false },
+                    [bars.bars, empty],
+                    vec![],
+                );
+                Ok(())
+            },
+            |_| Ok(()),
+        )
     }
 
     /// Every thread waits for the stage at `base` to be filled.
