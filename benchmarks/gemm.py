@@ -36,8 +36,9 @@ MT_TILES = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_sgs)
     (128, 128, 32, 8), (64, 128, 64, 4), (128, 64, 64, 4), (64, 64, 32, 4),
 ]
 # Each tile with the target's default passes (on the H100: wgmma, operands in an asynchronous
-# ring), and with mma.sync instead of wgmma.
-MT_CONFIGS = [(*t, extra) for extra in ({}, {"wgmma": False}) for t in MT_TILES]
+# ring filled by tensor copies), with the threads copying instead (cp.async: less latency, which
+# small problems feel), and with mma.sync instead of wgmma.
+MT_CONFIGS = [(*t, extra) for extra in ({}, {"tma": False}, {"wgmma": False}) for t in MT_TILES]
 # Split-K pays off where the output tiles cannot fill the GPU and K is long: there the search
 # also tries the smaller tiles with 2, 4 and 8 programs per tile.
 SPLIT_K_CONFIGS = [(*t, {"split_k": s}) for s in (2, 4, 8) for t in MT_TILES if t[0] * t[1] <= 128 * 128
@@ -147,7 +148,7 @@ def row(shape, dtype, configs):
 
 # Each switched away from the target's default (on NVIDIA register prefetch is off by default; with
 # the asynchronous ring on it finds nothing left to prefetch).
-PASSES = [("wgmma", False), ("matrix_atoms", False), ("async_copy", False), ("prefetch", True),
+PASSES = [("wgmma", False), ("tma", False), ("matrix_atoms", False), ("async_copy", False), ("prefetch", True),
           ("l2_order", False), ("occupancy", False)]
 # mma.sync's own passes, measured with wgmma off.
 MMA_SYNC_PASSES = [("pad_dot_scratch", False), ("ldmatrix", False), ("serpentine", False)]

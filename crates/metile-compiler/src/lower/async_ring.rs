@@ -25,6 +25,12 @@
 //! finds the whole tile in bounds; edge tiles and unaligned tiles load into
 //! registers as usual and store into the slot, which the same barrier
 //! publishes.
+//!
+//! A ring `wgmma` reads runs differently (`tma.rs`): memory barriers per
+//! stage instead of the barrier per iteration, the previous iteration's
+//! `wgmma`s still running while the next is issued, and the refill (after
+//! them) taking the stage they release; its tiles come from tensor copies
+//! where the launch allows.
 
 use super::tma::RingBarriers;
 use super::{Home, Lowering};

@@ -15,13 +15,21 @@
 //! where an unbounded tile would leave its row, the threads copy as they would
 //! without TMA (`async_ring.rs`).
 //!
-//! Each stage has a memory barrier expecting one arrival per operand: the
-//! thread starting a tile's copies arrives with the bytes to expect, the
-//! threads' own copies are published by the ring's wait and barrier as
-//! before, their first thread arriving without bytes. Before multiplying a
-//! stage every thread waits for the barrier's phase of the stage's current
-//! use, whose parity a register of stage bits tracks (stages are used in
-//! turn, each wait flips its bit). The ring's first prologue initialises the
+//! A `wgmma` ring (whichever way it is filled) synchronises through memory
+//! barriers, two per stage. The *full* barrier expects one arrival per
+//! operand: the thread starting a tile's tensor copies arrives with the bytes
+//! to expect, the first thread of a fill the threads copied themselves
+//! without. Every thread waits on it before multiplying the stage; a stage
+//! the threads wrote (a register bit per stage says so) also takes a proxy
+//! fence and a barrier, a stage of tensor copies none. The *empty* barrier
+//! expects one arrival per warp: after `wgmma.wait_group 1` an iteration
+//! releases the stage the previous iteration multiplied, and its refill,
+//! later in the same iteration, waits for every warp's release first (only
+//! thread 0 where it issues tensor copies). So an iteration's `wgmma`s run on
+//! while the next one starts, without an extra stage and without a barrier
+//! per iteration. Stages are used in turn: registers of per-stage bits hold
+//! the parity of each barrier's next phase, flipped by each wait (by every
+//! thread alike, whoever waits). The ring's first prologue initialises the
 //! barriers before its barrier, when no thread can still be waiting on them.
 
 use super::Lowering;
