@@ -26,13 +26,13 @@
 //! registers as usual and store into the slot, which the same barrier
 //! publishes.
 //!
-//! A ring `wgmma` reads runs differently (`tma.rs`): memory barriers per
+//! A ring `wgmma` reads runs differently (`ring_barriers.rs`): memory barriers per
 //! stage instead of the barrier per iteration, the previous iteration's
 //! `wgmma`s still running while the next is issued, and the refill (after
 //! them) taking the stage they release; its tiles come from tensor copies
 //! where the launch allows.
 
-use super::tma::RingBarriers;
+use super::ring_barriers::RingBarriers;
 use super::{Home, Lowering};
 use crate::dot_tiling::{ring_stage, AtomTiling, Staged};
 use crate::error::CompileResult;

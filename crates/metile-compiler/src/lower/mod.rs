@@ -22,6 +22,7 @@
 //! register arrays.
 
 mod async_ring;
+mod block_access;
 mod control;
 mod convert;
 mod dot;
@@ -30,6 +31,7 @@ mod elementwise;
 mod index;
 mod memory;
 mod reduce;
+mod ring_barriers;
 mod thread_ops;
 mod tma;
 mod uniform_masks;

@@ -1,0 +1,228 @@
+//! Memory barriers of a `wgmma` operand ring (`async_ring.rs`).
+//!
+//! A `wgmma` ring (whichever way it is filled) synchronises through memory
+//! barriers, two per stage. The *full* barrier expects one arrival per
+//! operand: the thread starting a tile's tensor copies arrives with the bytes
+//! to expect, the first thread of a fill the threads copied themselves
+//! without. Every thread waits on it before multiplying the stage; a stage
+//! the threads wrote (a register bit per stage says so) also takes a proxy
+//! fence and a barrier, a stage of tensor copies none. The *empty* barrier
+//! expects one arrival per warp: after `wgmma.wait_group 1` an iteration
+//! releases the stage the previous iteration multiplied, and its refill,
+//! later in the same iteration, waits for every warp's release first (only
+//! thread 0 where it issues tensor copies). So an iteration's `wgmma`s run on
+//! while the next one starts, without an extra stage and without a barrier
+//! per iteration. Stages are used in turn: registers of per-stage bits hold
+//! the parity of each barrier's next phase, flipped by each wait (by every
+//! thread alike, whoever waits). The ring's first prologue initialises the
+//! barriers before its barrier, when no thread can still be waiting on them.
+
+use super::Lowering;
+use crate::error::CompileResult;
+use metile_ir::gpu_ir::*;
+use metile_ir::{BinaryOp, CmpOp, DType};
+
+/// The memory barriers of a `wgmma` operand ring.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct RingBarriers {
+    /// `2 * stages` i64 memory barriers in threadgroup memory: stage `s`'s
+    /// "full" barrier at `s` (its tiles have landed), its "empty" one at
+    /// `stages + s` (every warp is done multiplying it).
+    pub bars: GpuValue,
+    pub stages: usize,
+    /// Bit `s`: the parity of the phase of stage `s`'s full barrier that
+    /// the next wait waits for.
+    pub full_phases: RegId,
+    /// The same for the empty barriers, flipped by every refill.
+    pub empty_phases: RegId,
+    /// Bit `s`: the threads copied some of stage `s`'s tiles themselves, so
+    /// multiplying it needs a barrier (a tensor copy needs none).
+    pub by_threads: RegId,
+}
+
+impl Lowering<'_> {
+    /// `cond` for thread 0 only.
+    pub(super) fn first_thread(&mut self) -> GpuValue {
+        let tid = self.builtin(Builtin::ThreadIndex);
+        let zero = self.const_i32(0);
+        self.compare(CmpOp::Eq, tid, zero)
+    }
+
+    /// The memory barrier index of the stage at element offset `base`.
+    pub(super) fn stage_index(&mut self, base: GpuValue, stage_len: usize) -> GpuValue {
+        let len = self.const_i32(stage_len as i32);
+        self.binary(BinaryOp::FloorDiv, base, len)
+    }
+
+    /// Thread 0 initialises the ring's barriers (before the prologue's
+    /// barrier): a full barrier takes one arrival per operand, an empty one
+    /// one per warp.
+    pub(super) fn init_ring_barriers(&mut self, bars: RingBarriers) -> CompileResult<()> {
+        let first = self.first_thread();
+        let warps = self.a.threads.div_ceil(self.a.target.simd_width);
+        self.if_else(
+            first,
+            |t| {
+                for s in 0..bars.stages {
+                    let full = t.const_i32(s as i32);
+                    t.emit(GpuOpKind::MbarrierInit { count: 2 }, [bars.bars, full], vec![]);
+                    let empty = t.const_i32((bars.stages + s) as i32);
+                    t.emit(
+                        GpuOpKind::MbarrierInit { count: warps },
+                        [bars.bars, empty],
+                        vec![],
+                    );
+                }
+                Ok(())
+            },
+            |_| Ok(()),
+        )?;
+        let zero = self.const_i32(0);
+        self.reg_write(bars.full_phases, 0, zero);
+        self.reg_write(bars.empty_phases, 0, zero);
+        self.reg_write(bars.by_threads, 0, zero);
+        Ok(())
+    }
+
+    /// Sets (`on`) or clears the stage's bit of `by_threads`.
+    fn mark_by_threads(&mut self, bars: RingBarriers, base: GpuValue, stage_len: usize, on: bool) {
+        let slot = self.stage_index(base, stage_len);
+        let one = self.const_i32(1);
+        let bit = self.binary(BinaryOp::Shl, one, slot);
+        let mask = self.reg_read(bars.by_threads, 0, DType::I32);
+        let mask = if on {
+            self.binary(BinaryOp::Or, mask, bit)
+        } else {
+            let all = self.const_i32(-1);
+            let others = self.binary(BinaryOp::Xor, bit, all);
+            self.binary(BinaryOp::And, mask, others)
+        };
+        self.reg_write(bars.by_threads, 0, mask);
+    }
+
+    /// Before a fill of the stage at `base`: no thread has copied into it yet.
+    pub(super) fn start_fill(&mut self, bars: RingBarriers, base: GpuValue, stage_len: usize) {
+        self.mark_by_threads(bars, base, stage_len, false);
+    }
+
+    /// Whether the stage at `base` holds tiles the threads copied themselves.
+    pub(super) fn filled_by_threads(
+        &mut self,
+        bars: RingBarriers,
+        base: GpuValue,
+        stage_len: usize,
+    ) -> GpuValue {
+        let slot = self.stage_index(base, stage_len);
+        let mask = self.reg_read(bars.by_threads, 0, DType::I32);
+        let shifted = self.binary(BinaryOp::Shr, mask, slot);
+        let one = self.const_i32(1);
+        let bit = self.binary(BinaryOp::And, shifted, one);
+        let zero = self.const_i32(0);
+        self.compare(CmpOp::Ne, bit, zero)
+    }
+
+    /// The parity to wait for on `phases`' barrier of stage `slot`, and flips it.
+    fn next_parity(&mut self, phases: RegId, slot: GpuValue) -> GpuValue {
+        let bits = self.reg_read(phases, 0, DType::I32);
+        let shifted = self.binary(BinaryOp::Shr, bits, slot);
+        let one = self.const_i32(1);
+        let parity = self.binary(BinaryOp::And, shifted, one);
+        let bit = self.binary(BinaryOp::Shl, one, slot);
+        let flipped = self.binary(BinaryOp::Xor, bits, bit);
+        self.reg_write(phases, 0, flipped);
+        parity
+    }
+
+    /// The empty barrier of the stage at `base` and the parity of the phase
+    /// that frees it for this refill (every thread tracks it, whoever waits).
+    pub(super) fn refill_parity(&mut self, bars: RingBarriers, base: GpuValue, stage_len: usize) -> GpuValue {
+        let slot = self.stage_index(base, stage_len);
+        self.next_parity(bars.empty_phases, slot)
+    }
+
+    /// The index of the empty barrier of the stage at `base`.
+    fn empty_barrier(&mut self, bars: RingBarriers, base: GpuValue, stage_len: usize) -> GpuValue {
+        let slot = self.stage_index(base, stage_len);
+        let stages = self.const_i32(bars.stages as i32);
+        self.binary(BinaryOp::Add, stages, slot)
+    }
+
+    /// Waits until every warp has released the stage at `base`.
+    pub(super) fn wait_empty(
+        &mut self,
+        bars: RingBarriers,
+        base: GpuValue,
+        stage_len: usize,
+        parity: GpuValue,
+    ) {
+        let empty = self.empty_barrier(bars, base, stage_len);
+        self.emit(GpuOpKind::MbarrierWait, [bars.bars, empty, parity], vec![]);
+    }
+
+    /// One arrival without bytes on barrier `index`, by the threads where `who` holds.
+    fn arrive_if(&mut self, who: GpuValue, bars: RingBarriers, index: GpuValue) -> CompileResult<()> {
+        self.if_else(
+            who,
+            |t| {
+                t.emit(
+                    GpuOpKind::MbarrierArrive { expect_tx: false },
+                    [bars.bars, index],
+                    vec![],
+                );
+                Ok(())
+            },
+            |_| Ok(()),
+        )
+    }
+
+    /// This warp is done multiplying the stage at `base` (a wait of the
+    /// whole warp for its `wgmma`s precedes); its first lane says so.
+    pub(super) fn release_stage(
+        &mut self,
+        bars: RingBarriers,
+        base: GpuValue,
+        stage_len: usize,
+    ) -> CompileResult<()> {
+        let empty = self.empty_barrier(bars, base, stage_len);
+        let lane = self.builtin(Builtin::SimdLane);
+        let zero = self.const_i32(0);
+        let first = self.compare(CmpOp::Eq, lane, zero);
+        self.arrive_if(first, bars, empty)
+    }
+
+    /// Every thread waits for the stage at `base` to be filled.
+    pub(super) fn wait_ring_stage(&mut self, bars: RingBarriers, base: GpuValue, stage_len: usize) {
+        let slot = self.stage_index(base, stage_len);
+        let parity = self.next_parity(bars.full_phases, slot);
+        self.emit(GpuOpKind::MbarrierWait, [bars.bars, slot, parity], vec![]);
+    }
+
+    /// A tile the threads copy themselves: each waits for the stage to be
+    /// free (a refill), copies, and thread 0 arrives without bytes.
+    pub(super) fn fill_by_threads(
+        &mut self,
+        (bars, stage_len): (RingBarriers, usize),
+        base: GpuValue,
+        refill: Option<GpuValue>,
+        copy: impl FnOnce(&mut Self) -> CompileResult<()>,
+    ) -> CompileResult<()> {
+        if let Some(parity) = refill {
+            self.wait_empty(bars, base, stage_len, parity);
+        }
+        copy(self)?;
+        self.mark_by_threads(bars, base, stage_len, true);
+        self.arrive_without_copy(bars, base, stage_len)
+    }
+
+    /// Thread 0's arrival for a tile the threads copied themselves.
+    fn arrive_without_copy(
+        &mut self,
+        bars: RingBarriers,
+        base: GpuValue,
+        stage_len: usize,
+    ) -> CompileResult<()> {
+        let slot = self.stage_index(base, stage_len);
+        let first = self.first_thread();
+        self.arrive_if(first, bars, slot)
+    }
+}
