@@ -169,3 +169,58 @@ fn values_do_not_escape_their_region() {
     let err = verify_gpu(&b.finish()).unwrap_err().to_string();
     assert!(err.contains("outside the scope"), "{err}");
 }
+
+/// A tensor copy into threadgroup memory completing on a memory barrier.
+fn tensor_copy_kernel(from_buffer: bool, barrier_dtype: DType) -> GpuFunction {
+    let mut b = GpuBuilder::new("k", 128);
+    let a = b.add_param("A", GpuParamKind::Buffer(DType::F16), 0);
+    let spec = TensorMapSpec {
+        buffer: 0,
+        dtype: DType::F16,
+        rows: LaunchValue::Const(64),
+        cols: LaunchValue::Arg(1),
+        stride: LaunchValue::Arg(1),
+        box_rows: 64,
+        box_cols: 64,
+        swizzle_bytes: 128,
+    };
+    let map = b.add_param("A_tma0", GpuParamKind::TensorMap(spec), 0);
+    b.add_param("A_tma0_ready", GpuParamKind::TensorMapReady(spec), 0);
+    let tile = b.add_threadgroup(DType::F16, 64 * 64, TgPurpose::Scratch);
+    let bars = b.add_threadgroup(barrier_dtype, 2, TgPurpose::Scratch);
+    let zero = constant(&mut b, 0);
+    let bytes = constant(&mut b, 8192);
+    b.emit(GpuOpKind::MbarrierInit { count: 1 }, vec![bars, zero], vec![]);
+    b.emit(
+        GpuOpKind::MbarrierArrive { expect_tx: true },
+        vec![bars, zero, bytes],
+        vec![],
+    );
+    let src = if from_buffer { a } else { map };
+    b.emit(
+        GpuOpKind::TmaLoad,
+        vec![tile, zero, src, zero, zero, bars, zero],
+        vec![],
+    );
+    b.emit(GpuOpKind::MbarrierWait, vec![bars, zero, zero], vec![]);
+    b.finish()
+}
+
+#[test]
+fn tensor_copies_read_tensor_maps_and_complete_on_i64_barriers() {
+    let f = tensor_copy_kernel(false, DType::I64);
+    verify_gpu(&f).unwrap();
+    let text = print_gpu_function(&f);
+    assert!(
+        text.contains("tma_load") && text.contains("mbarrier_arrive.expect_tx"),
+        "{text}"
+    );
+    let err = verify_gpu(&tensor_copy_kernel(true, DType::I64))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("tensor map"), "{err}");
+    let err = verify_gpu(&tensor_copy_kernel(false, DType::F32))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("i64"), "{err}");
+}
