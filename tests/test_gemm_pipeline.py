@@ -197,7 +197,7 @@ def test_wgmma_overlaps_the_next_iteration_and_releases_stages_through_memory_ba
     after = loop[wait:]
     assert "wgmma.wait_group.sync.aligned 0;" in after
     assert "wgmma.mma_async" not in after[after.index("wgmma.wait_group.sync.aligned 0;"):]
-    assert after.index("metile_mbarrier_arrive(") < after.index("metile_tma_load(")
+    assert after.index("metile_mbarrier_arrive(") < after.index("metile_mbarrier_wait(")
     assert loop.index("metile_mbarrier_wait(") < loop.index("wgmma.mma_async")
     # Only tiles the threads copied themselves need the barrier before the wgmmas.
     assert loop.count("__syncthreads();") == 1

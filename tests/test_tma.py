@@ -68,6 +68,17 @@ def test_the_switch_and_the_targets():
     assert "mbarrier" not in a100 and a100 == _metile.compile_cuda(traced, arch="sm_80", num_sgs=8, tma=True)["cuda"]
 
 
+def test_tensor_copies_need_two_warpgroups_and_64_deep_tiles():
+    # Thread 0 issues the copies on its warpgroup's path between wgmma groups: with one warpgroup,
+    # or two k16 steps an iteration, the threads copy instead (measured faster on the H100).
+    assert "metile_tma_load(tg" in _cuda(rk.gemm_bounded)
+    traced = _frontend.specialize(rk.gemm_bounded.fn, F16_GEMM, BLOCKS, {})
+    one_warpgroup = _metile.compile_cuda(traced, arch="sm_90", num_sgs=4)["cuda"]
+    assert "metile_tma_load(tg" not in one_warpgroup and "metile_mbarrier_wait(" in one_warpgroup
+    shallow = _cuda(rk.gemm_bounded, constexprs={**BLOCKS, "BLOCK_K": 32})
+    assert "metile_tma_load(tg" not in shallow
+
+
 def _check(c, a, b):
     want = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(c, want, rtol=2e-3, atol=2e-3 * np.sqrt(a.shape[1]))

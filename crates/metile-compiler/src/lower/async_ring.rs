@@ -58,6 +58,8 @@ pub(super) struct Ring {
     barriers: Option<RingBarriers>,
     /// While the loop's refill is lowered: the empty barrier's parity to wait for.
     refill: Option<GpuValue>,
+    /// Tiles that qualify go by tensor copies (`tma.rs`).
+    tensor_copies: bool,
 }
 
 /// Which stage a ring value's tile is in.
@@ -210,6 +212,7 @@ impl<'f> Lowering<'f> {
             previous,
             barriers,
             refill: None,
+            tensor_copies: self.tensor_copies_pay(&plan),
         });
         for (operand, chain) in chains.iter().enumerate() {
             let mark = |this: &mut Self, v: ValueId, slot: RingSlot| {
@@ -360,7 +363,9 @@ impl<'f> Lowering<'f> {
             let at = (ring.root, place, base);
             let sync = (bars, ring.stage_len);
             let by_threads = |t: &mut Self| t.ring_copy(op, rv, base);
-            if !self.tma_fill(op, at, sync, ring.refill, shape, dtype, by_threads)? {
+            let copied =
+                ring.tensor_copies && self.tma_fill(op, at, sync, ring.refill, shape, dtype, by_threads)?;
+            if !copied {
                 let by_threads = |t: &mut Self| t.ring_copy(op, rv, base);
                 self.fill_by_threads(sync, base, ring.refill, by_threads)?;
             }
