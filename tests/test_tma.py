@@ -110,3 +110,37 @@ def test_shifted_operand(device, rng):
     gemm_shifted[(metile.cdiv(M, bm), metile.cdiv(N, bn))](a, b, c, M, N, K, BLOCK_M=bm, BLOCK_N=bn,
                                                            BLOCK_K=bk, **opts)
     _check(c, np.append(a[1:], 0).reshape(M, K + 1)[:, :K], b)
+
+
+@metile.kernel
+def gemm_persistent(A, B, C, M, N, K, TILES, TILES_N, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
+                    BLOCK_K: metile.constexpr):
+    """Each program walks output tiles: the ring and its memory barriers start over for each."""
+    for t in range(metile.program_id(0), TILES, metile.num_programs(0)):
+        pid_m = t // TILES_N
+        pid_n = t % TILES_N
+        acc = metile.zeros((BLOCK_M, BLOCK_N), dtype="f32")
+        for k in metile.tile_range(0, K, BLOCK_K):
+            a = metile.tile_load(A, pid_m * BLOCK_M, k, K, (BLOCK_M, BLOCK_K), bounds=(M, K))
+            b = metile.tile_load(B, k, pid_n * BLOCK_N, N, (BLOCK_K, BLOCK_N), bounds=(K, N))
+            acc = metile.dot(a, b, acc)
+        metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N), bounds=(M, N))
+
+
+@pytest.mark.parametrize("M, N, K", [(300, 260, 200), (130, 140, 64), (200, 136, 77)])
+def test_a_persistent_gemm_restarts_the_ring_per_tile(device, rng, M, N, K):
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float32)
+    bm, bn, bk = (128, 128, 64) if device == "cuda" else (32, 32, 16)
+    opts = {"num_sgs": 8} if device == "cuda" else {}
+    tiles_n = metile.cdiv(N, bn)
+    tiles = metile.cdiv(M, bm) * tiles_n
+    gemm_persistent[(2,)](a, b, c, M, N, K, tiles, tiles_n, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, **opts)
+    _check(c, a, b)
+    if device == "cuda":
+        return
+    params = [*F16_GEMM, ("TILES", "scalar", "i32"), ("TILES_N", "scalar", "i32")]
+    src = _cuda(gemm_persistent, params)
+    # The barriers are initialised inside the tile loop, before each tile's prologue.
+    assert "metile_tma_load(tg" in src and src.index("for (") < src.index("metile_mbarrier_init(tg")
