@@ -385,11 +385,10 @@ fn select(
             // block only, which may take seven eighths (a fourth stage of
             // 128x256x64 f16 tiles: +3% on the H100, benchmarks/gemm.py);
             // else leave a quarter for the kernel's other threadgroup memory.
-            let one_block = max_accumulators > 64;
-            let s = if stages(budget / 2) >= 2 && !one_block {
-                stages(budget / 2)
-            } else if one_block {
+            let s = if max_accumulators > 64 {
                 stages(budget * 7 / 8)
+            } else if stages(budget / 2) >= 2 {
+                stages(budget / 2)
             } else {
                 stages(budget * 3 / 4)
             };

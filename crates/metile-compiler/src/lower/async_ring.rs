@@ -172,10 +172,6 @@ impl<'f> Lowering<'f> {
         }
         let dtype = self.elem_dtype(dot.operands[0]);
         let (sa, sb, stage_len) = ring_stage(&plan, &self.a.target, dtype);
-        // wgmma overlapping the next iteration needs one more stage. It pays
-        // where that keeps the blocks per SM: when the stages still fit half
-        // of the shared memory (two blocks), or when more than 64
-        // accumulators a thread allow one block only anyway.
         let stage_bytes = stage_len * dtype.size_bytes();
         let carried = ca.positions.len();
         let max_bytes = self.a.target.max_threadgroup_bytes;
@@ -362,11 +358,11 @@ impl<'f> Lowering<'f> {
             };
             let at = (ring.root, place, base);
             let sync = (bars, ring.stage_len);
-            let by_threads = |t: &mut Self| t.ring_copy(op, rv, base);
+            // Copy: captures only copies, so both fill paths can take it.
+            let by_threads = move |t: &mut Self| t.ring_copy(op, rv, base);
             let copied =
                 ring.tensor_copies && self.tma_fill(op, at, sync, ring.refill, shape, dtype, by_threads)?;
             if !copied {
-                let by_threads = |t: &mut Self| t.ring_copy(op, rv, base);
                 self.fill_by_threads(sync, base, ring.refill, by_threads)?;
             }
         } else {

@@ -13,7 +13,7 @@
 
 use super::Lowering;
 use metile_ir::gpu_ir::LaunchValue;
-use metile_ir::{BinaryOp, CmpOp, DType, Literal, Op, OpKind, ParamKind, ValueId};
+use metile_ir::{BinaryOp, CmpOp, DType, Op, OpKind, ParamKind, ValueId};
 
 /// A tile's origin along one axis: a scalar Tile IR value (or none) plus a constant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,10 +58,7 @@ impl<'f> Lowering<'f> {
             );
             return int.then_some(LaunchValue::Arg(i));
         }
-        match self.def(v)?.kind {
-            OpKind::Constant(Literal::Int(c)) => Some(LaunchValue::Const(c)),
-            _ => None,
-        }
+        self.constant(v).map(LaunchValue::Const)
     }
 
     /// A uniform scalar as a coordinate.
@@ -69,12 +66,9 @@ impl<'f> Lowering<'f> {
         if !self.f.ty(v).shape.is_empty() {
             return None;
         }
-        Some(match self.def(v).map(|o| &o.kind) {
-            Some(OpKind::Constant(Literal::Int(c))) => Coord {
-                value: None,
-                offset: *c,
-            },
-            _ => Coord {
+        Some(match self.constant(v) {
+            Some(offset) => Coord { value: None, offset },
+            None => Coord {
                 value: Some(v),
                 offset: 0,
             },

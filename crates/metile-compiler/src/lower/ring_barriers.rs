@@ -84,20 +84,28 @@ impl Lowering<'_> {
         Ok(())
     }
 
+    /// `1 << slot`, and bit `slot` of register `bits` (0 or 1).
+    fn stage_bit(&mut self, bits: RegId, slot: GpuValue) -> (GpuValue, GpuValue, GpuValue) {
+        let one = self.const_i32(1);
+        let mask = self.binary(BinaryOp::Shl, one, slot);
+        let word = self.reg_read(bits, 0, DType::I32);
+        let shifted = self.binary(BinaryOp::Shr, word, slot);
+        let bit = self.binary(BinaryOp::And, shifted, one);
+        (word, mask, bit)
+    }
+
     /// Sets (`on`) or clears the stage's bit of `by_threads`.
     fn mark_by_threads(&mut self, bars: RingBarriers, base: GpuValue, stage_len: usize, on: bool) {
         let slot = self.stage_index(base, stage_len);
-        let one = self.const_i32(1);
-        let bit = self.binary(BinaryOp::Shl, one, slot);
-        let mask = self.reg_read(bars.by_threads, 0, DType::I32);
-        let mask = if on {
-            self.binary(BinaryOp::Or, mask, bit)
+        let (word, mask, _) = self.stage_bit(bars.by_threads, slot);
+        let word = if on {
+            self.binary(BinaryOp::Or, word, mask)
         } else {
             let all = self.const_i32(-1);
-            let others = self.binary(BinaryOp::Xor, bit, all);
-            self.binary(BinaryOp::And, mask, others)
+            let others = self.binary(BinaryOp::Xor, mask, all);
+            self.binary(BinaryOp::And, word, others)
         };
-        self.reg_write(bars.by_threads, 0, mask);
+        self.reg_write(bars.by_threads, 0, word);
     }
 
     /// Before a fill of the stage at `base`: no thread has copied into it yet.
@@ -113,22 +121,15 @@ impl Lowering<'_> {
         stage_len: usize,
     ) -> GpuValue {
         let slot = self.stage_index(base, stage_len);
-        let mask = self.reg_read(bars.by_threads, 0, DType::I32);
-        let shifted = self.binary(BinaryOp::Shr, mask, slot);
-        let one = self.const_i32(1);
-        let bit = self.binary(BinaryOp::And, shifted, one);
+        let (_, _, bit) = self.stage_bit(bars.by_threads, slot);
         let zero = self.const_i32(0);
         self.compare(CmpOp::Ne, bit, zero)
     }
 
     /// The parity to wait for on `phases`' barrier of stage `slot`, and flips it.
     fn next_parity(&mut self, phases: RegId, slot: GpuValue) -> GpuValue {
-        let bits = self.reg_read(phases, 0, DType::I32);
-        let shifted = self.binary(BinaryOp::Shr, bits, slot);
-        let one = self.const_i32(1);
-        let parity = self.binary(BinaryOp::And, shifted, one);
-        let bit = self.binary(BinaryOp::Shl, one, slot);
-        let flipped = self.binary(BinaryOp::Xor, bits, bit);
+        let (word, mask, parity) = self.stage_bit(phases, slot);
+        let flipped = self.binary(BinaryOp::Xor, word, mask);
         self.reg_write(phases, 0, flipped);
         parity
     }

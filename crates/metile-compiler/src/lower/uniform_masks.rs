@@ -107,7 +107,7 @@ impl<'f> Lowering<'f> {
     }
 
     /// The integer constant a uniform Tile IR value is, if it is one.
-    fn constant(&self, v: ValueId) -> Option<i64> {
+    pub(super) fn constant(&self, v: ValueId) -> Option<i64> {
         let op = self.def_op[v.index()]?;
         match op.kind {
             OpKind::Constant(Literal::Int(c)) => Some(c),

@@ -285,24 +285,18 @@ fn scalar_bits(s: &ScalarValue) -> u64 {
 impl CompiledKernel for CudaLaunchable {
     unsafe fn launch(&self, args: &[KernelArg], grid: [u32; 3]) -> Result<(), RuntimeError> {
         let mut values: Vec<u64> = Vec::with_capacity(self.params.len());
-        // Tensor maps are passed by value, from storage that outlives the
-        // launch call; each flag says whether its map could be built.
-        let encoded: Vec<Option<cu::CUtensorMap>> = self
-            .params
-            .iter()
-            .map(|p| match p {
-                CudaParam::TensorMap(spec) => tensor_map::encode(spec, args),
-                _ => None,
-            })
-            .collect();
-        let built = |spec: &TensorMapSpec| {
-            let mut maps = self.params.iter().zip(&encoded);
-            maps.any(|(q, m)| *q == CudaParam::TensorMap(*spec) && m.is_some())
-        };
-        let mut maps: Vec<cu::CUtensorMap> = encoded
-            .iter()
-            .map(|m| m.unwrap_or(cu::CUtensorMap { opaque: [0; 16] }))
-            .collect();
+        // Tensor maps (in parameter order) are passed by value, from storage
+        // that outlives the launch call; each flag says whether its map could
+        // be built. Neither vector allocates for a kernel without maps.
+        let mut maps: Vec<cu::CUtensorMap> = Vec::new();
+        let mut built: Vec<(TensorMapSpec, bool)> = Vec::new();
+        for p in &self.params {
+            if let CudaParam::TensorMap(spec) = p {
+                let map = tensor_map::encode(spec, args);
+                built.push((*spec, map.is_some()));
+                maps.push(map.unwrap_or(cu::CUtensorMap { opaque: [0; 16] }));
+            }
+        }
         for p in &self.params {
             let (index, is_buffer) = match p {
                 CudaParam::Buffer { tile_param_index, .. } => (*tile_param_index, true),
@@ -312,7 +306,7 @@ impl CompiledKernel for CudaLaunchable {
                     continue;
                 }
                 CudaParam::TensorMapReady(spec) => {
-                    values.push(u64::from(built(spec)));
+                    values.push(u64::from(built.iter().any(|(s, ok)| s == spec && *ok)));
                     continue;
                 }
             };
@@ -340,12 +334,18 @@ impl CompiledKernel for CudaLaunchable {
             };
             values.push(value);
         }
+        let mut next_map = maps.iter_mut();
         let mut pointers: Vec<*mut c_void> = values
             .iter_mut()
-            .zip(maps.iter_mut().zip(&self.params))
-            .map(|(v, (map, p))| match p {
-                CudaParam::TensorMap(_) => (map as *mut cu::CUtensorMap).cast(),
-                _ => (v as *mut u64).cast(),
+            .zip(&self.params)
+            .map(|(v, p)| {
+                let map = matches!(p, CudaParam::TensorMap(_))
+                    .then(|| next_map.next())
+                    .flatten();
+                match map {
+                    Some(map) => (map as *mut cu::CUtensorMap).cast(),
+                    None => (v as *mut u64).cast(),
+                }
             })
             .collect();
         self.context.bind()?;
@@ -355,8 +355,9 @@ impl CompiledKernel for CudaLaunchable {
             }
         }
         // SAFETY: every parameter slot points at a live u64 holding the argument's
-        // bits (the driver reads each parameter's size from the kernel's layout);
-        // buffer addresses are device allocations the caller keeps alive.
+        // bits, or at a live 128-byte tensor map (the driver reads each
+        // parameter's size from the kernel's layout); buffer addresses are
+        // device allocations the caller keeps alive.
         let code = unsafe {
             cu::cuLaunchKernel(
                 self.loaded.function,
