@@ -214,7 +214,7 @@ def main():
         lines += ["", f"| {name} M x N x K | meTile TFLOP/s | cuBLAS | Triton | meTile / cuBLAS | meTile / Triton "
                       "| rel. error | meTile config (BM, BN, BK, num_sgs, passes) |",
                   "|---|---|---|---|---|---|---|---|"]
-        tf32_tiles = [(64, 64, 32, 4), (128, 128, 32, 8), (128, 64, 32, 4)]
+        tf32_tiles = [(256, 128, 32, 8), (128, 128, 32, 8), (128, 64, 32, 4), (64, 64, 32, 4)]
         configs = MT_CONFIGS if dtype != torch.float32 else [(*t, {}) for t in tf32_tiles]
         for shape in shapes:
             lines.append(row(shape, dtype, configs))

@@ -3,6 +3,8 @@ NVIDIA mma.sync) and on the generic path, against numpy, for f32/f16/bf16
 operands, ragged shapes, fused epilogues, Triton-style masked GEMMs, swizzled
 grids and every threadgroup size."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -187,9 +189,15 @@ def test_shapes_without_an_atom_take_the_generic_path():
 def test_tf32_is_opt_in_and_uses_the_tf32_atom():
     traced = _traced("f32")
     assert "mma.sync" not in _metile.compile_cuda(traced, arch="sm_90")["cuda"]
-    src = _metile.compile_cuda(traced, arch="sm_90", tf32=True)["cuda"]
+    src = _metile.compile_cuda(traced, arch="sm_80", tf32=True)["cuda"]
     assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in src
     assert "cvt.rna.tf32.f32" in src
+    assert _metile.compile_cuda(traced, arch="sm_90", tf32=True, wgmma=False)["cuda"].count("m16n8k8") > 1
+    # The H100 multiplies the transposed product, b's fragments in registers: tf32 wgmma reads
+    # threadgroup operands only K-major.
+    src = _metile.compile_cuda(traced, arch="sm_90", tf32=True)["cuda"]
+    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k8\.f32\.tf32\.tf32", src) and "mma.sync" not in src
+    assert 'asm volatile("" :: "f"(' in src
     # Apple GPUs have no tf32: the switch changes nothing there.
     assert _metile.compile_msl(traced, tf32=True)["msl"] == _metile.compile_msl(traced)["msl"]
 
@@ -279,7 +287,8 @@ def test_dot_plan_reports_the_atom_path():
     h100 = _metile.dot_plan(128, 128, 64, "bf16", 8, arch="sm_90")
     assert h100["atom"] == "wgmma.m64k16" and h100["warps"] == (2, 1) and h100["reads_per_mma"] == 0
     assert _metile.dot_plan(128, 128, 32, "f32", 8, arch="sm_90") is None
-    assert _metile.dot_plan(128, 128, 32, "f32", 8, arch="sm_90", tf32=True)["atom"] == "m16n8k8.tf32"
+    assert _metile.dot_plan(128, 128, 32, "f32", 8, arch="sm_80", tf32=True)["atom"] == "m16n8k8.tf32"
+    assert _metile.dot_plan(128, 128, 32, "f32", 8, arch="sm_90", tf32=True)["atom"] == "wgmma.m64k8.tf32"
     assert _metile.dot_plan(12, 8, 8, "f32", 1) is None
     with pytest.raises(ValueError, match="unknown dtype 'f8'"):
         _metile.dot_plan(64, 64, 32, "f8", 4)

@@ -145,14 +145,16 @@ impl MatrixAtom {
     /// fragment"): value `i` of lane `l` of warp `w` at row `16w + l / 4 +
     /// 8·((i / 2) % 2)`, column `8·(i / 4) + 2·(l % 4) + i % 2`.
     pub fn nvidia_wgmma_m64k16(operand: DType, n: usize) -> Option<MatrixAtom> {
-        if !matches!(operand, DType::F16 | DType::BF16) || n % 8 != 0 || !(8..=256).contains(&n) {
+        if !matches!(operand, DType::F16 | DType::BF16) {
             return None;
         }
-        let kind = AtomKind::NvidiaWgmmaM64K16 { n: n as u16 };
+        if n % 8 != 0 || !(8..=256).contains(&n) {
+            return None;
+        }
         // Lane bits 0..4 move to column 2, column 4, rows 1, 2, 4; the warp
         // to row 16; values to column 1, row 8 and column 8.
         Some(MatrixAtom {
-            kind,
+            kind: AtomKind::NvidiaWgmmaM64K16 { n: n as u16 },
             shape: (64, n, 16),
             operand,
             accumulator: DType::F32,
@@ -166,10 +168,50 @@ impl MatrixAtom {
         })
     }
 
-    /// True when the tensor cores read A and B from threadgroup memory
-    /// rather than from registers.
+    /// The tf32 warpgroup MMA `m64 n k8` (sm_90a), which reads threadgroup
+    /// operands only K-major, on the transposed product `Cᵀ = Bᵀ · Aᵀ`: the
+    /// `dot`'s A (`M x 8`, K-major) is its threadgroup operand B with `n =
+    /// M`, the `dot`'s B (`8 x 64`, N-major in memory) enters as its register
+    /// operand A, and its `64 x n` accumulator is `Cᵀ`. So the atom is `(n,
+    /// 64, 8)` from the `dot`'s side; B's layout is the hardware's A fragment
+    /// transposed (PTX ISA, "wgmma register fragment", 32-bit A: value `i` of
+    /// lane `l` of warp `w` at row `16w + l / 4 + 8·(i % 2)`, column `l % 4 +
+    /// 4·(i / 2)` of the `64 x 8` A), C's the `wgmma` accumulator transposed.
+    pub fn nvidia_wgmma_m64k8_tf32(n: usize) -> Option<MatrixAtom> {
+        if n % 8 != 0 || !(8..=256).contains(&n) {
+            return None;
+        }
+        // B (8 x 64, index k + 8·col): lane bits 0, 1 to k 1, 2; lane bits
+        // 2..4 and the warp to columns 1, 2, 4 and 16; values to column 8
+        // and k 4. C (n x 64, index row + n·col): lane bits 0, 1 to rows 2,
+        // 4; lane bits 2..4 and the warp to columns 1, 2, 4 and 16; values
+        // to row 1, column 8 and row 8.
+        Some(MatrixAtom {
+            kind: AtomKind::NvidiaWgmmaM64K8Tf32 { n: n as u16 },
+            shape: (n, 64, 8),
+            operand: DType::F32,
+            accumulator: DType::F32,
+            threads: 128,
+            a: layout(&format!("(128,{}):(0,1)", n * 8)),
+            b: layout("((2,2,2,2,2,4),(2,2)):((1,2,8,16,32,128),(64,4))"),
+            c: layout(&format!(
+                "((2,2,2,2,2,4),(2,2,{})):((2,4,{n},{},{},{}),(1,{},8))",
+                n / 8,
+                2 * n,
+                4 * n,
+                16 * n,
+                8 * n
+            )),
+        })
+    }
+
+    /// True when the tensor cores read the `dot`'s A (and, but for tf32, its
+    /// B) from threadgroup memory: the `wgmma` atoms.
     pub fn reads_shared_memory(&self) -> bool {
-        matches!(self.kind, AtomKind::NvidiaWgmmaM64K16 { .. })
+        matches!(
+            self.kind,
+            AtomKind::NvidiaWgmmaM64K16 { .. } | AtomKind::NvidiaWgmmaM64K8Tf32 { .. }
+        )
     }
 
     /// Values each thread holds of A, B and C.
@@ -232,6 +274,11 @@ mod tests {
                 .into_iter()
                 .filter_map(|n| MatrixAtom::nvidia_wgmma_m64k16(DType::BF16, n)),
         );
+        atoms.extend(
+            [8, 96, 256]
+                .into_iter()
+                .filter_map(MatrixAtom::nvidia_wgmma_m64k8_tf32),
+        );
         atoms
     }
 
@@ -255,6 +302,34 @@ mod tests {
         assert!(MatrixAtom::nvidia_wgmma_m64k16(DType::F16, 264).is_none());
     }
 
+    /// The tf32 atom is the transposed product: B is the hardware's A
+    /// fragment transposed, C its accumulator transposed.
+    #[test]
+    fn tf32_wgmma_is_the_transposed_product() {
+        let atom = MatrixAtom::nvidia_wgmma_m64k8_tf32(128).unwrap();
+        assert_eq!(
+            (atom.shape, atom.values_per_thread()),
+            ((128, 64, 8), (1024, 4, 64))
+        );
+        assert_eq!(atom.values_per_thread().1, atom.kind.fragment_sizes().1);
+        for t in 0..128 {
+            let (w, l) = (t / 32, t % 32);
+            for i in 0..4 {
+                let (row, col) = (16 * w + l / 4 + 8 * (i % 2), l % 4 + 4 * (i / 2));
+                assert_eq!(atom.b_coord(t, i).unwrap(), (col, row), "B thread {t} value {i}");
+            }
+            for i in 0..64 {
+                let (row, col) = (
+                    16 * w + l / 4 + 8 * ((i / 2) % 2),
+                    8 * (i / 4) + 2 * (l % 4) + i % 2,
+                );
+                assert_eq!(atom.c_coord(t, i).unwrap(), (col, row), "C thread {t} value {i}");
+            }
+        }
+        assert!(MatrixAtom::nvidia_wgmma_m64k8_tf32(260).is_none());
+        assert!(MatrixAtom::nvidia_wgmma_m64k8_tf32(12).is_none());
+    }
+
     /// Every element of every register operand is held by exactly one
     /// (thread, value).
     #[test]
@@ -263,7 +338,10 @@ mod tests {
             let (m, n, k) = atom.shape;
             let mut operands = vec![("C", &atom.c, m, n)];
             if !atom.reads_shared_memory() {
-                operands.extend([("A", &atom.a, m, k), ("B", &atom.b, k, n)]);
+                operands.push(("A", &atom.a, m, k));
+            }
+            if atom.kind.fragment_sizes().1 > 0 {
+                operands.push(("B", &atom.b, k, n));
             }
             for (name, tv, rows, cols) in operands {
                 assert_eq!(tv.size() as usize, rows * cols, "{:?} {name}", atom.kind);

@@ -303,7 +303,8 @@ pub fn bank_conflicts(l: &DistLayout, at: Staged, reads: &[(usize, usize)], elem
         let first_words: Vec<i64> = (0..32)
             .map(|lane| {
                 let e = l.element(lane, v);
-                (at.base as i64 + (e / cols) * at.ld as i64 + e % cols) * elem_bytes as i64 / 4
+                let index = at.index((e / cols) as usize, (e % cols) as usize, elem_bytes);
+                index as i64 * elem_bytes as i64 / 4
             })
             .collect();
         let pattern: Vec<i64> = first_words.iter().map(|x| x - first_words[0]).collect();
@@ -356,9 +357,15 @@ pub fn report(
 ) -> Option<DotReport> {
     let p = plan(target, shape, operand, threads)?;
     let size = operand.size_bytes();
-    if let Some((_, _, len)) = wgmma_staging(&p, operand) {
-        // The tensor cores read the swizzled tiles themselves: no fragment
-        // reads by the threads, and the layouts are the hardware's own.
+    if let Some((_, sb, len)) = wgmma_staging(&p, operand) {
+        // The tensor cores read the swizzled tiles themselves, in layouts of
+        // the hardware's own; tf32 has the threads read b's fragments.
+        let per_mma = p.atom.kind.fragment_sizes().1;
+        let b_reads: Vec<(usize, usize)> = (0..p.b.values()).map(|v| (v, 1)).collect();
+        let b_conflicts = match per_mma {
+            0 => 1,
+            _ => bank_conflicts(&p.b, sb, &b_reads, size),
+        };
         return Some(DotReport {
             atom: p.atom.kind.name(),
             warps: p.warps,
@@ -366,8 +373,8 @@ pub fn report(
             staged_k: shape.2,
             staged_bytes: len * size,
             pad_bytes: (0, 0),
-            conflicts: (1, 1),
-            reads_per_mma: 0.0,
+            conflicts: (1, b_conflicts),
+            reads_per_mma: per_mma as f64,
         });
     }
     let capacity = target.max_threadgroup_bytes / size;
@@ -404,6 +411,9 @@ pub fn atom_for(target: &Target, operand: DType) -> Option<MatrixAtom> {
 pub fn atoms_for(target: &Target, operand: DType) -> impl Iterator<Item = MatrixAtom> + '_ {
     target.matrix_atoms.iter().filter_map(move |&kind| match kind {
         AtomKind::NvidiaWgmmaM64K16 { n } => MatrixAtom::nvidia_wgmma_m64k16(operand, usize::from(n)),
+        AtomKind::NvidiaWgmmaM64K8Tf32 { n } => (target.default_passes.tf32 && operand == DType::F32)
+            .then(|| MatrixAtom::nvidia_wgmma_m64k8_tf32(usize::from(n)))
+            .flatten(),
         AtomKind::AppleSimdgroup8x8 => MatrixAtom::apple_simdgroup_8x8(operand),
         AtomKind::AppleMatmul2d16x32x16 => MatrixAtom::apple_matmul2d_16x32x16(operand),
         AtomKind::NvidiaMmaM16N8K16 => MatrixAtom::nvidia_mma_m16n8k16(operand),
@@ -426,9 +436,11 @@ pub fn plan(
         .or_else(|| atoms_for(target, operand).find_map(|atom| plan_on(target, shape, atom, threads)))
 }
 
-/// The `wgmma` plan (sm_90a, `wgmma` pass on) of an f16 or bf16 `dot`: the
-/// atom's `n` that keeps the most warpgroups busy, the widest among those.
-/// Each atom's columns must be whole swizzle blocks of the staged `b`.
+/// The `wgmma` plan (sm_90a, `wgmma` pass on) of an f16 or bf16 `dot`, or
+/// of an f32 one with the `tf32` pass on: the atom's width that keeps the
+/// most warpgroups busy, the widest among those. f16 and bf16 atoms span
+/// `n` columns, each a whole number of swizzle blocks of the staged `b`; the
+/// tf32 atom (the transposed product) spans `n` rows and 64 columns.
 fn wgmma_plan(
     target: &Target,
     (m, n, k): (usize, usize, usize),
@@ -441,19 +453,26 @@ fn wgmma_plan(
     let size = operand.size_bytes();
     wgmma_swizzle_bytes(k * size)?;
     let block = wgmma_swizzle_bytes(n * size)? / size;
-    (1..=256.min(n) / 8)
+    let tf32 = operand == DType::F32;
+    if tf32 && !target.default_passes.tf32 {
+        return None;
+    }
+    let (span, unit) = if tf32 { (m, 8) } else { (n, block) };
+    (1..=256.min(span) / 8)
         .rev()
         .map(|i| 8 * i)
-        .filter(|&an| n % an == 0 && an % block == 0)
-        .filter_map(|an| {
-            plan_on(
-                target,
-                (m, n, k),
-                MatrixAtom::nvidia_wgmma_m64k16(operand, an)?,
-                threads,
-            )
+        .filter(|&w| span % w == 0 && w % unit == 0)
+        .filter_map(|w| {
+            let atom = match tf32 {
+                true => MatrixAtom::nvidia_wgmma_m64k8_tf32(w)?,
+                false => MatrixAtom::nvidia_wgmma_m64k16(operand, w)?,
+            };
+            plan_on(target, (m, n, k), atom, threads)
         })
-        .max_by_key(|p| (p.warps.0 * p.warps.1, p.atom.shape.1))
+        .max_by_key(|p| {
+            let width = if tf32 { p.atom.shape.0 } else { p.atom.shape.1 };
+            (p.warps.0 * p.warps.1, width)
+        })
 }
 
 /// [`plan`] on one atom.
@@ -848,6 +867,39 @@ mod tests {
             .unwrap()
             .atom
             .reads_shared_memory());
+    }
+
+    /// tf32 `wgmma` is planned on the transposed product: atoms of `n` rows
+    /// of C and 64 columns, b's fragments read by the threads from its
+    /// swizzled N-major staging.
+    #[test]
+    fn tf32_wgmma_plans_the_transposed_product() {
+        let mut h100 = Target::nvidia(9, 0);
+        assert!(plan(&h100, (128, 128, 32), DType::F32, 256).is_none());
+        h100.default_passes.tf32 = true;
+        let p = plan(&h100, (256, 128, 32), DType::F32, 256).unwrap();
+        assert_eq!(
+            (p.atom.kind, p.atom.shape, p.warps, p.reps),
+            (
+                AtomKind::NvidiaWgmmaM64K8Tf32 { n: 256 },
+                (256, 64, 8),
+                (1, 2),
+                (1, 1)
+            )
+        );
+        let r = report(&h100, (256, 128, 32), DType::F32, 256).unwrap();
+        assert_eq!(
+            (r.atom, r.conflicts, r.reads_per_mma),
+            ("wgmma.m64k8.tf32", (1, 2), 4.0)
+        );
+        // Columns must come in 64s; rows in 8s.
+        assert!(plan(&h100, (128, 96, 32), DType::F32, 256)
+            .is_none_or(|p| p.atom.kind == AtomKind::NvidiaMmaM16N8K8Tf32));
+        h100.default_passes.wgmma = false;
+        assert_eq!(
+            plan(&h100, (256, 128, 32), DType::F32, 256).unwrap().atom.kind,
+            AtomKind::NvidiaMmaM16N8K8Tf32
+        );
     }
 
     /// The swizzled index is a permutation within each 8-row group that keeps

@@ -185,6 +185,12 @@ pub enum AtomKind {
     /// `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{f16|bf16}.{f16|bf16}`
     /// over a warpgroup, A and B in threadgroup memory ([`GpuOpKind::Wgmma`]).
     NvidiaWgmmaM64K16 { n: u16 },
+    /// `wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32` over a
+    /// warpgroup with its A in registers ([`GpuOpKind::WgmmaRegA`]), used on
+    /// the transposed product: tf32 `wgmma` reads threadgroup operands only
+    /// K-major, so a `dot`'s `k x n` B (N-major) enters as the registers of
+    /// `Bᵀ` and its A (K-major) as the threadgroup operand `Aᵀ`, giving `Cᵀ`.
+    NvidiaWgmmaM64K8Tf32 { n: u16 },
 }
 
 impl AtomKind {
@@ -197,6 +203,9 @@ impl AtomKind {
             AtomKind::NvidiaMmaM16N8K8Tf32 => (4, 2, 4),
             // A and B stay in threadgroup memory.
             AtomKind::NvidiaWgmmaM64K16 { n } => (0, 0, usize::from(n) / 2),
+            // The dot's A stays in threadgroup memory; B's fragment is the
+            // wgmma's A, four registers of a 64 x 8 tile.
+            AtomKind::NvidiaWgmmaM64K8Tf32 { n } => (0, 4, usize::from(n) / 2),
         }
     }
 
@@ -207,6 +216,7 @@ impl AtomKind {
             AtomKind::NvidiaMmaM16N8K16 => "m16n8k16",
             AtomKind::NvidiaMmaM16N8K8Tf32 => "m16n8k8.tf32",
             AtomKind::NvidiaWgmmaM64K16 { .. } => "wgmma.m64k16",
+            AtomKind::NvidiaWgmmaM64K8Tf32 { .. } => "wgmma.m64k8.tf32",
         }
     }
 }
@@ -303,6 +313,20 @@ pub enum GpuOpKind {
         acc: RegId,
         first: u32,
     },
+    /// `(a0, a1, a2, a3: f32, b: threadgroup f32 ptr, b_index: int)`: starts
+    /// the tf32 `wgmma.mma_async` of shape `m64 n k8` whose A (`64 x 8`) is
+    /// in registers, this thread's four values of it in the order of the
+    /// hardware's fragment (lane `l` of warp `w` holds rows `16w + l / 4` and
+    /// `+ 8`, columns `l % 4` and `+ 4`, row first), and whose B (`8 x n`) is
+    /// read K-major from threadgroup memory at the index as [`WgmmaOperand`]
+    /// says; `acc` as for [`GpuOpKind::Wgmma`]. The tensor cores read the
+    /// registers' tf32 bits.
+    WgmmaRegA {
+        n: u16,
+        b: WgmmaOperand,
+        acc: RegId,
+        first: u32,
+    },
     /// `()`: orders this thread's register and threadgroup-memory accesses
     /// before the `wgmma`s that follow (`wgmma.fence`).
     WgmmaFence,
@@ -312,9 +336,11 @@ pub enum GpuOpKind {
     ProxyFence,
     /// `()`: closes this thread's `wgmma`s since the last commit into a group.
     WgmmaCommit,
-    /// `()`: waits until at most `pending` `wgmma` groups are in flight; the
-    /// first `count` registers of `acc` are accumulators that the completed
-    /// groups wrote (no access to them moves above the wait).
+    /// `(held: f32...)`: waits until at most `pending` `wgmma` groups are in
+    /// flight; the first `count` registers of `acc` are accumulators that the
+    /// completed groups wrote (no access to them moves above the wait), and
+    /// the `held` values are register operands ([`GpuOpKind::WgmmaRegA`])
+    /// that they read, kept in their registers until here.
     WgmmaWait { pending: u8, acc: RegId, count: u32 },
     /// `(bar: threadgroup i64 ptr, index: int)`: initialises the memory
     /// barrier `bar[index]` to expect `count` arrivals per phase, phase 0
@@ -374,6 +400,7 @@ impl GpuOpKind {
             }
             GpuOpKind::AsyncCopy { bytes, .. } => format!("async_copy.b{bytes}"),
             GpuOpKind::Wgmma { n, .. } => format!("wgmma.m64n{n}k16"),
+            GpuOpKind::WgmmaRegA { n, .. } => format!("wgmma.m64n{n}k8.tf32.rs"),
             GpuOpKind::WgmmaFence => "wgmma_fence".into(),
             GpuOpKind::ProxyFence => "proxy_fence".into(),
             GpuOpKind::WgmmaCommit => "wgmma_commit".into(),

@@ -420,7 +420,7 @@ impl<'f> GpuVerifier<'f> {
                     return fail("simdgroup reductions take i32, u32, f16 or f32");
                 }
             }
-            GpuOpKind::Mma(AtomKind::NvidiaWgmmaM64K16 { .. }) => {
+            GpuOpKind::Mma(AtomKind::NvidiaWgmmaM64K16 { .. } | AtomKind::NvidiaWgmmaM64K8Tf32 { .. }) => {
                 return fail("wgmma reads its operands from threadgroup memory: it is a Wgmma op");
             }
             GpuOpKind::Wgmma { n, acc, first, .. } => {
@@ -441,17 +441,32 @@ impl<'f> GpuVerifier<'f> {
                         "(f16 or bf16 threadgroup ptr, int, same, int), n a multiple of 8 in 8..=256",
                     );
                 }
-                let fits = self
-                    .f
-                    .regs
-                    .get(acc.0 as usize)
-                    .is_some_and(|r| r.dtype == DType::F32 && first + u32::from(*n) / 2 <= r.len);
-                if !fits {
+                if !self.wgmma_accumulators(*acc, *first, *n) {
+                    return fail("the accumulators must be n/2 registers of an f32 register array");
+                }
+            }
+            GpuOpKind::WgmmaRegA { n, b, acc, first } => {
+                arity(6, 0)?;
+                let fragment = ins[..4].iter().all(|t| *t == GpuType::Scalar(DType::F32));
+                if !fragment
+                    || ins[4] != GpuType::Ptr(DType::F32, MemSpace::Threadgroup)
+                    || !int_scalar(ins[5])
+                    || b.mn_major
+                    || !(8..=256).contains(n)
+                    || n % 8 != 0
+                {
+                    return fail(
+                        "(4 x f32, f32 threadgroup ptr, int), B K-major, n a multiple of 8 in 8..=256",
+                    );
+                }
+                if !self.wgmma_accumulators(*acc, *first, *n) {
                     return fail("the accumulators must be n/2 registers of an f32 register array");
                 }
             }
             GpuOpKind::WgmmaWait { acc, count, .. } => {
-                arity(0, 0)?;
+                if !outs.is_empty() || ins.iter().any(|t| *t != GpuType::Scalar(DType::F32)) {
+                    return fail("a wgmma wait holds f32 values and has no results");
+                }
                 if self.f.regs.get(acc.0 as usize).is_none_or(|r| *count > r.len) {
                     return fail("the accumulators must lie in a register array");
                 }
@@ -554,6 +569,14 @@ impl<'f> GpuVerifier<'f> {
             }
         }
         Ok(())
+    }
+
+    /// `n / 2` registers of an f32 register array from `first` on.
+    fn wgmma_accumulators(&self, acc: RegId, first: u32, n: u16) -> bool {
+        self.f
+            .regs
+            .get(acc.0 as usize)
+            .is_some_and(|r| r.dtype == DType::F32 && first + u32::from(n) / 2 <= r.len)
     }
 
     fn check_width(&self, op: &GpuOp, d: DType, width: u8) -> IrResult<()> {

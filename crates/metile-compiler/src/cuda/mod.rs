@@ -128,7 +128,7 @@ fn uses(f: &GpuFunction) -> Uses {
         GpuOpKind::MakeVector if op.operands.len() == 2 => {
             u.narrow |= op.operands.iter().all(|x| narrowed.contains_key(x))
         }
-        GpuOpKind::Wgmma { .. } => {
+        GpuOpKind::Wgmma { .. } | GpuOpKind::WgmmaRegA { .. } => {
             u.mma = true;
             u.wgmma = true;
         }

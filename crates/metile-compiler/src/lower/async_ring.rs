@@ -514,13 +514,18 @@ impl<'f> Lowering<'f> {
             let sync = self.filled_by_threads(bars, base_a, ring.stage_len);
             let places = (ring.places[0], ring.places[1]);
             let stage = Some((base_a, base_b, sync));
-            let count = self.wgmma_issue(plan, ring.root, places, stage, reg)?;
-            self.wgmma_wait(reg, count, 1);
+            let (count, held) = self.wgmma_issue(plan, ring.root, places, stage, reg)?;
+            self.wgmma_wait(reg, count, 1, &[]);
             self.pending_wgmma.push((reg, count));
             let released = self.reg_read(previous, 0, metile_ir::DType::I32);
             self.release_stage(bars, released, ring.stage_len)?;
             self.flush_deferred()?;
             self.reg_write(previous, 0, base_a);
+            // Register operands must stay put until their wgmmas are done,
+            // which the next iteration would not wait for.
+            if !held.is_empty() {
+                self.wgmma_wait(reg, count, 0, &held);
+            }
             return Ok(());
         }
         self.barrier()?;

@@ -161,7 +161,7 @@ impl<'f> Lowering<'f> {
         self.b
             .emit_region_op(GpuOpKind::For, [start, end, step], vec![gpu_body]);
         for (reg, count) in std::mem::replace(&mut self.pending_wgmma, outer_wgmma) {
-            self.wgmma_wait(reg, count, 0);
+            self.wgmma_wait(reg, count, 0, &[]);
         }
         for (slot, &r) in slots.iter().zip(&op.results) {
             self.read_slot(slot, r)?;

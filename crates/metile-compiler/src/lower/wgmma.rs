@@ -13,6 +13,7 @@
 //! iteration's group, this one being waited for after the loop.
 
 use super::Lowering;
+use crate::atoms::AtomKind;
 use crate::dot_tiling::{wgmma_staging, AtomTiling, Staged};
 use crate::error::CompileResult;
 use metile_ir::gpu_ir::*;
@@ -82,19 +83,19 @@ impl<'f> Lowering<'f> {
         self.barrier()?;
         self.stage(root, sa, la, &av, None, None)?;
         self.stage(root, sb, lb, &bv, None, None)?;
-        let count = self.wgmma_issue(plan, root, (sa, sb), None, reg)?;
+        let (count, held) = self.wgmma_issue(plan, root, (sa, sb), None, reg)?;
         // Held-back loads (the next iteration's operands) start while the
         // tensor cores work.
         self.flush_deferred()?;
-        self.wgmma_wait(reg, count, 0);
+        self.wgmma_wait(reg, count, 0, &held);
         Ok(true)
     }
 
     /// The multiplication of operands staged at `places` (plus the stage
     /// offsets `stage`, in a ring): fences and a barrier (in a ring, where
     /// `stage`'s flag says the threads wrote some of it), the `wgmma`s of
-    /// every `k16` step and their commit. Returns the accumulators they write
-    /// (the caller waits).
+    /// every `k` step and their commit. Returns the accumulators they write
+    /// and the register operands they read (the caller waits, holding them).
     pub(super) fn wgmma_issue(
         &mut self,
         plan: &AtomTiling,
@@ -102,7 +103,7 @@ impl<'f> Lowering<'f> {
         (sa, sb): (Staged, Staged),
         stage: Option<(GpuValue, GpuValue, GpuValue)>,
         reg: RegId,
-    ) -> CompileResult<usize> {
+    ) -> CompileResult<(usize, Vec<GpuValue>)> {
         let dtype = self.dtype_of(root);
         let size = dtype.size_bytes();
         let (Some(swz_a), Some(swz_b)) = (sa.swizzle, sb.swizzle) else {
@@ -154,6 +155,37 @@ impl<'f> Lowering<'f> {
             sbo: (8 * swz_b.bytes) as u32,
             mn_major: true,
         };
+        if let AtomKind::NvidiaWgmmaM64K8Tf32 { n } = plan.atom.kind {
+            let ob = stage.map(|(_, ob, _)| ob);
+            let frags = self.b_fragments(plan, root, sb, ob)?;
+            self.emit(GpuOpKind::WgmmaFence, ValueList::new(), vec![]);
+            let per_step = frags.len() / (k / ak);
+            for (step, k0) in (0..k).step_by(ak).enumerate() {
+                for mi in 0..reps_m {
+                    let a_at = self.const_i32(sa.index(mi * am, k0, size) as i32);
+                    let a_index = self.binary(BinaryOp::Add, start_a, a_at);
+                    for ni in 0..reps_n {
+                        let first = step * per_step + 4 * ni;
+                        let mut operands: Vec<GpuValue> = frags[first..first + 4].to_vec();
+                        operands.extend([root, a_index]);
+                        let acc_first = nc * (ni + reps_n * mi);
+                        self.emit(
+                            GpuOpKind::WgmmaRegA {
+                                n,
+                                b: operand_a,
+                                acc: reg,
+                                first: acc_first as u32,
+                            },
+                            operands,
+                            vec![],
+                        );
+                        self.clobber_reg(reg);
+                    }
+                }
+            }
+            self.emit(GpuOpKind::WgmmaCommit, ValueList::new(), vec![]);
+            return Ok((nc * reps_m * reps_n, frags));
+        }
         self.emit(GpuOpKind::WgmmaFence, ValueList::new(), vec![]);
         for k0 in (0..k).step_by(ak) {
             let b_indices: Vec<GpuValue> = (0..reps_n)
@@ -184,19 +216,50 @@ impl<'f> Lowering<'f> {
             }
         }
         self.emit(GpuOpKind::WgmmaCommit, ValueList::new(), vec![]);
-        Ok(nc * reps_m * reps_n)
+        Ok((nc * reps_m * reps_n, vec![]))
+    }
+
+    /// The register operand of the tf32 `wgmma` (the transposed product):
+    /// every `k8` step's values of the plan's B fragments, read from the
+    /// staged `b` (plus `offset`), step by step.
+    fn b_fragments(
+        &mut self,
+        plan: &AtomTiling,
+        root: GpuValue,
+        sb: Staged,
+        offset: Option<GpuValue>,
+    ) -> CompileResult<Vec<GpuValue>> {
+        let frag = self.a.layouts.intern(plan.b.clone());
+        let values = self.layout(frag).values();
+        let (k, ak) = (plan.shape.2, plan.atom.shape.2);
+        let mut out = Vec::with_capacity(values * k / ak);
+        for k0 in (0..k).step_by(ak) {
+            for v in 0..values {
+                let row = self.coord(frag, 0, v);
+                let k0 = self.const_i32(k0 as i32);
+                let row = self.binary(BinaryOp::Add, row, k0);
+                let col = self.coord(frag, 1, v);
+                let mut index = self.staged_index(sb, row, col, DType::F32);
+                if let Some(o) = offset {
+                    index = self.binary(BinaryOp::Add, index, o);
+                }
+                out.push(self.mem_load(root, index, 1, None, None));
+            }
+        }
+        Ok(out)
     }
 
     /// Waits until at most `pending` `wgmma` groups are in flight, the
-    /// `count` accumulators of `reg` written by the finished ones.
-    pub(super) fn wgmma_wait(&mut self, reg: RegId, count: usize, pending: u8) {
+    /// `count` accumulators of `reg` written by the finished ones, and the
+    /// register operands `held` they read free again.
+    pub(super) fn wgmma_wait(&mut self, reg: RegId, count: usize, pending: u8, held: &[GpuValue]) {
         self.emit(
             GpuOpKind::WgmmaWait {
                 pending,
                 acc: reg,
                 count: count as u32,
             },
-            ValueList::new(),
+            held.to_vec(),
             vec![],
         );
         self.clobber_reg(reg);

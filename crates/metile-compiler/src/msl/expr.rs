@@ -550,8 +550,11 @@ impl<'a> BodyWriter<'a> {
             GpuOpKind::Wgmma { n, a, b, acc, first } if self.lang == Lang::Cuda => {
                 self.wgmma(op, *n, (*a, *b), *acc, *first, depth)?
             }
+            GpuOpKind::WgmmaRegA { n, b, acc, first } if self.lang == Lang::Cuda => {
+                self.wgmma_reg_a(op, *n, *b, (*acc, *first), depth)?
+            }
             GpuOpKind::WgmmaWait { pending, acc, count } if self.lang == Lang::Cuda => {
-                self.wgmma_wait(*pending, *acc, *count, depth)
+                self.wgmma_wait(op, *pending, (*acc, *count), depth)?
             }
             GpuOpKind::WgmmaFence | GpuOpKind::ProxyFence | GpuOpKind::WgmmaCommit
                 if self.lang == Lang::Cuda =>
@@ -564,6 +567,7 @@ impl<'a> BodyWriter<'a> {
                 self.line_fmt(depth, format_args!("asm volatile(\"{text}\" ::: \"memory\");"));
             }
             GpuOpKind::Wgmma { .. }
+            | GpuOpKind::WgmmaRegA { .. }
             | GpuOpKind::WgmmaWait { .. }
             | GpuOpKind::WgmmaFence
             | GpuOpKind::ProxyFence

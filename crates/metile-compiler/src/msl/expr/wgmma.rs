@@ -1,6 +1,6 @@
 //! The CUDA spelling of NVIDIA's warpgroup MMA ops (sm_90a): `wgmma.mma_async`
-//! on shared-memory descriptors (`metile_wgmma_desc` in the prelude), its
-//! fences, commit and wait.
+//! on shared-memory descriptors (`metile_wgmma_desc` in the prelude) or, for
+//! tf32, with A in registers; its fences, commit and wait.
 //!
 //! `wgmma` writes its accumulators asynchronously: they are `"+f"` operands
 //! naming the accumulator array's registers themselves (a copy in between
@@ -17,7 +17,7 @@ use metile_ir::DType;
 pub(super) fn accumulators(f: &GpuFunction) -> Vec<RegId> {
     let mut regs = vec![];
     f.walk(&mut |op| {
-        if let GpuOpKind::Wgmma { acc, .. } = op.kind {
+        if let GpuOpKind::Wgmma { acc, .. } | GpuOpKind::WgmmaRegA { acc, .. } = op.kind {
             if !regs.contains(&acc) {
                 regs.push(acc);
             }
@@ -110,7 +110,54 @@ impl BodyWriter<'_> {
         Ok(())
     }
 
-    pub(super) fn wgmma_wait(&mut self, pending: u8, acc: RegId, count: u32, depth: usize) {
+    /// The tf32 `wgmma` with A in registers (`GpuOpKind::WgmmaRegA`).
+    pub(super) fn wgmma_reg_a(
+        &mut self,
+        op: &GpuOp,
+        n: u16,
+        b: WgmmaOperand,
+        (acc, first): (RegId, u32),
+        depth: usize,
+    ) -> EmitResult<()> {
+        let (root, index) = (self.name(op.operands[4])?, self.name(op.operands[5])?);
+        let desc = format!(
+            "metile_wgmma_desc({root} + {index}, {}, {}, {})",
+            b.lbo,
+            b.sbo,
+            swizzle_mode(b.swizzle_bytes)?
+        );
+        let mut a = vec![];
+        for &x in &op.operands[..4] {
+            a.push(format!("\"r\"(__float_as_uint({}))", self.name(x)?));
+        }
+        let nc = usize::from(n) / 2;
+        let regs = (0..nc).map(|i| format!("%{i}")).collect::<Vec<_>>().join(", ");
+        let text = format!(
+            "{{ .reg .pred p; setp.ne.b32 p, %{}, 0; wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 \
+             {{{regs}}}, {{%{}, %{}, %{}, %{}}}, %{}, p, 1, 1; }}",
+            nc + 5,
+            nc,
+            nc + 1,
+            nc + 2,
+            nc + 3,
+            nc + 4,
+        );
+        let outs = self.accumulator_operands(acc, first, nc as u32);
+        let a = a.join(", ");
+        self.line_fmt(
+            depth,
+            format_args!("asm volatile(\"{text}\" : {outs} : {a}, \"l\"({desc}), \"r\"(1) : \"memory\");"),
+        );
+        Ok(())
+    }
+
+    pub(super) fn wgmma_wait(
+        &mut self,
+        op: &GpuOp,
+        pending: u8,
+        (acc, count): (RegId, u32),
+        depth: usize,
+    ) -> EmitResult<()> {
         self.line_fmt(
             depth,
             format_args!("asm volatile(\"wgmma.wait_group.sync.aligned {pending};\" ::: \"memory\");"),
@@ -119,5 +166,15 @@ impl BodyWriter<'_> {
             let fence = self.accumulator_operands(acc, i, 1);
             self.line_fmt(depth, format_args!("asm volatile(\"\" : {fence} :: \"memory\");"));
         }
+        // A use after the wait keeps each register operand's register from
+        // being reused while the tensor cores may still read it.
+        for &x in &op.operands {
+            let x = self.name(x)?;
+            self.line_fmt(
+                depth,
+                format_args!("asm volatile(\"\" :: \"f\"({x}) : \"memory\");"),
+            );
+        }
+        Ok(())
     }
 }
