@@ -313,19 +313,23 @@ pub enum GpuOpKind {
         acc: RegId,
         first: u32,
     },
-    /// `(a0, a1, a2, a3: f32, b: threadgroup f32 ptr, b_index: int)`: starts
-    /// the tf32 `wgmma.mma_async` of shape `m64 n k8` whose A (`64 x 8`) is
-    /// in registers, this thread's four values of it in the order of the
-    /// hardware's fragment (lane `l` of warp `w` holds rows `16w + l / 4` and
-    /// `+ 8`, columns `l % 4` and `+ 4`, row first), and whose B (`8 x n`) is
-    /// read K-major from threadgroup memory at the index as [`WgmmaOperand`]
-    /// says; `acc` as for [`GpuOpKind::Wgmma`]. The tensor cores read the
-    /// registers' tf32 bits.
+    /// `(b: threadgroup f32 ptr, b_index: int)`: starts the tf32
+    /// `wgmma.mma_async` of shape `m64 n k8` whose A (`64 x 8`) is in
+    /// registers `a[a_first .. a_first + 4]` of an f32 register array, this
+    /// thread's four values in the order of the hardware's fragment (lane
+    /// `l` of warp `w` holds rows `16w + l / 4` and `+ 8`, columns `l % 4`
+    /// and `+ 4`, row first), and whose B (`8 x n`) is read K-major from
+    /// threadgroup memory at the index as [`WgmmaOperand`] says; `acc` as for
+    /// [`GpuOpKind::Wgmma`]. The tensor cores read the registers' tf32 bits
+    /// later too: they may be written again only after a
+    /// [`GpuOpKind::WgmmaWait`] that holds them.
     WgmmaRegA {
         n: u16,
         b: WgmmaOperand,
         acc: RegId,
         first: u32,
+        a: RegId,
+        a_first: u32,
     },
     /// `()`: orders this thread's register and threadgroup-memory accesses
     /// before the `wgmma`s that follow (`wgmma.fence`).
@@ -336,12 +340,17 @@ pub enum GpuOpKind {
     ProxyFence,
     /// `()`: closes this thread's `wgmma`s since the last commit into a group.
     WgmmaCommit,
-    /// `(held: f32...)`: waits until at most `pending` `wgmma` groups are in
-    /// flight; the first `count` registers of `acc` are accumulators that the
-    /// completed groups wrote (no access to them moves above the wait), and
-    /// the `held` values are register operands ([`GpuOpKind::WgmmaRegA`])
-    /// that they read, kept in their registers until here.
-    WgmmaWait { pending: u8, acc: RegId, count: u32 },
+    /// `()`: waits until at most `pending` `wgmma` groups are in flight; the
+    /// first `count` registers of `acc` are accumulators that the completed
+    /// groups wrote (no access to them moves above the wait), and `held`
+    /// (register array, first, count) register operands they read
+    /// ([`GpuOpKind::WgmmaRegA`]), which keep their registers until here.
+    WgmmaWait {
+        pending: u8,
+        acc: RegId,
+        count: u32,
+        held: Option<(RegId, u32, u32)>,
+    },
     /// `(bar: threadgroup i64 ptr, index: int)`: initialises the memory
     /// barrier `bar[index]` to expect `count` arrivals per phase, phase 0
     /// (`mbarrier.init`), and makes that visible to the asynchronous proxy.

@@ -441,34 +441,38 @@ impl<'f> GpuVerifier<'f> {
                         "(f16 or bf16 threadgroup ptr, int, same, int), n a multiple of 8 in 8..=256",
                     );
                 }
-                if !self.wgmma_accumulators(*acc, *first, *n) {
+                if !self.f32_registers(*acc, *first, u32::from(*n) / 2) {
                     return fail("the accumulators must be n/2 registers of an f32 register array");
                 }
             }
-            GpuOpKind::WgmmaRegA { n, b, acc, first } => {
-                arity(6, 0)?;
-                let fragment = ins[..4].iter().all(|t| *t == GpuType::Scalar(DType::F32));
-                if !fragment
-                    || ins[4] != GpuType::Ptr(DType::F32, MemSpace::Threadgroup)
-                    || !int_scalar(ins[5])
+            GpuOpKind::WgmmaRegA {
+                n,
+                b,
+                acc,
+                first,
+                a,
+                a_first,
+            } => {
+                arity(2, 0)?;
+                if ins[0] != GpuType::Ptr(DType::F32, MemSpace::Threadgroup)
+                    || !int_scalar(ins[1])
                     || b.mn_major
                     || !(8..=256).contains(n)
                     || n % 8 != 0
                 {
-                    return fail(
-                        "(4 x f32, f32 threadgroup ptr, int), B K-major, n a multiple of 8 in 8..=256",
-                    );
+                    return fail("(f32 threadgroup ptr, int), B K-major, n a multiple of 8 in 8..=256");
                 }
-                if !self.wgmma_accumulators(*acc, *first, *n) {
-                    return fail("the accumulators must be n/2 registers of an f32 register array");
+                if !self.f32_registers(*acc, *first, u32::from(*n) / 2)
+                    || !self.f32_registers(*a, *a_first, 4)
+                {
+                    return fail("the accumulators (n/2) and A (4) must be registers of f32 register arrays");
                 }
             }
-            GpuOpKind::WgmmaWait { acc, count, .. } => {
-                if !outs.is_empty() || ins.iter().any(|t| *t != GpuType::Scalar(DType::F32)) {
-                    return fail("a wgmma wait holds f32 values and has no results");
-                }
-                if self.f.regs.get(acc.0 as usize).is_none_or(|r| *count > r.len) {
-                    return fail("the accumulators must lie in a register array");
+            GpuOpKind::WgmmaWait { acc, count, held, .. } => {
+                arity(0, 0)?;
+                let held = held.is_none_or(|(r, first, count)| self.f32_registers(r, first, count));
+                if self.f.regs.get(acc.0 as usize).is_none_or(|r| *count > r.len) || !held {
+                    return fail("the accumulators and held registers must lie in register arrays");
                 }
             }
             GpuOpKind::WgmmaFence | GpuOpKind::ProxyFence | GpuOpKind::WgmmaCommit => arity(0, 0)?,
@@ -571,12 +575,12 @@ impl<'f> GpuVerifier<'f> {
         Ok(())
     }
 
-    /// `n / 2` registers of an f32 register array from `first` on.
-    fn wgmma_accumulators(&self, acc: RegId, first: u32, n: u16) -> bool {
+    /// `count` registers of an f32 register array from `first` on.
+    fn f32_registers(&self, reg: RegId, first: u32, count: u32) -> bool {
         self.f
             .regs
-            .get(acc.0 as usize)
-            .is_some_and(|r| r.dtype == DType::F32 && first + u32::from(n) / 2 <= r.len)
+            .get(reg.0 as usize)
+            .is_some_and(|r| r.dtype == DType::F32 && first + count <= r.len)
     }
 
     fn check_width(&self, op: &GpuOp, d: DType, width: u8) -> IrResult<()> {

@@ -515,17 +515,15 @@ impl<'f> Lowering<'f> {
             let places = (ring.places[0], ring.places[1]);
             let stage = Some((base_a, base_b, sync));
             let (count, held) = self.wgmma_issue(plan, ring.root, places, stage, reg)?;
-            self.wgmma_wait(reg, count, 1, &[]);
-            self.pending_wgmma.push((reg, count));
+            // Register operands are waited for where they are issued.
+            if held.is_none() {
+                self.wgmma_wait(reg, count, 1, None);
+            }
+            self.pending_wgmma.push((reg, count, held));
             let released = self.reg_read(previous, 0, metile_ir::DType::I32);
             self.release_stage(bars, released, ring.stage_len)?;
             self.flush_deferred()?;
             self.reg_write(previous, 0, base_a);
-            // Register operands must stay put until their wgmmas are done,
-            // which the next iteration would not wait for.
-            if !held.is_empty() {
-                self.wgmma_wait(reg, count, 0, &held);
-            }
             return Ok(());
         }
         self.barrier()?;

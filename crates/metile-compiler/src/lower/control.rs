@@ -160,8 +160,8 @@ impl<'f> Lowering<'f> {
         let gpu_body = self.pop_block();
         self.b
             .emit_region_op(GpuOpKind::For, [start, end, step], vec![gpu_body]);
-        for (reg, count) in std::mem::replace(&mut self.pending_wgmma, outer_wgmma) {
-            self.wgmma_wait(reg, count, 0, &[]);
+        for (reg, count, held) in std::mem::replace(&mut self.pending_wgmma, outer_wgmma) {
+            self.wgmma_wait(reg, count, 0, held);
         }
         for (slot, &r) in slots.iter().zip(&op.results) {
             self.read_slot(slot, r)?;

@@ -121,8 +121,8 @@ pub struct Lowering<'f> {
     /// the loads filling them (with their stage offset) once their `if` is open.
     rings: Vec<async_ring::Ring>,
     /// Accumulators (register array, length) of `wgmma`s a loop body left
-    /// running, waited for after the loop.
-    pending_wgmma: Vec<(RegId, usize)>,
+    /// running and the registers they read, waited for after the loop.
+    pending_wgmma: Vec<(RegId, usize, Option<wgmma::Held>)>,
     ring_values: FxHashMap<ValueId, async_ring::RingValue>,
     ring_loads: FxHashMap<ValueId, (async_ring::RingValue, GpuValue)>,
     /// Tensor maps declared as parameters: spec, map and ready flag.

@@ -26,13 +26,15 @@ impl<'f> Lowering<'f> {
     /// Whether a `wgmma` ring of `plan` fills with tensor copies. Thread 0
     /// issues them on its warpgroup's path from one `wgmma` group to the
     /// next, which pays only where a second warpgroup keeps the tensor cores
-    /// busy meanwhile and an iteration multiplies at least 64 of `k`: on the
-    /// H100, one warpgroup ran 4–16% slower with them (64x128x64, 128x64x64
-    /// and 128x128x64 tiles) and 128x256x32 on two 6–11%, while two
-    /// warpgroups on 64-deep tiles gain 5–10% (benchmarks/gemm.py).
+    /// busy meanwhile and an iteration's `k` spans at least 128 bytes: on the
+    /// H100, one warpgroup ran 4–16% slower with them (f16 64x128x64,
+    /// 128x64x64 and 128x128x64 tiles) and f16 128x256x32 on two 6–11%,
+    /// while two warpgroups on 64-deep f16 tiles gain 5–10% and tf32
+    /// 256x128x32 and 128x128x32 tiles 11–14% (benchmarks/gemm.py).
     pub(super) fn tensor_copies_pay(&self, plan: &crate::dot_tiling::AtomTiling) -> bool {
         let warpgroups = self.a.threads / (4 * self.a.target.simd_width);
-        self.a.target.default_passes.tma && warpgroups >= 2 && plan.shape.2 >= 64
+        let k_bytes = plan.shape.2 * plan.atom.operand.size_bytes();
+        self.a.target.default_passes.tma && warpgroups >= 2 && k_bytes >= 128
     }
 
     /// A coordinate as an i32 GPU value.

@@ -14,6 +14,10 @@
 
 use super::Lowering;
 use crate::atoms::AtomKind;
+
+/// Registers a `wgmma` group reads (register array, first, count), held by
+/// the wait that retires it.
+pub(super) type Held = (RegId, u32, u32);
 use crate::dot_tiling::{wgmma_staging, AtomTiling, Staged};
 use crate::error::CompileResult;
 use metile_ir::gpu_ir::*;
@@ -87,7 +91,7 @@ impl<'f> Lowering<'f> {
         // Held-back loads (the next iteration's operands) start while the
         // tensor cores work.
         self.flush_deferred()?;
-        self.wgmma_wait(reg, count, 0, &held);
+        self.wgmma_wait(reg, count, 0, held);
         Ok(true)
     }
 
@@ -95,7 +99,8 @@ impl<'f> Lowering<'f> {
     /// offsets `stage`, in a ring): fences and a barrier (in a ring, where
     /// `stage`'s flag says the threads wrote some of it), the `wgmma`s of
     /// every `k` step and their commit. Returns the accumulators they write
-    /// and the register operands they read (the caller waits, holding them).
+    /// and the register operands the last group reads (the caller waits,
+    /// holding them).
     pub(super) fn wgmma_issue(
         &mut self,
         plan: &AtomTiling,
@@ -103,7 +108,7 @@ impl<'f> Lowering<'f> {
         (sa, sb): (Staged, Staged),
         stage: Option<(GpuValue, GpuValue, GpuValue)>,
         reg: RegId,
-    ) -> CompileResult<(usize, Vec<GpuValue>)> {
+    ) -> CompileResult<(usize, Option<Held>)> {
         let dtype = self.dtype_of(root);
         let size = dtype.size_bytes();
         let (Some(swz_a), Some(swz_b)) = (sa.swizzle, sb.swizzle) else {
@@ -157,34 +162,8 @@ impl<'f> Lowering<'f> {
         };
         if let AtomKind::NvidiaWgmmaM64K8Tf32 { n } = plan.atom.kind {
             let ob = stage.map(|(_, ob, _)| ob);
-            let frags = self.b_fragments(plan, root, sb, ob)?;
-            self.emit(GpuOpKind::WgmmaFence, ValueList::new(), vec![]);
-            let per_step = frags.len() / (k / ak);
-            for (step, k0) in (0..k).step_by(ak).enumerate() {
-                for mi in 0..reps_m {
-                    let a_at = self.const_i32(sa.index(mi * am, k0, size) as i32);
-                    let a_index = self.binary(BinaryOp::Add, start_a, a_at);
-                    for ni in 0..reps_n {
-                        let first = step * per_step + 4 * ni;
-                        let mut operands: Vec<GpuValue> = frags[first..first + 4].to_vec();
-                        operands.extend([root, a_index]);
-                        let acc_first = nc * (ni + reps_n * mi);
-                        self.emit(
-                            GpuOpKind::WgmmaRegA {
-                                n,
-                                b: operand_a,
-                                acc: reg,
-                                first: acc_first as u32,
-                            },
-                            operands,
-                            vec![],
-                        );
-                        self.clobber_reg(reg);
-                    }
-                }
-            }
-            self.emit(GpuOpKind::WgmmaCommit, ValueList::new(), vec![]);
-            return Ok((nc * reps_m * reps_n, frags));
+            let held = self.wgmma_reg_a_issue(plan, (root, n, reg), (sa, operand_a, start_a), (sb, ob))?;
+            return Ok((nc * reps_m * reps_n, held));
         }
         self.emit(GpuOpKind::WgmmaFence, ValueList::new(), vec![]);
         for k0 in (0..k).step_by(ak) {
@@ -216,50 +195,99 @@ impl<'f> Lowering<'f> {
             }
         }
         self.emit(GpuOpKind::WgmmaCommit, ValueList::new(), vec![]);
-        Ok((nc * reps_m * reps_n, vec![]))
+        Ok((nc * reps_m * reps_n, None))
     }
 
-    /// The register operand of the tf32 `wgmma` (the transposed product):
-    /// every `k8` step's values of the plan's B fragments, read from the
-    /// staged `b` (plus `offset`), step by step.
-    fn b_fragments(
+    /// The tf32 `wgmma`s (the transposed product) of one `dot`: b's
+    /// fragments are read into registers (`frags`) and the `k8` steps issued
+    /// in two groups, each group's fragments read while the other group's
+    /// `wgmma`s run: read the first half, issue it, wait for the previous
+    /// `dot`'s second group (holding its registers), read the second half,
+    /// issue it, wait for the first. With one step there is nothing to
+    /// overlap: the group is waited for at once. Returns the registers the
+    /// group still in flight reads.
+    fn wgmma_reg_a_issue(
         &mut self,
         plan: &AtomTiling,
-        root: GpuValue,
-        sb: Staged,
-        offset: Option<GpuValue>,
-    ) -> CompileResult<Vec<GpuValue>> {
+        (root, n, reg): (GpuValue, u16, RegId),
+        (sa, operand_a, start_a): (Staged, WgmmaOperand, GpuValue),
+        (sb, ob): (Staged, Option<GpuValue>),
+    ) -> CompileResult<Option<Held>> {
+        let (k, (am, _, ak)) = (plan.shape.2, plan.atom.shape);
+        let (reps_m, reps_n) = plan.reps;
+        let nc = plan.atom.values_per_thread().2;
+        let size = DType::F32.size_bytes();
         let frag = self.a.layouts.intern(plan.b.clone());
-        let values = self.layout(frag).values();
-        let (k, ak) = (plan.shape.2, plan.atom.shape.2);
-        let mut out = Vec::with_capacity(values * k / ak);
-        for k0 in (0..k).step_by(ak) {
-            for v in 0..values {
-                let row = self.coord(frag, 0, v);
-                let k0 = self.const_i32(k0 as i32);
-                let row = self.binary(BinaryOp::Add, row, k0);
-                let col = self.coord(frag, 1, v);
-                let mut index = self.staged_index(sb, row, col, DType::F32);
-                if let Some(o) = offset {
-                    index = self.binary(BinaryOp::Add, index, o);
+        let per_step = self.layout(frag).values();
+        let steps = k / ak;
+        let frags = self.b.add_reg(DType::F32, (per_step * steps) as u32);
+        let halves = if steps > 1 { 2 } else { 1 };
+        let bounds = |h: usize| (h * steps / halves, (h + 1) * steps / halves);
+        let range = |h: usize| {
+            let (s0, s1) = bounds(h);
+            (frags, (s0 * per_step) as u32, ((s1 - s0) * per_step) as u32)
+        };
+        for h in 0..halves {
+            let (s0, s1) = bounds(h);
+            for step in s0..s1 {
+                for v in 0..per_step {
+                    let row = self.coord(frag, 0, v);
+                    let k0 = self.const_i32((step * ak) as i32);
+                    let row = self.binary(BinaryOp::Add, row, k0);
+                    let col = self.coord(frag, 1, v);
+                    let mut index = self.staged_index(sb, row, col, DType::F32);
+                    if let Some(o) = ob {
+                        index = self.binary(BinaryOp::Add, index, o);
+                    }
+                    let x = self.mem_load(root, index, 1, None, None);
+                    self.reg_write(frags, (step * per_step + v) as u32, x);
                 }
-                out.push(self.mem_load(root, index, 1, None, None));
+            }
+            self.emit(GpuOpKind::WgmmaFence, ValueList::new(), vec![]);
+            for step in s0..s1 {
+                for mi in 0..reps_m {
+                    let a_at = self.const_i32(sa.index(mi * am, step * ak, size) as i32);
+                    let a_index = self.binary(BinaryOp::Add, start_a, a_at);
+                    for ni in 0..reps_n {
+                        self.emit(
+                            GpuOpKind::WgmmaRegA {
+                                n,
+                                b: operand_a,
+                                acc: reg,
+                                first: (nc * (ni + reps_n * mi)) as u32,
+                                a: frags,
+                                a_first: (step * per_step + 4 * ni) as u32,
+                            },
+                            [root, a_index],
+                            vec![],
+                        );
+                        self.clobber_reg(reg);
+                    }
+                }
+            }
+            self.emit(GpuOpKind::WgmmaCommit, ValueList::new(), vec![]);
+            let count = nc * reps_m * reps_n;
+            match (halves, h) {
+                (1, _) => self.wgmma_wait(reg, count, 0, Some(range(0))),
+                (_, 0) => self.wgmma_wait(reg, count, 1, Some(range(1))),
+                _ => self.wgmma_wait(reg, count, 1, Some(range(0))),
             }
         }
-        Ok(out)
+        Ok((halves == 2).then(|| range(1)))
     }
 
     /// Waits until at most `pending` `wgmma` groups are in flight, the
     /// `count` accumulators of `reg` written by the finished ones, and the
     /// register operands `held` they read free again.
-    pub(super) fn wgmma_wait(&mut self, reg: RegId, count: usize, pending: u8, held: &[GpuValue]) {
+    pub(super) fn wgmma_wait(&mut self, reg: RegId, count: usize, pending: u8, held: Option<Held>) {
         self.emit(
             GpuOpKind::WgmmaWait {
                 pending,
                 acc: reg,
                 count: count as u32,
+                held,
             },
-            held.to_vec(),
+            ValueList::new(),
             vec![],
         );
         self.clobber_reg(reg);

@@ -550,12 +550,22 @@ impl<'a> BodyWriter<'a> {
             GpuOpKind::Wgmma { n, a, b, acc, first } if self.lang == Lang::Cuda => {
                 self.wgmma(op, *n, (*a, *b), *acc, *first, depth)?
             }
-            GpuOpKind::WgmmaRegA { n, b, acc, first } if self.lang == Lang::Cuda => {
-                self.wgmma_reg_a(op, *n, *b, (*acc, *first), depth)?
+            GpuOpKind::WgmmaRegA {
+                n,
+                b,
+                acc,
+                first,
+                a,
+                a_first,
+            } if self.lang == Lang::Cuda => {
+                self.wgmma_reg_a(op, (*n, *b), (*acc, *first), (*a, *a_first), depth)?
             }
-            GpuOpKind::WgmmaWait { pending, acc, count } if self.lang == Lang::Cuda => {
-                self.wgmma_wait(op, *pending, (*acc, *count), depth)?
-            }
+            GpuOpKind::WgmmaWait {
+                pending,
+                acc,
+                count,
+                held,
+            } if self.lang == Lang::Cuda => self.wgmma_wait(*pending, (*acc, *count), *held, depth),
             GpuOpKind::WgmmaFence | GpuOpKind::ProxyFence | GpuOpKind::WgmmaCommit
                 if self.lang == Lang::Cuda =>
             {

@@ -110,26 +110,32 @@ impl BodyWriter<'_> {
         Ok(())
     }
 
-    /// The tf32 `wgmma` with A in registers (`GpuOpKind::WgmmaRegA`).
+    /// The tf32 `wgmma` with A in registers (`GpuOpKind::WgmmaRegA`): the
+    /// register array's elements themselves are the operands, so the
+    /// registers the tensor cores read are the ones the wait holds.
     pub(super) fn wgmma_reg_a(
         &mut self,
         op: &GpuOp,
-        n: u16,
-        b: WgmmaOperand,
+        (n, b): (u16, WgmmaOperand),
         (acc, first): (RegId, u32),
+        (a, a_first): (RegId, u32),
         depth: usize,
     ) -> EmitResult<()> {
-        let (root, index) = (self.name(op.operands[4])?, self.name(op.operands[5])?);
+        let (root, index) = (self.name(op.operands[0])?, self.name(op.operands[1])?);
         let desc = format!(
             "metile_wgmma_desc({root} + {index}, {}, {}, {})",
             b.lbo,
             b.sbo,
             swizzle_mode(b.swizzle_bytes)?
         );
-        let mut a = vec![];
-        for &x in &op.operands[..4] {
-            a.push(format!("\"r\"(__float_as_uint({}))", self.name(x)?));
-        }
+        let fragment = (a_first..a_first + 4)
+            .map(|i| {
+                let mut r = String::new();
+                self.reg(a, i).push_to(&mut r);
+                format!("\"r\"(__float_as_uint({r}))")
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
         let nc = usize::from(n) / 2;
         let regs = (0..nc).map(|i| format!("%{i}")).collect::<Vec<_>>().join(", ");
         let text = format!(
@@ -143,21 +149,22 @@ impl BodyWriter<'_> {
             nc + 4,
         );
         let outs = self.accumulator_operands(acc, first, nc as u32);
-        let a = a.join(", ");
         self.line_fmt(
             depth,
-            format_args!("asm volatile(\"{text}\" : {outs} : {a}, \"l\"({desc}), \"r\"(1) : \"memory\");"),
+            format_args!(
+                "asm volatile(\"{text}\" : {outs} : {fragment}, \"l\"({desc}), \"r\"(1) : \"memory\");"
+            ),
         );
         Ok(())
     }
 
     pub(super) fn wgmma_wait(
         &mut self,
-        op: &GpuOp,
         pending: u8,
         (acc, count): (RegId, u32),
+        held: Option<(RegId, u32, u32)>,
         depth: usize,
-    ) -> EmitResult<()> {
+    ) {
         self.line_fmt(
             depth,
             format_args!("asm volatile(\"wgmma.wait_group.sync.aligned {pending};\" ::: \"memory\");"),
@@ -168,13 +175,15 @@ impl BodyWriter<'_> {
         }
         // A use after the wait keeps each register operand's register from
         // being reused while the tensor cores may still read it.
-        for &x in &op.operands {
-            let x = self.name(x)?;
-            self.line_fmt(
-                depth,
-                format_args!("asm volatile(\"\" :: \"f\"({x}) : \"memory\");"),
-            );
+        if let Some((reg, first, count)) = held {
+            for i in first..first + count {
+                let mut r = String::new();
+                self.reg(reg, i).push_to(&mut r);
+                self.line_fmt(
+                    depth,
+                    format_args!("asm volatile(\"\" :: \"f\"({r}) : \"memory\");"),
+                );
+            }
         }
-        Ok(())
     }
 }
