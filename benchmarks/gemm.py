@@ -43,6 +43,10 @@ MT_CONFIGS = [(*t, extra) for extra in ({}, {"tma": False}, {"wgmma": False}) fo
 # also tries the smaller tiles with 2, 4 and 8 programs per tile.
 SPLIT_K_CONFIGS = [(*t, {"split_k": s}) for s in (2, 4, 8) for t in MT_TILES if t[0] * t[1] <= 128 * 128
                    and t[2] == 64]
+# tf32 (32 k columns are 128 bytes): the transposed product on wgmma, with and without tensor
+# copies, and mma.sync.
+TF32_TILES = [(256, 128, 32, 8), (128, 128, 32, 8), (128, 64, 32, 4), (64, 64, 32, 4)]
+TF32_CONFIGS = [(*t, extra) for extra in ({}, {"tma": False}, {"wgmma": False}) for t in TF32_TILES]
 H100_SMS = 132
 
 
@@ -214,8 +218,7 @@ def main():
         lines += ["", f"| {name} M x N x K | meTile TFLOP/s | cuBLAS | Triton | meTile / cuBLAS | meTile / Triton "
                       "| rel. error | meTile config (BM, BN, BK, num_sgs, passes) |",
                   "|---|---|---|---|---|---|---|---|"]
-        tf32_tiles = [(256, 128, 32, 8), (128, 128, 32, 8), (128, 64, 32, 4), (64, 64, 32, 4)]
-        configs = MT_CONFIGS if dtype != torch.float32 else [(*t, {}) for t in tf32_tiles]
+        configs = MT_CONFIGS if dtype != torch.float32 else TF32_CONFIGS
         for shape in shapes:
             lines.append(row(shape, dtype, configs))
             print(lines[-1], flush=True)
