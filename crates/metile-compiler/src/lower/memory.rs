@@ -268,6 +268,71 @@ impl<'f> Lowering<'f> {
 
     // ------------------------------------------------------------ load/store
 
+    /// The elements of a pointer `load` in layout `l` (masked lanes read
+    /// `other`, or zero).
+    pub(super) fn load_in(&mut self, op: &'f Op, l: LayoutId) -> CompileResult<Vec<GpuValue>> {
+        let OpKind::Load { has_mask, has_other } = op.kind else {
+            return Err(self.internal("not a load"));
+        };
+        let ptr = op.operands[0];
+        let mask = has_mask.then(|| op.operands[1]);
+        let other = has_other.then(|| op.operands[op.operands.len() - 1]);
+        let dtype = self.elem_dtype(op.results[0]);
+        let root = self.root_value(ptr)?;
+        let index = self.elems(ptr, l)?;
+        let width = self.pointer_vector_width(l, ptr, dtype);
+        let unmasked = Access {
+            root,
+            dtype,
+            index: &index,
+            width,
+            masks: None,
+            run_mask: RunMask::None,
+            aligned: None,
+        };
+        let masked = |this: &mut Self| -> CompileResult<Vec<GpuValue>> {
+            let masks = mask.map(|m| this.elems(m, l)).transpose()?;
+            let others = other.map(|o| this.elems(o, l)).transpose()?;
+            let acc = Access {
+                masks: masks.as_deref(),
+                run_mask: this.run_mask_for(mask, width),
+                ..unmasked
+            };
+            Ok(this.load_runs(&acc, others.as_deref()))
+        };
+        let several_runs = width > 1 && index.len() > width;
+        let all_true = mask.filter(|_| several_runs).and_then(|m| self.mask_all_true(m));
+        let elems = match all_true {
+            None => masked(self)?,
+            Some(all) => {
+                // Interior tiles take the unmasked vector path, edges the per-lane one.
+                let reg = self.b.add_reg(dtype, index.len() as u32);
+                let fill = |this: &mut Self, xs: Vec<GpuValue>| {
+                    for (i, x) in xs.into_iter().enumerate() {
+                        this.reg_write(reg, i as u32, x);
+                    }
+                };
+                self.if_else(
+                    all,
+                    |this| {
+                        let fast = this.load_runs(&unmasked, None);
+                        fill(this, fast);
+                        Ok(())
+                    },
+                    |this| {
+                        let slow = masked(this)?;
+                        fill(this, slow);
+                        Ok(())
+                    },
+                )?;
+                (0..index.len())
+                    .map(|i| self.reg_read(reg, i as u32, dtype))
+                    .collect()
+            }
+        };
+        Ok(elems)
+    }
+
     pub(super) fn load(&mut self, op: &'f Op) -> CompileResult<()> {
         if let Some((rv, base)) = self.ring_loads.remove(&op.results[0]) {
             return self.ring_load(op, rv, base);
@@ -279,61 +344,10 @@ impl<'f> Lowering<'f> {
         let mask = has_mask.then(|| op.operands[1]);
         let other = has_other.then(|| op.operands[op.operands.len() - 1]);
         let r = op.results[0];
-        let dtype = self.elem_dtype(r);
         let root = self.root_value(ptr)?;
         match self.a.class(r) {
             Class::Fixed(l) => {
-                let index = self.elems(ptr, l)?;
-                let width = self.pointer_vector_width(l, ptr, dtype);
-                let unmasked = Access {
-                    root,
-                    dtype,
-                    index: &index,
-                    width,
-                    masks: None,
-                    run_mask: RunMask::None,
-                    aligned: None,
-                };
-                let masked = |this: &mut Self| -> CompileResult<Vec<GpuValue>> {
-                    let masks = mask.map(|m| this.elems(m, l)).transpose()?;
-                    let others = other.map(|o| this.elems(o, l)).transpose()?;
-                    let acc = Access {
-                        masks: masks.as_deref(),
-                        run_mask: this.run_mask_for(mask, width),
-                        ..unmasked
-                    };
-                    Ok(this.load_runs(&acc, others.as_deref()))
-                };
-                let several_runs = width > 1 && index.len() > width;
-                let all_true = mask.filter(|_| several_runs).and_then(|m| self.mask_all_true(m));
-                let elems = match all_true {
-                    None => masked(self)?,
-                    Some(all) => {
-                        // Interior tiles take the unmasked vector path, edges the per-lane one.
-                        let reg = self.b.add_reg(dtype, index.len() as u32);
-                        let fill = |this: &mut Self, xs: Vec<GpuValue>| {
-                            for (i, x) in xs.into_iter().enumerate() {
-                                this.reg_write(reg, i as u32, x);
-                            }
-                        };
-                        self.if_else(
-                            all,
-                            |this| {
-                                let fast = this.load_runs(&unmasked, None);
-                                fill(this, fast);
-                                Ok(())
-                            },
-                            |this| {
-                                let slow = masked(this)?;
-                                fill(this, slow);
-                                Ok(())
-                            },
-                        )?;
-                        (0..index.len())
-                            .map(|i| self.reg_read(reg, i as u32, dtype))
-                            .collect()
-                    }
-                };
+                let elems = self.load_in(op, l)?;
                 self.set_home(r, Home::Regs { layout: l, elems })
             }
             _ => {
