@@ -370,6 +370,10 @@ pub enum GpuOpKind {
     /// outside the map's extent are zero), its bytes counted on
     /// `bar[bar_index]` (`cp.async.bulk.tensor`, sm_90).
     TmaLoad,
+    /// `(counts: threadgroup i32 ptr, index: int, value: i32) -> i32`: adds
+    /// `value` to `counts[index]` atomically, with acquire and release
+    /// semantics at threadgroup scope, and returns the previous count.
+    AtomicAdd,
     /// `()`: threadgroup execution and threadgroup-memory barrier.
     Barrier,
     /// `(start, end, step: i32)`: region 0 has one argument, the `i32` induction
@@ -426,6 +430,7 @@ impl GpuOpKind {
             }
             GpuOpKind::MbarrierWait => "mbarrier_wait".into(),
             GpuOpKind::TmaLoad => "tma_load".into(),
+            GpuOpKind::AtomicAdd => "atomic_add".into(),
             GpuOpKind::Barrier => "barrier".into(),
             GpuOpKind::For => "for".into(),
             GpuOpKind::If => "if".into(),

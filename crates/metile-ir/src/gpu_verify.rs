@@ -200,6 +200,8 @@ impl<'f> GpuVerifier<'f> {
             GpuOpKind::SimdShuffleXor if operand_u != Uniformity::Uniform => Uniformity::Varying,
             // Each lane gets its own part of the product.
             GpuOpKind::Mma(_) | GpuOpKind::LdMatrix { .. } => Uniformity::Varying,
+            // Each arrival sees its own count.
+            GpuOpKind::AtomicAdd => Uniformity::Varying,
             _ => operand_u,
         }
     }
@@ -538,6 +540,16 @@ impl<'f> GpuVerifier<'f> {
                     || ins[2..].iter().any(|&t| t != i32s)
                 {
                     return fail("(threadgroup i64 ptr, int index [, i32])");
+                }
+            }
+            GpuOpKind::AtomicAdd => {
+                arity(3, 1)?;
+                if ins[0] != GpuType::Ptr(DType::I32, MemSpace::Threadgroup)
+                    || !int_scalar(ins[1])
+                    || ins[2] != i32s
+                    || outs[0] != i32s
+                {
+                    return fail("(threadgroup i32 ptr, int index, i32) -> i32");
                 }
             }
             GpuOpKind::TmaLoad => {

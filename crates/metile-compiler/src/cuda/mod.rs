@@ -124,7 +124,7 @@ fn uses(f: &GpuFunction) -> Uses {
     }
     f.walk(&mut |op| match op.kind {
         GpuOpKind::SimdReduce(_) => u.reductions = true,
-        GpuOpKind::MbarrierInit { .. } | GpuOpKind::TmaLoad => u.tma = true,
+        GpuOpKind::MbarrierInit { .. } | GpuOpKind::TmaLoad | GpuOpKind::AtomicAdd => u.tma = true,
         GpuOpKind::MakeVector if op.operands.len() == 2 => {
             u.narrow |= op.operands.iter().all(|x| narrowed.contains_key(x))
         }
@@ -209,9 +209,9 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
     }
     // wgmma reads swizzled tiles, and the hardware swizzles addresses: every
     // array then starts 1024-byte aligned, as the tiles within them do; but
-    // memory barriers (the only i64 arrays) need 8 bytes.
+    // memory barriers (i64) and the warps' release counts (i32) need 8 bytes.
     let align_of = |a: &TgAlloc| {
-        if used.wgmma && a.dtype != DType::I64 {
+        if used.wgmma && !matches!(a.dtype, DType::I64 | DType::I32) {
             1024
         } else {
             16

@@ -177,9 +177,14 @@ impl<'f> Lowering<'f> {
         let carried = ca.positions.len();
         let max_bytes = self.a.target.max_threadgroup_bytes;
         let stages = carried + 1;
-        // wgmma rings synchronise through memory barriers (two per stage).
+        // wgmma rings synchronise through memory barriers (two per stage)
+        // and count the warps' releases (one i32 per stage).
         let wgmma = plan.atom.reads_shared_memory();
-        let barrier_bytes = if wgmma { (16 * stages).div_ceil(16) * 16 } else { 0 };
+        let barrier_bytes = if wgmma {
+            16 * stages + (4 * stages).div_ceil(16) * 16
+        } else {
+            0
+        };
         // A loop the register prefetch carried may not fit as a ring; it then
         // stays in registers.
         let used: usize = self.b.func().threadgroup.iter().map(|t| t.bytes()).sum();
@@ -199,6 +204,11 @@ impl<'f> Lowering<'f> {
             full_phases: self.b.add_reg(metile_ir::DType::I32, 1),
             empty_phases: self.b.add_reg(metile_ir::DType::I32, 1),
             by_threads: self.b.add_reg(metile_ir::DType::I32, 1),
+            release_counts: self.tensor_copies_pay(&plan).then(|| {
+                self.b
+                    .add_threadgroup(metile_ir::DType::I32, stages, TgPurpose::Scratch)
+            }),
+            last_release: self.b.add_reg(metile_ir::DType::I32, 1),
         });
         self.rings.push(Ring {
             root,

@@ -9,8 +9,10 @@
 //! fence and a barrier, a stage of tensor copies none. The *empty* barrier
 //! expects one arrival per warp: after `wgmma.wait_group 1` an iteration
 //! releases the stage the previous iteration multiplied, and its refill,
-//! later in the same iteration, waits for every warp's release first (only
-//! thread 0 where it issues tensor copies). So an iteration's `wgmma`s run on
+//! later in the same iteration, waits for every warp's release first; tensor
+//! copies are issued instead by the first lane of the warp whose release
+//! completes the stage's round (an atomic count per stage), which waits for
+//! no one. So an iteration's `wgmma`s run on
 //! while the next one starts, without an extra stage and without a barrier
 //! per iteration. Stages are used in turn: registers of per-stage bits hold
 //! the parity of each barrier's next phase, flipped by each wait (by every
@@ -38,6 +40,13 @@ pub(super) struct RingBarriers {
     /// Bit `s`: the threads copied some of stage `s`'s tiles themselves, so
     /// multiplying it needs a barrier (a tensor copy needs none).
     pub by_threads: RegId,
+    /// With tensor copies: `stages` i32 counts of the warps' releases of
+    /// each stage; the warp whose release completes a round refills the
+    /// stage, so no thread waits for the others' releases.
+    pub release_counts: Option<GpuValue>,
+    /// 1 in the first lane of the warp that released the stage last (this
+    /// iteration's refill issuer), else 0.
+    pub last_release: RegId,
 }
 
 impl Lowering<'_> {
@@ -72,6 +81,11 @@ impl Lowering<'_> {
                         [bars.bars, empty],
                         vec![],
                     );
+                    if let Some(counts) = bars.release_counts {
+                        let s = t.const_i32(s as i32);
+                        let zero = t.const_i32(0);
+                        t.mem_store(counts, s, zero, 1, None);
+                    }
                 }
                 Ok(())
             },
@@ -177,7 +191,9 @@ impl Lowering<'_> {
     }
 
     /// This warp is done multiplying the stage at `base` (a wait of the
-    /// whole warp for its `wgmma`s precedes); its first lane says so.
+    /// whole warp for its `wgmma`s precedes); its first lane says so on the
+    /// empty barrier and, with release counts, learns whether it was the
+    /// last warp to (`last_release`).
     pub(super) fn release_stage(
         &mut self,
         bars: RingBarriers,
@@ -188,7 +204,40 @@ impl Lowering<'_> {
         let lane = self.builtin(Builtin::SimdLane);
         let zero = self.const_i32(0);
         let first = self.compare(CmpOp::Eq, lane, zero);
-        self.arrive_if(first, bars, empty)
+        self.arrive_if(first, bars, empty)?;
+        let Some(counts) = bars.release_counts else {
+            return Ok(());
+        };
+        self.reg_write(bars.last_release, 0, zero);
+        let slot = self.stage_index(base, stage_len);
+        let warps = self.a.threads.div_ceil(self.a.target.simd_width) as i32;
+        self.if_else(
+            first,
+            |t| {
+                let one = t.const_i32(1);
+                let before = t.emit1(
+                    GpuOpKind::AtomicAdd,
+                    [counts, slot, one],
+                    GpuType::Scalar(DType::I32),
+                );
+                let w = t.const_i32(warps);
+                let round = t.binary(BinaryOp::Rem, before, w);
+                let last = t.const_i32(warps - 1);
+                let last = t.compare(CmpOp::Eq, round, last);
+                let last = t.cast(last, DType::I32);
+                t.reg_write(bars.last_release, 0, last);
+                Ok(())
+            },
+            |_| Ok(()),
+        )
+    }
+
+    /// Whether this thread issues the tensor copies of a refill: the first
+    /// lane of the warp that released the stage last.
+    pub(super) fn refill_issuer(&mut self, bars: RingBarriers) -> GpuValue {
+        let last = self.reg_read(bars.last_release, 0, DType::I32);
+        let zero = self.const_i32(0);
+        self.compare(CmpOp::Ne, last, zero)
     }
 
     /// Every thread waits for the stage at `base` to be filled.

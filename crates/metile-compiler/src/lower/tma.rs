@@ -134,11 +134,16 @@ impl<'f> Lowering<'f> {
         let slot_base = self.binary(BinaryOp::Add, base, place_base);
         let copies = |t: &mut Self| -> CompileResult<()> {
             let slot = t.stage_index(base, stage_len);
-            let first = t.first_thread();
+            // A refill goes to the warp that released the stage last; the
+            // prologue's fills to thread 0 (every stage is free).
+            let issuer = match (refill, bars.release_counts) {
+                (Some(_), Some(_)) => t.refill_issuer(bars),
+                _ => t.first_thread(),
+            };
             t.if_else(
-                first,
+                issuer,
                 |t| {
-                    if let Some(parity) = refill {
+                    if let (Some(parity), None) = (refill, bars.release_counts) {
                         t.wait_empty(bars, base, stage_len, parity);
                     }
                     let bytes = t.const_i32((rows * cols * size) as i32);

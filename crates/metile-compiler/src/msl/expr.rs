@@ -582,6 +582,10 @@ impl<'a> BodyWriter<'a> {
             | GpuOpKind::WgmmaFence
             | GpuOpKind::ProxyFence
             | GpuOpKind::WgmmaCommit => return Err("wgmma has no MSL spelling".into()),
+            GpuOpKind::AtomicAdd if self.lang == Lang::Cuda => {
+                let rhs = format!("metile_atomic_add({} + {}, {})", arg(0)?, arg(1)?, arg(2)?);
+                self.define(depth, op.results[0], &rhs);
+            }
             GpuOpKind::MbarrierInit { .. }
             | GpuOpKind::MbarrierArrive { .. }
             | GpuOpKind::MbarrierWait
@@ -593,6 +597,7 @@ impl<'a> BodyWriter<'a> {
             GpuOpKind::MbarrierInit { .. }
             | GpuOpKind::MbarrierArrive { .. }
             | GpuOpKind::MbarrierWait
+            | GpuOpKind::AtomicAdd
             | GpuOpKind::TmaLoad => {
                 return Err("tensor copies and memory barriers have no MSL spelling".into())
             }
