@@ -79,6 +79,19 @@ def test_tensor_copies_need_two_warpgroups_and_64_deep_tiles():
     assert "metile_tma_load(tg" not in shallow
 
 
+def test_refills_go_to_the_warp_that_releases_the_stage_last():
+    src = _cuda(rk.gemm_bounded)
+    loop = src[src.index("for (long"):]
+    # Each warp counts its release atomically; the one completing the round issues the refill's
+    # tensor copies, waiting for no one (the threads' fallback copies still wait on the barrier).
+    assert loop.count("metile_atomic_add(") == 1 and "metile_tma_load(tg" in loop
+    prologue = src[src.index('extern "C"'):src.index("for (long")]
+    assert "metile_tma_load(tg" in prologue and "metile_atomic_add(" not in prologue
+    # Without tensor copies the threads copy after every warp's release: nothing to count.
+    no_tma = _cuda(rk.gemm_bounded, tma=False)
+    assert "metile_atomic_add(" not in no_tma[no_tma.index('extern "C"'):]
+
+
 def _check(c, a, b):
     want = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(c, want, rtol=2e-3, atol=2e-3 * np.sqrt(a.shape[1]))

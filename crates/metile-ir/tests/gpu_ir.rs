@@ -224,3 +224,32 @@ fn tensor_copies_read_tensor_maps_and_complete_on_i64_barriers() {
         .to_string();
     assert!(err.contains("i64"), "{err}");
 }
+
+/// Release counts: an atomic add on a threadgroup i32 array returns each
+/// thread's own previous count.
+#[test]
+fn release_counts_are_threadgroup_i32_and_vary_per_thread() {
+    let count_kernel = |dtype: DType, add_i64: bool| {
+        let mut b = GpuBuilder::new("k", 64);
+        let counts = b.add_threadgroup(dtype, 4, TgPurpose::Scratch);
+        let zero = constant(&mut b, 0);
+        let one = if add_i64 {
+            b.emit(
+                GpuOpKind::Const(Literal::Int(1)),
+                vec![],
+                vec![GpuType::Scalar(DType::I64)],
+            )[0]
+        } else {
+            constant(&mut b, 1)
+        };
+        b.emit(GpuOpKind::AtomicAdd, vec![counts, zero, one], vec![I32]);
+        b.finish()
+    };
+    let f = count_kernel(DType::I32, false);
+    verify_gpu(&f).unwrap();
+    assert!(print_gpu_function(&f).contains("atomic_add"));
+    for bad in [count_kernel(DType::F32, false), count_kernel(DType::I32, true)] {
+        let err = verify_gpu(&bad).unwrap_err().to_string();
+        assert!(err.contains("threadgroup i32 ptr"), "{err}");
+    }
+}
