@@ -98,6 +98,8 @@ struct Uses {
     tf32: bool,
     wgmma: bool,
     tma: bool,
+    /// Atomic counts of the warps' releases of ring stages.
+    release_counts: bool,
     /// Pairs of f32 values narrowed into one vector (`metile_narrow2`).
     narrow: bool,
     builtins: [bool; 5],
@@ -124,7 +126,11 @@ fn uses(f: &GpuFunction) -> Uses {
     }
     f.walk(&mut |op| match op.kind {
         GpuOpKind::SimdReduce(_) => u.reductions = true,
-        GpuOpKind::MbarrierInit { .. } | GpuOpKind::TmaLoad | GpuOpKind::AtomicAdd => u.tma = true,
+        GpuOpKind::MbarrierInit { .. } | GpuOpKind::TmaLoad => u.tma = true,
+        GpuOpKind::AtomicAdd => {
+            u.tma = true;
+            u.release_counts = true;
+        }
         GpuOpKind::MakeVector if op.operands.len() == 2 => {
             u.narrow |= op.operands.iter().all(|x| narrowed.contains_key(x))
         }
@@ -272,6 +278,7 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
         (used.tf32, "mma_tf32"),
         (used.wgmma, "wgmma"),
         (used.tma, "tma"),
+        (used.release_counts, "release_counts"),
     ];
     for (wanted, name) in sections {
         if wanted {

@@ -130,6 +130,13 @@ static __device__ __forceinline__ void metile_mbarrier_wait(const void* bar, int
                  : "=r"(done) : "r"(metile_smem_addr(bar)), "r"(parity) : "memory");
   } while (!done);
 }
+static __device__ __forceinline__ void metile_tma_load(void* dst, const metile_tensor_map* map, int col, int row,
+                                                        const void* bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+               :: "r"(metile_smem_addr(dst)), "l"(reinterpret_cast<unsigned long long>(map)), "r"(col), "r"(row),
+                  "r"(metile_smem_addr(bar)) : "memory");
+}
+// @section release_counts
 // One arrival on a count of the block's warps: acquire and release, so what
 // the arriving warps did before is done for whoever sees the last count.
 static __device__ __forceinline__ int metile_atomic_add(int* counts, int value) {
@@ -137,10 +144,4 @@ static __device__ __forceinline__ int metile_atomic_add(int* counts, int value) 
   asm volatile("atom.acq_rel.cta.shared::cta.add.u32 %0, [%1], %2;" : "=r"(old) : "r"(metile_smem_addr(counts)), "r"(value)
                : "memory");
   return old;
-}
-static __device__ __forceinline__ void metile_tma_load(void* dst, const metile_tensor_map* map, int col, int row,
-                                                        const void* bar) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-               :: "r"(metile_smem_addr(dst)), "l"(reinterpret_cast<unsigned long long>(map)), "r"(col), "r"(row),
-                  "r"(metile_smem_addr(bar)) : "memory");
 }

@@ -178,12 +178,13 @@ impl<'f> Lowering<'f> {
         let max_bytes = self.a.target.max_threadgroup_bytes;
         let stages = carried + 1;
         // wgmma rings synchronise through memory barriers (two per stage)
-        // and count the warps' releases (one i32 per stage).
+        // and, with tensor copies, count the warps' releases (one i32 each).
         let wgmma = plan.atom.reads_shared_memory();
-        let barrier_bytes = if wgmma {
-            16 * stages + (4 * stages).div_ceil(16) * 16
-        } else {
-            0
+        let counted = wgmma && self.tensor_copies_pay(&plan);
+        let barrier_bytes = match (wgmma, counted) {
+            (false, _) => 0,
+            (true, false) => 16 * stages,
+            (true, true) => 16 * stages + (4 * stages).div_ceil(16) * 16,
         };
         // A loop the register prefetch carried may not fit as a ring; it then
         // stays in registers.
@@ -204,11 +205,12 @@ impl<'f> Lowering<'f> {
             full_phases: self.b.add_reg(metile_ir::DType::I32, 1),
             empty_phases: self.b.add_reg(metile_ir::DType::I32, 1),
             by_threads: self.b.add_reg(metile_ir::DType::I32, 1),
-            release_counts: self.tensor_copies_pay(&plan).then(|| {
-                self.b
-                    .add_threadgroup(metile_ir::DType::I32, stages, TgPurpose::Scratch)
+            release_counts: counted.then(|| {
+                let counts = self
+                    .b
+                    .add_threadgroup(metile_ir::DType::I32, stages, TgPurpose::Scratch);
+                (counts, self.b.add_reg(metile_ir::DType::I32, 1))
             }),
-            last_release: self.b.add_reg(metile_ir::DType::I32, 1),
         });
         self.rings.push(Ring {
             root,

@@ -41,12 +41,10 @@ pub(super) struct RingBarriers {
     /// multiplying it needs a barrier (a tensor copy needs none).
     pub by_threads: RegId,
     /// With tensor copies: `stages` i32 counts of the warps' releases of
-    /// each stage; the warp whose release completes a round refills the
-    /// stage, so no thread waits for the others' releases.
-    pub release_counts: Option<GpuValue>,
-    /// 1 in the first lane of the warp that released the stage last (this
-    /// iteration's refill issuer), else 0.
-    pub last_release: RegId,
+    /// each stage, and a register that is 1 in the first lane of the warp
+    /// whose release completed a stage's round (this iteration's refill
+    /// issuer), else 0. So no thread waits for the others' releases.
+    pub release_counts: Option<(GpuValue, RegId)>,
 }
 
 impl Lowering<'_> {
@@ -81,7 +79,7 @@ impl Lowering<'_> {
                         [bars.bars, empty],
                         vec![],
                     );
-                    if let Some(counts) = bars.release_counts {
+                    if let Some((counts, _)) = bars.release_counts {
                         let s = t.const_i32(s as i32);
                         let zero = t.const_i32(0);
                         t.mem_store(counts, s, zero, 1, None);
@@ -205,10 +203,10 @@ impl Lowering<'_> {
         let zero = self.const_i32(0);
         let first = self.compare(CmpOp::Eq, lane, zero);
         self.arrive_if(first, bars, empty)?;
-        let Some(counts) = bars.release_counts else {
+        let Some((counts, last_release)) = bars.release_counts else {
             return Ok(());
         };
-        self.reg_write(bars.last_release, 0, zero);
+        self.reg_write(last_release, 0, zero);
         let slot = self.stage_index(base, stage_len);
         let warps = self.a.threads.div_ceil(self.a.target.simd_width) as i32;
         self.if_else(
@@ -225,7 +223,7 @@ impl Lowering<'_> {
                 let last = t.const_i32(warps - 1);
                 let last = t.compare(CmpOp::Eq, round, last);
                 let last = t.cast(last, DType::I32);
-                t.reg_write(bars.last_release, 0, last);
+                t.reg_write(last_release, 0, last);
                 Ok(())
             },
             |_| Ok(()),
@@ -234,8 +232,8 @@ impl Lowering<'_> {
 
     /// Whether this thread issues the tensor copies of a refill: the first
     /// lane of the warp that released the stage last.
-    pub(super) fn refill_issuer(&mut self, bars: RingBarriers) -> GpuValue {
-        let last = self.reg_read(bars.last_release, 0, DType::I32);
+    pub(super) fn refill_issuer(&mut self, last_release: RegId) -> GpuValue {
+        let last = self.reg_read(last_release, 0, DType::I32);
         let zero = self.const_i32(0);
         self.compare(CmpOp::Ne, last, zero)
     }

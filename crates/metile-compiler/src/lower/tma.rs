@@ -138,7 +138,7 @@ impl<'f> Lowering<'f> {
             // A refill goes to the warp that released the stage last; the
             // prologue's fills to thread 0 (every stage is free).
             let issuer = match (refill, bars.release_counts) {
-                (Some(_), Some(_)) => t.refill_issuer(bars),
+                (Some(_), Some((_, last_release))) => t.refill_issuer(last_release),
                 _ => t.first_thread(),
             };
             t.if_else(
