@@ -4,13 +4,18 @@
 //! the swizzled layouts `wgmma` reads (`dot_tiling::wgmma_staging`), and the
 //! threads only hold the accumulator, in the atom's C layout.
 //!
-//! One `dot` then runs: every thread orders its staging writes before the
-//! tensor cores' reads (`fence.proxy.async`), a barrier, `wgmma.fence`, then
-//! per `k16` step one `wgmma` per `m64 x n` atom tile the warpgroup owns,
-//! each given the tile's start in A and B, and one commit. Then it waits for
-//! all of them, so the stage the next iteration refills is no longer read;
-//! or, in a ring with one more stage (`async_ring.rs`), only for the previous
-//! iteration's group, this one being waited for after the loop.
+//! One `dot` then runs: where the threads wrote the operands, every thread
+//! orders its writes before the tensor cores' reads (`fence.proxy.async`)
+//! and a barrier; `wgmma.fence`, then per `k` step one `wgmma` per atom tile
+//! the warpgroup owns, each given the tile's start in A and B, and one
+//! commit. Outside a ring it then waits for all of them; in a ring
+//! (`async_ring.rs`, `ring_barriers.rs`) only for the previous iteration's
+//! group, the last one being waited for after the loop.
+//!
+//! tf32 `wgmma` reads threadgroup operands only K-major, and `b` is
+//! N-major: its `dot` multiplies the transposed product, `a`'s tile as the
+//! threadgroup operand and `b`'s fragments read into registers
+//! (`wgmma_reg_a_issue`), whose waits hold those registers.
 
 use super::Lowering;
 use crate::atoms::AtomKind;
