@@ -64,6 +64,8 @@ def test_tf32_gemm(device, rng, M, N, K, blocks, num_sgs, opts):
     b = rng.standard_normal((K, N)).astype(np.float32)
     c = np.full((M, N), np.nan, np.float32)
     if device != "cuda":
+        if (blocks, num_sgs, opts) != CUDA_TILES[0]:
+            pytest.skip("the tiles differ on the H100 only: elsewhere one 32x32x16 launch covers the shape")
         blocks, opts = (32, 32, 16), {}
     bm, bn, bk = blocks
     rk.gemm_bounded[(metile.cdiv(M, bm), metile.cdiv(N, bn))](
