@@ -327,6 +327,11 @@ impl<'f> Lowering<'f> {
             let first_of_if = !bases.iter().any(Option::is_some);
             if rv.slot == RingSlot::Fixed(0) && first_of_if {
                 if let Some(bars) = self.rings[rv.ring].barriers {
+                    // A ring entered again (a loop around this one) may still
+                    // have slower warps in its previous pass, waiting on or
+                    // releasing stages: all of them finish before thread 0
+                    // starts the barriers and counts over.
+                    self.barrier()?;
                     self.init_ring_barriers(bars)?;
                 }
                 self.barrier()?;

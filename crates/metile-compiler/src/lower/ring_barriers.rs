@@ -17,7 +17,10 @@
 //! per iteration. Stages are used in turn: registers of per-stage bits hold
 //! the parity of each barrier's next phase, flipped by each wait (by every
 //! thread alike, whoever waits). The ring's first prologue initialises the
-//! barriers before its barrier, when no thread can still be waiting on them.
+//! barriers (and release counts) between two barriers: no warp is still in
+//! the ring's previous pass (a loop around the ring runs it again, and the
+//! warps of a pass drift apart by up to its depth), and every thread sees
+//! the initialisation before it uses them.
 
 use super::Lowering;
 use crate::error::CompileResult;
