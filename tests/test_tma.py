@@ -155,5 +155,9 @@ def test_a_persistent_gemm_restarts_the_ring_per_tile(device, rng, M, N, K):
         return
     params = [*F16_GEMM, ("TILES", "scalar", "i32"), ("TILES_N", "scalar", "i32")]
     src = _cuda(gemm_persistent, params)
-    # The barriers are initialised inside the tile loop, before each tile's prologue.
-    assert "metile_tma_load(tg" in src and src.index("for (") < src.index("metile_mbarrier_init(tg")
+    # The barriers are initialised inside the tile loop, before each tile's prologue, and only once
+    # every warp has left the previous tile's ring (a barrier right before).
+    init = src.index("metile_mbarrier_init(tg")
+    assert "metile_tma_load(tg" in src and src.index("for (") < init
+    assert src.rindex("__syncthreads();", 0, init) > src.rindex("for (", 0, init)
+    assert "metile_atomic_add(" in src[init:]
