@@ -36,6 +36,11 @@ fn swizzle_mode(bytes: u16) -> EmitResult<u32> {
     }
 }
 
+/// `%0, %1, .., %{count - 1}`: the asm placeholders of the accumulators.
+fn placeholders(count: usize) -> String {
+    (0..count).map(|i| format!("%{i}")).collect::<Vec<_>>().join(", ")
+}
+
 impl BodyWriter<'_> {
     /// `reg[index] = value` through an `asm` move. ptxas may otherwise
     /// rematerialise a constant (the accumulators' zeros) next to the
@@ -64,6 +69,18 @@ impl BodyWriter<'_> {
             .join(", ")
     }
 
+    /// The shared-memory descriptor of the operand whose threadgroup array
+    /// and index are `op`'s operands `at` and `at + 1`, laid out as `m` says.
+    fn descriptor(&self, op: &GpuOp, at: usize, m: WgmmaOperand) -> EmitResult<String> {
+        let (root, index) = (self.name(op.operands[at])?, self.name(op.operands[at + 1])?);
+        Ok(format!(
+            "metile_wgmma_desc({root} + {index}, {}, {}, {})",
+            m.lbo,
+            m.sbo,
+            swizzle_mode(m.swizzle_bytes)?
+        ))
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(super) fn wgmma(
         &mut self,
@@ -79,18 +96,9 @@ impl BodyWriter<'_> {
             DType::BF16 => "bf16",
             d => return Err(format!("wgmma does not take {d}")),
         };
-        let desc = |this: &Self, at: usize, m: WgmmaOperand| -> EmitResult<String> {
-            let (root, index) = (this.name(op.operands[at])?, this.name(op.operands[at + 1])?);
-            Ok(format!(
-                "metile_wgmma_desc({root} + {index}, {}, {}, {})",
-                m.lbo,
-                m.sbo,
-                swizzle_mode(m.swizzle_bytes)?
-            ))
-        };
-        let (da, db) = (desc(self, 0, a)?, desc(self, 2, b)?);
+        let (da, db) = (self.descriptor(op, 0, a)?, self.descriptor(op, 2, b)?);
         let nc = usize::from(n) / 2;
-        let regs = (0..nc).map(|i| format!("%{i}")).collect::<Vec<_>>().join(", ");
+        let regs = placeholders(nc);
         let trans = |m: WgmmaOperand| u8::from(m.mn_major);
         let text = format!(
             "{{ .reg .pred p; setp.ne.b32 p, %{}, 0; wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} \
@@ -121,13 +129,7 @@ impl BodyWriter<'_> {
         (a, a_first): (RegId, u32),
         depth: usize,
     ) -> EmitResult<()> {
-        let (root, index) = (self.name(op.operands[0])?, self.name(op.operands[1])?);
-        let desc = format!(
-            "metile_wgmma_desc({root} + {index}, {}, {}, {})",
-            b.lbo,
-            b.sbo,
-            swizzle_mode(b.swizzle_bytes)?
-        );
+        let desc = self.descriptor(op, 0, b)?;
         let fragment = (a_first..a_first + 4)
             .map(|i| {
                 let mut r = String::new();
@@ -137,7 +139,7 @@ impl BodyWriter<'_> {
             .collect::<Vec<_>>()
             .join(", ");
         let nc = usize::from(n) / 2;
-        let regs = (0..nc).map(|i| format!("%{i}")).collect::<Vec<_>>().join(", ");
+        let regs = placeholders(nc);
         let text = format!(
             "{{ .reg .pred p; setp.ne.b32 p, %{}, 0; wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 \
              {{{regs}}}, {{%{}, %{}, %{}, %{}}}, %{}, p, 1, 1; }}",
