@@ -59,8 +59,6 @@ pub(super) struct Ring {
     barriers: Option<RingBarriers>,
     /// While the loop's refill is lowered: the empty barrier's parity to wait for.
     refill: Option<GpuValue>,
-    /// Tiles that qualify go by tensor copies (`tma.rs`).
-    tensor_copies: bool,
 }
 
 /// Which stage a ring value's tile is in.
@@ -178,10 +176,11 @@ impl<'f> Lowering<'f> {
         let max_bytes = self.a.target.max_threadgroup_bytes;
         let stages = carried + 1;
         // wgmma rings synchronise through memory barriers (two per stage)
-        // and, with tensor copies, count the warps' releases (one i32 each).
+        // and, where tiles that qualify go by tensor copies (`tma.rs`),
+        // count the warps' releases (one i32 each).
         let wgmma = plan.atom.reads_shared_memory();
-        let counted = wgmma && self.tensor_copies_pay(&plan);
-        let barrier_bytes = match (wgmma, counted) {
+        let tensor_copies = wgmma && self.tensor_copies_pay(&plan);
+        let barrier_bytes = match (wgmma, tensor_copies) {
             (false, _) => 0,
             (true, false) => 16 * stages,
             (true, true) => 16 * stages + (4 * stages).div_ceil(16) * 16,
@@ -205,7 +204,7 @@ impl<'f> Lowering<'f> {
             full_phases: self.b.add_reg(metile_ir::DType::I32, 1),
             empty_phases: self.b.add_reg(metile_ir::DType::I32, 1),
             by_threads: self.b.add_reg(metile_ir::DType::I32, 1),
-            release_counts: counted.then(|| {
+            release_counts: tensor_copies.then(|| {
                 let counts = self
                     .b
                     .add_threadgroup(metile_ir::DType::I32, stages, TgPurpose::Scratch);
@@ -221,7 +220,6 @@ impl<'f> Lowering<'f> {
             previous,
             barriers,
             refill: None,
-            tensor_copies: self.tensor_copies_pay(&plan),
         });
         for (operand, chain) in chains.iter().enumerate() {
             let mark = |this: &mut Self, v: ValueId, slot: RingSlot| {
@@ -378,8 +376,14 @@ impl<'f> Lowering<'f> {
             let sync = (bars, ring.stage_len);
             // Copy: captures only copies, so both fill paths can take it.
             let by_threads = move |t: &mut Self| t.ring_copy(op, rv, base);
-            let copied =
-                ring.tensor_copies && self.tma_fill(op, at, sync, ring.refill, shape, dtype, by_threads)?;
+            // Release counts come with tensor copies: the last releaser issues them.
+            let copied = match bars.release_counts {
+                Some((_, last_release)) => {
+                    let refill = ring.refill.map(|parity| (parity, last_release));
+                    self.tma_fill(op, at, sync, refill, shape, dtype, by_threads)?
+                }
+                None => false,
+            };
             if !copied {
                 self.fill_by_threads(sync, base, ring.refill, by_threads)?;
             }

@@ -205,16 +205,22 @@ impl Lowering<'_> {
         let lane = self.builtin(Builtin::SimdLane);
         let zero = self.const_i32(0);
         let first = self.compare(CmpOp::Eq, lane, zero);
-        self.arrive_if(first, bars, empty)?;
-        let Some((counts, last_release)) = bars.release_counts else {
-            return Ok(());
-        };
-        self.reg_write(last_release, 0, zero);
+        if let Some((_, last_release)) = bars.release_counts {
+            self.reg_write(last_release, 0, zero);
+        }
         let slot = self.stage_index(base, stage_len);
         let warps = self.a.threads.div_ceil(self.a.target.simd_width) as i32;
         self.if_else(
             first,
             |t| {
+                t.emit(
+                    GpuOpKind::MbarrierArrive { expect_tx: false },
+                    [bars.bars, empty],
+                    vec![],
+                );
+                let Some((counts, last_release)) = bars.release_counts else {
+                    return Ok(());
+                };
                 let one = t.const_i32(1);
                 let before = t.emit1(
                     GpuOpKind::AtomicAdd,

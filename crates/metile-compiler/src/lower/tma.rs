@@ -75,17 +75,20 @@ impl<'f> Lowering<'f> {
     }
 
     /// Fills the operand placed at `place` of the stage at `base` with tensor
-    /// copies where the launch allows, else with `by_threads`; a refill
-    /// (`refill`: the empty barrier's parity) first waits for the stage to be
-    /// free. `false` when the load does not qualify (nothing emitted). The
-    /// ring decides whether to try (`Lowering::tensor_copies_pay`).
+    /// copies where the launch allows, else with `by_threads`. The copies of
+    /// a prologue fill are thread 0's; those of a refill (`refill`: the empty
+    /// barrier's parity, which the threads' fallback copies wait for, and the
+    /// register flagging the warp that released the stage last) that warp's
+    /// first lane's, which waits for no one. `false` when the load does not
+    /// qualify (nothing emitted). The ring decides whether to try
+    /// (`Lowering::tensor_copies_pay`).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn tma_fill(
         &mut self,
         op: &'f Op,
         (root, place, base): (GpuValue, Staged, GpuValue),
         (bars, stage_len): (RingBarriers, usize),
-        refill: Option<GpuValue>,
+        refill: Option<(GpuValue, RegId)>,
         shape: (usize, usize),
         dtype: DType,
         by_threads: impl FnOnce(&mut Self) -> CompileResult<()>,
@@ -135,18 +138,13 @@ impl<'f> Lowering<'f> {
         let slot_base = self.binary(BinaryOp::Add, base, place_base);
         let copies = |t: &mut Self| -> CompileResult<()> {
             let slot = t.stage_index(base, stage_len);
-            // A refill goes to the warp that released the stage last; the
-            // prologue's fills to thread 0 (every stage is free).
-            let issuer = match (refill, bars.release_counts) {
-                (Some(_), Some((_, last_release))) => t.refill_issuer(last_release),
-                _ => t.first_thread(),
+            let issuer = match refill {
+                Some((_, last_release)) => t.refill_issuer(last_release),
+                None => t.first_thread(),
             };
             t.if_else(
                 issuer,
                 |t| {
-                    if let (Some(parity), None) = (refill, bars.release_counts) {
-                        t.wait_empty(bars, base, stage_len, parity);
-                    }
                     let bytes = t.const_i32((rows * cols * size) as i32);
                     t.emit(
                         GpuOpKind::MbarrierArrive { expect_tx: true },
@@ -170,7 +168,12 @@ impl<'f> Lowering<'f> {
             )
         };
         self.if_else(usable, copies, |t| {
-            t.fill_by_threads((bars, stage_len), base, refill, by_threads)
+            t.fill_by_threads(
+                (bars, stage_len),
+                base,
+                refill.map(|(parity, _)| parity),
+                by_threads,
+            )
         })?;
         Ok(true)
     }

@@ -19,14 +19,14 @@
 
 use super::Lowering;
 use crate::atoms::AtomKind;
-
-/// Registers a `wgmma` group reads (register array, first, count), held by
-/// the wait that retires it.
-pub(super) type Held = (RegId, u32, u32);
 use crate::dot_tiling::{wgmma_staging, AtomTiling, Staged};
 use crate::error::CompileResult;
 use metile_ir::gpu_ir::*;
 use metile_ir::{BinaryOp, DType};
+
+/// Registers a `wgmma` group reads (register array, first, count), held by
+/// the wait that retires it.
+pub(super) type Held = (RegId, u32, u32);
 
 impl<'f> Lowering<'f> {
     /// The index of element `(row, col)` of an operand placed at `at`
@@ -133,43 +133,27 @@ impl<'f> Lowering<'f> {
             Some((_, _, by_threads)) => self.if_else(by_threads, publish, |_| Ok(()))?,
             None => publish(self)?,
         }
-        // The warpgroup's first row and column, from the accumulator layout:
-        // the thread's row (column) rounded down to the warpgroup's block.
-        let lc = self.a.layouts.intern(plan.c.clone());
-        let (unit_a, unit_b) = self.at_depth(0, |this| {
-            let mut unit = |axis: usize, extent: usize, scale: usize| {
-                let t = this.thread_coord(lc, axis);
-                let e = this.const_i32(extent as i32);
-                let q = this.binary(BinaryOp::FloorDiv, t, e);
-                let s = this.const_i32((extent * scale) as i32);
-                this.binary(BinaryOp::Mul, q, s)
-            };
-            // Row r starts at r * ld in A's blocks; column c of B (a multiple
-            // of its block width) at c * k.
-            (unit(0, reps_m * am, sa.ld), unit(1, reps_n * an, k))
-        });
-        let (mut start_a, mut start_b) = (unit_a, unit_b);
-        if let Some((oa, ob, _)) = stage {
-            start_a = self.binary(BinaryOp::Add, start_a, oa);
-            start_b = self.binary(BinaryOp::Add, start_b, ob);
-        }
+        // Row r starts at r * ld in A's blocks; column c of B (a multiple of
+        // its block width) at c * k.
+        let start_a = self.warpgroup_start(plan, (0, reps_m * am, sa.ld), stage.map(|(oa, _, _)| oa));
         let operand_a = WgmmaOperand {
             swizzle_bytes: swz_a.bytes as u16,
             lbo: 16,
             sbo: (8 * swz_a.bytes) as u32,
             mn_major: false,
         };
+        if let AtomKind::NvidiaWgmmaM64K8Tf32 { n } = plan.atom.kind {
+            let ob = stage.map(|(_, ob, _)| ob);
+            let held = self.wgmma_reg_a_issue(plan, (root, n, reg), (sa, operand_a, start_a), (sb, ob))?;
+            return Ok((nc * reps_m * reps_n, held));
+        }
+        let start_b = self.warpgroup_start(plan, (1, reps_n * an, k), stage.map(|(_, ob, _)| ob));
         let operand_b = WgmmaOperand {
             swizzle_bytes: swz_b.bytes as u16,
             lbo: (k * swz_b.bytes) as u32,
             sbo: (8 * swz_b.bytes) as u32,
             mn_major: true,
         };
-        if let AtomKind::NvidiaWgmmaM64K8Tf32 { n } = plan.atom.kind {
-            let ob = stage.map(|(_, ob, _)| ob);
-            let held = self.wgmma_reg_a_issue(plan, (root, n, reg), (sa, operand_a, start_a), (sb, ob))?;
-            return Ok((nc * reps_m * reps_n, held));
-        }
         self.emit(GpuOpKind::WgmmaFence, ValueList::new(), vec![]);
         for k0 in (0..k).step_by(ak) {
             let b_indices: Vec<GpuValue> = (0..reps_n)
@@ -201,6 +185,30 @@ impl<'f> Lowering<'f> {
         }
         self.emit(GpuOpKind::WgmmaCommit, ValueList::new(), vec![]);
         Ok((nc * reps_m * reps_n, None))
+    }
+
+    /// The index where the warpgroup's block of an operand starts: the
+    /// thread's coordinate along `axis` of the accumulator layout rounded
+    /// down to the block's `extent`, times `scale` elements per unit, plus
+    /// the stage's `offset` in a ring.
+    fn warpgroup_start(
+        &mut self,
+        plan: &AtomTiling,
+        (axis, extent, scale): (usize, usize, usize),
+        offset: Option<GpuValue>,
+    ) -> GpuValue {
+        let lc = self.a.layouts.intern(plan.c.clone());
+        let unit = self.at_depth(0, |this| {
+            let t = this.thread_coord(lc, axis);
+            let e = this.const_i32(extent as i32);
+            let q = this.binary(BinaryOp::FloorDiv, t, e);
+            let s = this.const_i32((extent * scale) as i32);
+            this.binary(BinaryOp::Mul, q, s)
+        });
+        match offset {
+            Some(o) => self.binary(BinaryOp::Add, unit, o),
+            None => unit,
+        }
     }
 
     /// The tf32 `wgmma`s (the transposed product) of one `dot`: b's
