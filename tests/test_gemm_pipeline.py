@@ -136,9 +136,20 @@ def _loop(src):
     return src[src.index("for (long"):]
 
 
+def _loop_body(src):
+    """The emitted K loop, from its header to its closing brace."""
+    start = src.index("for (long")
+    depth = 0
+    for i in range(src.index("{", start), len(src)):
+        depth += {"{": 1, "}": -1}.get(src[i], 0)
+        if depth == 0:
+            return src[start:i + 1]
+    raise AssertionError("unbalanced braces")
+
+
 def test_nvidia_ring_waits_once_per_iteration():
     src = _metile.compile_cuda(_traced(), arch="sm_90", num_sgs=8)["cuda"]
-    loop = _loop(src)
+    loop = _loop_body(src)
     # 128x128x32 f16 stages take 19 KiB: four fit half of the H100's shared memory.
     assert "cp.async.wait_group 2;" in loop
     assert loop.count("__syncthreads()") == 1
@@ -200,7 +211,7 @@ def test_wgmma_overlaps_the_next_iteration_and_releases_stages_through_memory_ba
     assert after.index("metile_mbarrier_arrive(") < after.index("metile_mbarrier_wait(")
     assert loop.index("metile_mbarrier_wait(") < loop.index("wgmma.mma_async")
     # Only tiles the threads copied themselves need the barrier before the wgmmas.
-    assert loop.count("__syncthreads();") == 1
+    assert _loop_body(src).count("__syncthreads();") == 1
     assert re.search(r'if \(v\d+\) \{\s*asm volatile\("fence.proxy.async.shared::cta;" ::: "memory"\);\s*'
                      r'__syncthreads\(\);\s*\}', loop)
     # The zeros reach the accumulators through asm moves (ptxas would serialize the wgmmas).

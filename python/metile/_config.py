@@ -21,6 +21,7 @@ PASS_OPTIONS = (
     "l2_order",
     "wgmma",
     "tma",
+    "stage_stores",
 )
 
 # Programs per output tile sharing a GEMM's K loop (docs/gemm.md); 1 is no split.

@@ -92,6 +92,10 @@ pub struct Passes {
     /// thread's `cp.async.bulk.tensor` per tile, completing on a memory
     /// barrier per stage) where the runtime can describe the matrix (sm_90).
     pub tma: Option<bool>,
+    /// Stores of tiles whose layout leaves each thread narrow runs of a row
+    /// (matrix accumulators) go through threadgroup memory into the blocked
+    /// layout's 16-byte runs (`lower/store_staging.rs`).
+    pub stage_stores: Option<bool>,
 }
 
 /// Which passes a target runs when a launch does not say.
@@ -108,11 +112,12 @@ pub struct DefaultPasses {
     pub l2_order: bool,
     pub wgmma: bool,
     pub tma: bool,
+    pub stage_stores: bool,
 }
 
 impl Passes {
     /// The launch-option names.
-    pub const NAMES: [&'static str; 11] = [
+    pub const NAMES: [&'static str; 12] = [
         "matrix_atoms",
         "prefetch",
         "async_copy",
@@ -124,6 +129,7 @@ impl Passes {
         "l2_order",
         "wgmma",
         "tma",
+        "stage_stores",
     ];
 
     fn slot(&mut self, name: &str) -> Option<&mut Option<bool>> {
@@ -139,6 +145,7 @@ impl Passes {
             "l2_order" => Some(&mut self.l2_order),
             "wgmma" => Some(&mut self.wgmma),
             "tma" => Some(&mut self.tma),
+            "stage_stores" => Some(&mut self.stage_stores),
             _ => None,
         }
     }
@@ -169,6 +176,7 @@ impl Passes {
             l2_order: self.l2_order.unwrap_or(d.l2_order),
             wgmma: self.wgmma.unwrap_or(d.wgmma) && target.wgmma,
             tma: self.tma.unwrap_or(d.tma) && target.tma,
+            stage_stores: self.stage_stores.unwrap_or(d.stage_stores),
         }
     }
 

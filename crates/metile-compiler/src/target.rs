@@ -148,6 +148,8 @@ impl Target {
                 l2_order: true,
                 wgmma: false,
                 tma: false,
+                // Unmeasured on a Mac.
+                stage_stores: false,
             },
         }
     }
@@ -211,6 +213,7 @@ impl Target {
                 l2_order: true,
                 wgmma: true,
                 tma: true,
+                stage_stores: true,
             },
         }
     }

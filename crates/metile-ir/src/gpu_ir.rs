@@ -554,6 +554,10 @@ pub enum TgPurpose {
     /// Compiler scratch (reductions, layout conversions, `dot` staging), reused
     /// between barriers.
     Scratch,
+    /// The memory of the earlier allocation whose root this is, taken again
+    /// (as another element type) once that allocation's users are done; it
+    /// must fit in it.
+    Alias(GpuValue),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -569,6 +573,15 @@ pub struct TgAlloc {
 impl TgAlloc {
     pub fn bytes(&self) -> usize {
         self.len * self.dtype.size_bytes()
+    }
+
+    /// Bytes this allocation adds to the threadgroup's memory, rounded up to
+    /// 16 (Metal's granularity for threadgroup memory lengths); none for an alias.
+    pub fn footprint(&self) -> usize {
+        match self.purpose {
+            TgPurpose::Alias(_) => 0,
+            _ => self.bytes().div_ceil(16) * 16,
+        }
     }
 }
 
@@ -609,10 +622,9 @@ impl GpuFunction {
         go(&self.body, f)
     }
 
-    /// Total threadgroup memory in bytes, each allocation rounded up to 16 bytes
-    /// (Metal's granularity for threadgroup memory lengths).
+    /// Total threadgroup memory in bytes ([`TgAlloc::footprint`]).
     pub fn threadgroup_bytes(&self) -> usize {
-        self.threadgroup.iter().map(|a| a.bytes().div_ceil(16) * 16).sum()
+        self.threadgroup.iter().map(TgAlloc::footprint).sum()
     }
 }
 

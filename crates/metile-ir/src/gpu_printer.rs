@@ -21,8 +21,9 @@ pub fn print_gpu_function(f: &GpuFunction) -> String {
     );
     for (i, a) in f.threadgroup.iter().enumerate() {
         let purpose = match a.purpose {
-            TgPurpose::User => "shared",
-            TgPurpose::Scratch => "scratch",
+            TgPurpose::User => "shared".to_string(),
+            TgPurpose::Scratch => "scratch".to_string(),
+            TgPurpose::Alias(of) => format!("reusing {of}"),
         };
         let _ = writeln!(
             out,

@@ -52,13 +52,24 @@ pub fn verify_gpu(f: &GpuFunction) -> IrResult<()> {
             )));
         }
     }
-    for a in &f.threadgroup {
+    for (i, a) in f.threadgroup.iter().enumerate() {
         v.define(a.value)?;
         if f.ty(a.value) != GpuType::Ptr(a.dtype, MemSpace::Threadgroup) || a.len == 0 {
             return Err(IrError(format!(
                 "invalid GPU IR: threadgroup allocation {} is malformed",
                 a.value
             )));
+        }
+        if let TgPurpose::Alias(of) = a.purpose {
+            let fits = f.threadgroup[..i].iter().any(|o| {
+                o.value == of && !matches!(o.purpose, TgPurpose::Alias(_)) && o.bytes() >= a.bytes()
+            });
+            if !fits {
+                return Err(IrError(format!(
+                    "invalid GPU IR: threadgroup allocation {} reuses {of}, which is no earlier allocation it fits in",
+                    a.value
+                )));
+            }
         }
     }
     for r in &f.regs {

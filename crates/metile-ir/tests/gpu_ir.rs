@@ -253,3 +253,26 @@ fn release_counts_are_threadgroup_i32_and_vary_per_thread() {
         assert!(err.contains("threadgroup i32 ptr"), "{err}");
     }
 }
+
+#[test]
+fn an_alias_takes_memory_only_from_an_earlier_allocation_it_fits_in() {
+    let kernel = |len: usize, of_alias: bool| {
+        let mut b = GpuBuilder::new("k", 64);
+        let ring = b.add_threadgroup(DType::F16, 1024, TgPurpose::Scratch);
+        let mut of = ring;
+        if of_alias {
+            of = b.add_threadgroup(DType::F32, 16, TgPurpose::Alias(ring));
+        }
+        b.add_threadgroup(DType::F32, len, TgPurpose::Alias(of));
+        b.finish()
+    };
+    let f = kernel(512, false);
+    verify_gpu(&f).unwrap();
+    // Its bytes are the ring's: the threadgroup's memory does not grow.
+    assert_eq!(f.threadgroup_bytes(), 2048);
+    assert!(print_gpu_function(&f).contains("reusing"));
+    for bad in [kernel(513, false), kernel(16, true)] {
+        let err = verify_gpu(&bad).unwrap_err().to_string();
+        assert!(err.contains("no earlier allocation it fits in"), "{err}");
+    }
+}

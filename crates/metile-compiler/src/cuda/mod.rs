@@ -231,15 +231,34 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
             &format!("extern __shared__ __align__({align}) unsigned char metile_smem[];"),
         );
     }
+    let mut offsets: Vec<(GpuValue, usize)> = Vec::with_capacity(f.threadgroup.len());
     for (i, a) in f.threadgroup.iter().enumerate() {
-        shared_bytes = shared_bytes.div_ceil(align_of(a)) * align_of(a);
+        let offset = match a.purpose {
+            TgPurpose::Alias(of) => offsets
+                .iter()
+                .find(|(v, _)| *v == of)
+                .map(|&(_, o)| o)
+                .ok_or_else(|| {
+                    CompileError::new(
+                        "kernel",
+                        "internal CUDA emitter error: a threadgroup alias of no earlier allocation",
+                        Loc::unknown(),
+                    )
+                })?,
+            _ => {
+                shared_bytes = shared_bytes.div_ceil(align_of(a)) * align_of(a);
+                let o = shared_bytes;
+                shared_bytes += a.bytes().div_ceil(16).max(1) * 16;
+                o
+            }
+        };
+        offsets.push((a.value, offset));
         let ty = names::scalar_type(a.dtype);
         body.line(
             1,
-            &format!("{ty}* tg{i} = reinterpret_cast<{ty}*>(metile_smem + {shared_bytes});"),
+            &format!("{ty}* tg{i} = reinterpret_cast<{ty}*>(metile_smem + {offset});"),
         );
         body.set_value_name(a.value, Name::text(format!("tg{i}")));
-        shared_bytes += a.bytes().div_ceil(16).max(1) * 16;
     }
     if shared_bytes > target.max_threadgroup_bytes {
         // Only the 1024-byte alignment of wgmma tiles can push past what lowering counted.

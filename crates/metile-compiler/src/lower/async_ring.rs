@@ -59,6 +59,9 @@ pub(super) struct Ring {
     barriers: Option<RingBarriers>,
     /// While the loop's refill is lowered: the empty barrier's parity to wait for.
     refill: Option<GpuValue>,
+    /// A result of the ring's loop: once it has a home, the loop has been
+    /// lowered and the code that follows may take the ring's memory.
+    loop_result: ValueId,
 }
 
 /// Which stage a ring value's tile is in.
@@ -220,6 +223,7 @@ impl<'f> Lowering<'f> {
             previous,
             barriers,
             refill: None,
+            loop_result: lp.results[ca.positions[0]],
         });
         for (operand, chain) in chains.iter().enumerate() {
             let mark = |this: &mut Self, v: ValueId, slot: RingSlot| {
@@ -599,6 +603,20 @@ impl<'f> Lowering<'f> {
     /// Closes the copy group of an `if` that filled ring slots.
     pub(super) fn ring_commit(&mut self) {
         self.emit(GpuOpKind::AsyncCommit, ValueList::new(), vec![]);
+    }
+
+    /// The largest ring whose loop has been lowered (so that the code being
+    /// lowered runs after it): its root, bytes, and whether tensor copies fill it.
+    pub(super) fn finished_ring_memory(&self) -> Option<(GpuValue, usize, bool)> {
+        let allocation = |root: GpuValue| self.b.func().threadgroup.iter().find(|a| a.value == root);
+        self.rings
+            .iter()
+            .filter(|r| self.homes[r.loop_result.index()].is_some())
+            .filter_map(|r| {
+                let tensor_copies = r.barriers.is_some_and(|b| b.release_counts.is_some());
+                Some((r.root, allocation(r.root)?.bytes(), tensor_copies))
+            })
+            .max_by_key(|&(_, bytes, _)| bytes)
     }
 
     /// True when `v` is a value the lowering keeps in a ring.

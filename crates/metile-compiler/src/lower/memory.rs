@@ -384,8 +384,12 @@ impl<'f> Lowering<'f> {
                 return Ok(());
             }
         };
+        let width_of = |this: &Self, l: LayoutId| this.pointer_vector_width(l, ptr, dtype);
+        let (l, values) = match self.staged_store(value, l, width_of)? {
+            Some(staged) => staged,
+            None => (l, self.elems(value, l)?),
+        };
         let index = self.elems(ptr, l)?;
-        let values = self.elems(value, l)?;
         let owner = self.owner(l);
         let width = self.pointer_vector_width(l, ptr, dtype);
         let store = |this: &mut Self, mask: Option<ValueId>| -> CompileResult<()> {
@@ -514,7 +518,11 @@ impl<'f> Lowering<'f> {
         let l = self.natural_layout(value)?;
         let dtype = self.elem_dtype(value);
         let root = self.root_value(op.operands[0])?;
-        let values = self.elems(value, l)?;
+        let width_of = |this: &Self, l: LayoutId| this.layout_vector_width(l, dtype);
+        let (l, values) = match self.staged_store(value, l, width_of)? {
+            Some(staged) => staged,
+            None => (l, self.elems(value, l)?),
+        };
         let width = self.layout_vector_width(l, dtype);
         let (index, aligned) = self.block_addressing(op, l, width)?;
         let owner = self.owner(l);

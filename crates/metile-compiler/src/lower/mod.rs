@@ -32,6 +32,7 @@ mod index;
 mod memory;
 mod reduce;
 mod ring_barriers;
+mod store_staging;
 mod thread_ops;
 mod tma;
 mod uniform_masks;
@@ -125,6 +126,8 @@ pub struct Lowering<'f> {
     pending_wgmma: Vec<(RegId, usize, Option<wgmma::Held>)>,
     ring_values: FxHashMap<ValueId, async_ring::RingValue>,
     ring_loads: FxHashMap<ValueId, (async_ring::RingValue, GpuValue)>,
+    /// Allocations reusing a finished ring's memory: ring root, dtype, alias.
+    ring_aliases: Vec<(GpuValue, DType, GpuValue)>,
     /// Tensor maps declared as parameters: spec, map and ready flag.
     tensor_maps: Vec<(TensorMapSpec, GpuValue, GpuValue)>,
     /// The Tile IR op being lowered, for errors.
@@ -158,6 +161,7 @@ pub fn lower(f: &Function, threads: u32, target: &Target) -> CompileResult<GpuFu
         pending_wgmma: vec![],
         ring_values: FxHashMap::default(),
         ring_loads: FxHashMap::default(),
+        ring_aliases: vec![],
         tensor_maps: vec![],
         loc: Loc::unknown(),
         op_name: "kernel".into(),

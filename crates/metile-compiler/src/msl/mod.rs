@@ -139,10 +139,17 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
         }
     }
     let mut value_names = value_names;
+    let mut parameter = 0;
     for (i, a) in f.threadgroup.iter().enumerate() {
         let msl_type = format!("threadgroup {}*", names::scalar_type(a.dtype));
+        if let TgPurpose::Alias(of) = a.purpose {
+            let of = value_names[of.index()].clone();
+            value_names[a.value.index()] = Name::text(format!("(reinterpret_cast<{msl_type}>({of}))"));
+            continue;
+        }
         let name = format!("tg{i}");
-        signature.push(format!("{msl_type} {name} [[threadgroup({i})]]"));
+        signature.push(format!("{msl_type} {name} [[threadgroup({parameter})]]"));
+        parameter += 1;
         params.push(MslParam::Threadgroup {
             msl_type,
             bytes: a.bytes().div_ceil(16).max(1) * 16,
