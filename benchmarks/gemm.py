@@ -152,8 +152,8 @@ def row(shape, dtype, configs):
 
 # Each switched away from the target's default (on NVIDIA register prefetch is off by default; with
 # the asynchronous ring on it finds nothing left to prefetch).
-PASSES = [("wgmma", False), ("tma", False), ("matrix_atoms", False), ("async_copy", False), ("prefetch", True),
-          ("l2_order", False), ("occupancy", False)]
+PASSES = [("wgmma", False), ("tma", False), ("stage_stores", False), ("matrix_atoms", False), ("async_copy", False),
+          ("prefetch", True), ("l2_order", False), ("occupancy", False)]
 # mma.sync's own passes, measured with wgmma off.
 MMA_SYNC_PASSES = [("pad_dot_scratch", False), ("ldmatrix", False), ("serpentine", False)]
 

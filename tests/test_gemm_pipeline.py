@@ -170,6 +170,17 @@ def test_sides_that_are_multiples_of_8_copy_16_bytes_at_a_time():
     assert "cp.async.cg.shared.global" not in loop
 
 
+def test_rows_too_narrow_to_copy_are_stored_into_the_stage_by_runs():
+    # f16 rows of odd length: every element is loaded alone. Into a swizzled wgmma stage the
+    # threads store whole 16-byte runs of their tile (each run's swizzled index computed once);
+    # into mma.sync's padded rows they keep the narrow layout that reads consecutive elements.
+    traced = _traced(blocks=(128, 128, 64), divisible=False)
+    wgmma = _loop_body(_metile.compile_cuda(traced, arch="sm_90", num_sgs=8, tma=False)["cuda"])
+    assert len(re.findall(r"\*\(\(metile_vec<half, 8>\*\)\(tg0 \+", wgmma)) == 8
+    mma = _loop_body(_metile.compile_cuda(traced, arch="sm_90", num_sgs=8, wgmma=False)["cuda"])
+    assert "metile_vec<half, 8>*)(tg0" not in mma and re.search(r"\btg0\[[^]]+\] = ", mma)
+
+
 def test_edge_tiles_stay_on_the_ring_with_zero_filled_copies():
     # A masked row or column past M, N or K copies zero source bytes and fills the stage with zeros:
     # no register path for the edge tiles, and no 2-byte copies.
