@@ -33,7 +33,7 @@ SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (4000, 300
 
 MT_TILES = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_sgs)
     (128, 128, 64, 8), (128, 128, 64, 4), (128, 256, 32, 8), (128, 256, 64, 8), (256, 128, 64, 8),
-    (128, 128, 32, 8), (64, 128, 64, 4), (128, 64, 64, 4), (64, 64, 32, 4),
+    (128, 128, 32, 8), (64, 128, 64, 4), (128, 64, 64, 4), (64, 64, 32, 4), (64, 64, 64, 4),
 ]
 # Each tile with the target's default passes (on the H100: wgmma, operands in an asynchronous
 # ring filled by tensor copies), with the threads copying instead (cp.async: less latency, which
