@@ -157,7 +157,7 @@ impl<'f> Lowering<'f> {
 
     /// For a layout over only some of the threadgroup's threads, the predicate
     /// selecting them.
-    fn partial_range(&mut self, layout: &DistLayout) -> Option<GpuValue> {
+    pub(super) fn partial_range(&mut self, layout: &DistLayout) -> Option<GpuValue> {
         let whole = layout.thread_base() == 0 && layout.threads() == self.a.threads as usize;
         (!whole).then(|| self.in_thread_range(layout.thread_base(), layout.threads()))
     }

@@ -26,7 +26,7 @@ use super::Lowering;
 use crate::dist_layout::DistLayout;
 use crate::dot_tiling::{bank_conflicts, Staged};
 use crate::error::CompileResult;
-use crate::layout_assign::LayoutId;
+use crate::layout_assign::{Class, LayoutId};
 use metile_ir::gpu_ir::*;
 use metile_ir::{BinaryOp, CmpOp, DType, ValueId};
 
@@ -74,7 +74,15 @@ impl<'f> Lowering<'f> {
         let shape = self.f.ty(value).shape.clone();
         let dtype = self.elem_dtype(value);
         let in_role = self.role_depths.last().is_some_and(|&d| self.at >= d);
-        if !self.a.target.default_passes.stage_stores || shape.len() != 2 || dtype == DType::Bool || in_role {
+        // A value computed from indices has no home to leave: it is computed
+        // in the store's layout directly.
+        let held = self.a.class(value) == Class::Fixed(l);
+        if !self.a.target.default_passes.stage_stores
+            || shape.len() != 2
+            || dtype == DType::Bool
+            || in_role
+            || !held
+        {
             return Ok(None);
         }
         let elem = dtype.size_bytes();
@@ -210,7 +218,12 @@ impl<'f> Lowering<'f> {
         let rows = self.layout(from).shape()[0];
         let dtype = self.dtype_of(elems[0]);
         let chunked = memory.rows < rows;
+        // Only the owner of each element writes it, and of a layout over
+        // some of the threads (a `simdgroup_role`'s) only those threads.
         let owner = self.owner(from);
+        let from_layout = self.layout(from).clone();
+        let range = self.partial_range(&from_layout);
+        let owner = self.and_opt(owner, range);
         let src = self.padded_index(from, pitch);
         let dst = self.padded_index(to, pitch);
         let mut out: Vec<Option<GpuValue>> = vec![None; self.values_of(to)];
