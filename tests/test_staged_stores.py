@@ -113,6 +113,27 @@ def test_staged_and_direct_stores_write_the_same(device, rng, M, N, K, c_dtype):
         np.testing.assert_allclose(out[0], want, rtol=2e-2, atol=2e-2 * np.sqrt(K))
 
 
+def test_the_seed_tile_store_is_staged_too(device, rng):
+    # The seed GEMM's unbounded tile_store (sides multiples of the tile; a run-time alignment
+    # test picks its vector path), staged and direct.
+    M, N, K = 256, 256, 128
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    for blocks, sgs, options in _tiles(device):
+        grid = (M // blocks[0], N // blocks[1])
+        out = []
+        for staged in (True, False):
+            c = np.full((M, N), np.nan, np.float32)
+            _launch(device, rk.gemm, grid, (a, b, c, M, N, K), blocks, sgs, options, staged)
+            out.append(c)
+        np.testing.assert_array_equal(out[0], out[1])
+        np.testing.assert_allclose(out[0], a.astype(np.float64) @ b.astype(np.float64), rtol=2e-3, atol=2e-2)
+    traced = _frontend.specialize(rk.gemm.fn, _params("f32"), {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, {})
+    src = _metile.compile_cuda(traced, arch="sm_90", num_sgs=8)["cuda"]
+    # One path of 16-byte stores (the fallback for unaligned launches stores element by element).
+    assert 2 * _stores_to_c(src, 4) == 128 * 128 // 256 // 4
+
+
 def test_masked_epilogue_is_staged_after_its_math(device, rng):
     M, N, K = 150, 200, 48
     a = rng.standard_normal((M, K)).astype(np.float16)
