@@ -506,7 +506,8 @@ impl<'f> Lowering<'f> {
     /// runs, so that a warp's copies read consecutive runs rather than one
     /// run every 16 bytes (4 to 8 times the memory transactions). Only where
     /// the pointer and the mask are computed from indices, not held in
-    /// registers of the tile's layout.
+    /// registers of the tile's layout. (`ring_copy` keeps the tile's own
+    /// layout instead for runs no copy can take into a swizzled stage.)
     fn narrow_copy_layout(
         &mut self,
         op: &Op,
