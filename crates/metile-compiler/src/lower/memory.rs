@@ -16,7 +16,9 @@
 //! and the mask is a bounds check on index tiles, one uniform test for the whole
 //! tile (`uniform_masks.rs`) first picks the unmasked path for interior tiles. Masked-off elements are never
 //! touched. Stores from replicated layouts (and uniform stores) are done by one
-//! canonical owner per element, so no two threads write the same address.
+//! canonical owner per element, so no two threads write the same address. A
+//! stored tile whose layout has narrower runs than the blocked layout's may
+//! first move into that layout through threadgroup memory (`store_staging.rs`).
 
 use super::{Home, Lowering};
 use crate::error::CompileResult;
