@@ -48,6 +48,27 @@ struct Access<'a> {
     aligned: Option<GpuValue>,
 }
 
+impl<'a> Access<'a> {
+    /// An unmasked access of `index`'s runs, aligned where `aligned` holds.
+    fn unmasked(
+        root: GpuValue,
+        dtype: DType,
+        index: &'a [GpuValue],
+        width: usize,
+        aligned: Option<GpuValue>,
+    ) -> Access<'a> {
+        Access {
+            root,
+            dtype,
+            index,
+            width,
+            masks: None,
+            run_mask: RunMask::None,
+            aligned,
+        }
+    }
+}
+
 impl<'f> Lowering<'f> {
     /// The widest run the layout allows for vector access of `dtype` (before
     /// looking at the addresses).
@@ -283,15 +304,7 @@ impl<'f> Lowering<'f> {
         let root = self.root_value(ptr)?;
         let index = self.elems(ptr, l)?;
         let width = self.pointer_vector_width(l, ptr, dtype);
-        let unmasked = Access {
-            root,
-            dtype,
-            index: &index,
-            width,
-            masks: None,
-            run_mask: RunMask::None,
-            aligned: None,
-        };
+        let unmasked = Access::unmasked(root, dtype, &index, width, None);
         let masked = |this: &mut Self| -> CompileResult<Vec<GpuValue>> {
             let masks = mask.map(|m| this.elems(m, l)).transpose()?;
             let others = other.map(|o| this.elems(o, l)).transpose()?;
@@ -502,15 +515,7 @@ impl<'f> Lowering<'f> {
         let root = self.root_value(op.operands[0])?;
         let width = self.layout_vector_width(l, dtype);
         let (index, aligned) = self.block_addressing(op, l, width)?;
-        let acc = Access {
-            root,
-            dtype,
-            index: &index,
-            width,
-            masks: None,
-            run_mask: RunMask::None,
-            aligned,
-        };
+        let acc = Access::unmasked(root, dtype, &index, width, aligned);
         let elems = self.load_runs(&acc, None);
         self.set_home(r, Home::Regs { layout: l, elems })
     }

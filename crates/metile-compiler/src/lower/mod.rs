@@ -364,8 +364,14 @@ impl<'f> Lowering<'f> {
         Ok(())
     }
 
+    /// True while lowering the body of a `simdgroup_role`, where only some
+    /// simdgroups run and no threadgroup barrier may be emitted.
+    fn in_role_body(&self) -> bool {
+        self.role_depths.last().is_some_and(|&d| self.at >= d)
+    }
+
     fn barrier(&mut self) -> CompileResult<()> {
-        if self.role_depths.last().is_some_and(|&d| self.at >= d) {
+        if self.in_role_body() {
             return Err(self.err(
                 "this needs a threadgroup barrier (threads exchanging data through threadgroup memory), \
                  which cannot run inside simdgroup_role: only some simdgroups execute its body",

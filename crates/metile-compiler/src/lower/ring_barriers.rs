@@ -175,16 +175,21 @@ impl Lowering<'_> {
         self.emit(GpuOpKind::MbarrierWait, [bars.bars, empty, parity], vec![]);
     }
 
+    /// One arrival without bytes on barrier `index`.
+    fn arrive(&mut self, bars: RingBarriers, index: GpuValue) {
+        self.emit(
+            GpuOpKind::MbarrierArrive { expect_tx: false },
+            [bars.bars, index],
+            vec![],
+        );
+    }
+
     /// One arrival without bytes on barrier `index`, by the threads where `who` holds.
     fn arrive_if(&mut self, who: GpuValue, bars: RingBarriers, index: GpuValue) -> CompileResult<()> {
         self.if_else(
             who,
             |t| {
-                t.emit(
-                    GpuOpKind::MbarrierArrive { expect_tx: false },
-                    [bars.bars, index],
-                    vec![],
-                );
+                t.arrive(bars, index);
                 Ok(())
             },
             |_| Ok(()),
@@ -213,11 +218,7 @@ impl Lowering<'_> {
         self.if_else(
             first,
             |t| {
-                t.emit(
-                    GpuOpKind::MbarrierArrive { expect_tx: false },
-                    [bars.bars, empty],
-                    vec![],
-                );
+                t.arrive(bars, empty);
                 let Some((counts, last_release)) = bars.release_counts else {
                     return Ok(());
                 };

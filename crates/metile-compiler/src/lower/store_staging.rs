@@ -73,14 +73,13 @@ impl<'f> Lowering<'f> {
     ) -> CompileResult<Option<(LayoutId, Vec<GpuValue>)>> {
         let shape = self.f.ty(value).shape.clone();
         let dtype = self.elem_dtype(value);
-        let in_role = self.role_depths.last().is_some_and(|&d| self.at >= d);
         // A value computed from indices has no home to leave: it is computed
         // in the store's layout directly.
         let held = self.a.class(value) == Class::Fixed(l);
         if !self.a.target.default_passes.stage_stores
             || shape.len() != 2
             || dtype == DType::Bool
-            || in_role
+            || self.in_role_body()
             || !held
         {
             return Ok(None);
