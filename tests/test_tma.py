@@ -97,15 +97,16 @@ def _check(c, a, b):
     np.testing.assert_allclose(c, want, rtol=2e-3, atol=2e-3 * np.sqrt(a.shape[1]))
 
 
-# K odd: A's rows are not 16-byte multiples (threads copy A, TMA copies B); N odd: the other way
-# round; both; and sides that are multiples with edge tiles zero-filled by the tensor copies.
+# K odd: A's rows are not 16-byte multiples (copied into aligned rows at launch, or copied by the
+# threads, while TMA copies B); N odd: the other way round; both; and sides that are multiples
+# with edge tiles zero-filled by the tensor copies.
 @pytest.mark.parametrize("M, N, K", [(200, 136, 77), (200, 131, 96), (130, 67, 99), (257, 136, 200)])
-@pytest.mark.parametrize("tma", [True, False])
-def test_gemm_where_the_runtime_can_and_cannot_describe_the_matrices(device, rng, M, N, K, tma):
+@pytest.mark.parametrize("tma, repack", [(True, True), (True, False), (False, True)])
+def test_gemm_where_the_runtime_can_and_cannot_describe_the_matrices(device, rng, M, N, K, tma, repack):
     a = rng.standard_normal((M, K)).astype(np.float16)
     b = rng.standard_normal((K, N)).astype(np.float16)
     c = np.full((M, N), np.nan, np.float32)
-    opts = {"num_sgs": 8, "tma": tma} if device == "cuda" else {}
+    opts = {"num_sgs": 8, "tma": tma, "repack_operands": repack} if device == "cuda" else {}
     bm, bn, bk = (128, 128, 64) if device == "cuda" else (32, 32, 16)
     rk.gemm_bounded[(metile.cdiv(M, bm), metile.cdiv(N, bn))](
         a, b, c, M, N, K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, **opts)

@@ -22,6 +22,7 @@ PASS_OPTIONS = (
     "wgmma",
     "tma",
     "stage_stores",
+    "repack_operands",
 )
 
 # Programs per output tile sharing a GEMM's K loop (docs/gemm.md); 1 is no split.

@@ -96,6 +96,11 @@ pub struct Passes {
     /// (matrix accumulators) go through threadgroup memory into the blocked
     /// layout's 16-byte runs (`lower/store_staging.rs`).
     pub stage_stores: Option<bool>,
+    /// A tensor-copied operand whose rows the tensor memory accelerator cannot
+    /// address (row pitch or base not a multiple of 16 bytes) is copied at
+    /// launch into aligned rows of a workspace, which the kernel then reads
+    /// with tensor copies (the cuda runtime's `repack.rs`).
+    pub repack_operands: Option<bool>,
 }
 
 /// Which passes a target runs when a launch does not say.
@@ -113,11 +118,12 @@ pub struct DefaultPasses {
     pub wgmma: bool,
     pub tma: bool,
     pub stage_stores: bool,
+    pub repack_operands: bool,
 }
 
 impl Passes {
     /// The launch-option names.
-    pub const NAMES: [&'static str; 12] = [
+    pub const NAMES: [&'static str; 13] = [
         "matrix_atoms",
         "prefetch",
         "async_copy",
@@ -130,6 +136,7 @@ impl Passes {
         "wgmma",
         "tma",
         "stage_stores",
+        "repack_operands",
     ];
 
     fn slot(&mut self, name: &str) -> Option<&mut Option<bool>> {
@@ -146,6 +153,7 @@ impl Passes {
             "wgmma" => Some(&mut self.wgmma),
             "tma" => Some(&mut self.tma),
             "stage_stores" => Some(&mut self.stage_stores),
+            "repack_operands" => Some(&mut self.repack_operands),
             _ => None,
         }
     }
@@ -177,6 +185,7 @@ impl Passes {
             wgmma: self.wgmma.unwrap_or(d.wgmma) && target.wgmma,
             tma: self.tma.unwrap_or(d.tma) && target.tma,
             stage_stores: self.stage_stores.unwrap_or(d.stage_stores),
+            repack_operands: self.repack_operands.unwrap_or(d.repack_operands) && target.tma,
         }
     }
 

@@ -150,6 +150,7 @@ impl Target {
                 tma: false,
                 // Unmeasured on a Mac.
                 stage_stores: false,
+                repack_operands: false,
             },
         }
     }
@@ -214,6 +215,7 @@ impl Target {
                 wgmma: true,
                 tma: true,
                 stage_stores: true,
+                repack_operands: true,
             },
         }
     }

@@ -25,7 +25,7 @@ const OPTION_ARCH: &str = "arch";
 const MAX_NUM_SGS: i64 = 32;
 const OPTIONS_TEXT: &str =
     "the launch options num_sgs, matrix_atoms, prefetch, async_copy, pad_dot_scratch, \
-     ldmatrix, serpentine, tf32, occupancy, l2_order, wgmma, tma, stage_stores, split_k and arch";
+     ldmatrix, serpentine, tf32, occupancy, l2_order, wgmma, tma, stage_stores, repack_operands, split_k and arch";
 
 /// The launch options of one launch, and which of them were given.
 #[derive(Clone, Copy, Debug, Default)]

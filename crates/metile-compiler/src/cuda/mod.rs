@@ -63,6 +63,9 @@ pub struct CudaKernel {
     pub default_shared_bytes: usize,
     /// The byte alignment the kernel assumes for every buffer's base address.
     pub buffer_alignment: usize,
+    /// Whether the runtime may copy a tensor-map operand it cannot describe
+    /// into aligned rows of a workspace (the `repack_operands` pass).
+    pub repack_operands: bool,
     /// `(first CUDA line, kernel location)` for each run of lines emitted for
     /// ops of one kernel source line, in order: see [`CudaKernel::loc_of_line`].
     pub line_locs: Vec<(u32, Loc)>,
@@ -343,6 +346,7 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
         shared_bytes,
         default_shared_bytes: target.default_threadgroup_bytes,
         buffer_alignment: target.buffer_base_alignment,
+        repack_operands: target.default_passes.repack_operands,
         line_locs,
     })
 }

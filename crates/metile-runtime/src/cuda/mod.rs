@@ -12,6 +12,7 @@
 mod driver;
 mod memory;
 mod nvrtc;
+mod repack;
 mod tensor_map;
 
 pub use driver::load_libraries;
@@ -26,6 +27,7 @@ use metile_compiler::{compile_cuda, CompileError, CudaKernel, CudaParam, MslOpti
 use metile_interp::{KernelArg, ScalarValue};
 use metile_ir::gpu_ir::TensorMapSpec;
 use metile_ir::Function;
+use repack::{Plan, Repacked, Repacker};
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -59,6 +61,8 @@ pub struct CudaDevice {
     /// The name of the last kernel launched, for fault messages.
     last_kernel: Arc<Mutex<Arc<str>>>,
     memory: memory::CudaMemory,
+    /// The operand copier, loaded with the first kernel that may need it.
+    repacker: OnceLock<Result<Arc<Repacker>, String>>,
 }
 
 /// A loaded module and its kernel function.
@@ -159,6 +163,7 @@ impl CudaDevice {
             disk: DiskCache::open("cuda"),
             loaded: Mutex::new(HashMap::new()),
             last_kernel: Arc::new(Mutex::new(Arc::from("(none)"))),
+            repacker: OnceLock::new(),
         })
     }
 
@@ -233,6 +238,30 @@ impl CudaDevice {
     fn fault(&self, code: cu::CUresult, what: &str) -> RuntimeError {
         fault_error(code, what, &self.last_kernel)
     }
+
+    /// The device's operand copier (`repack.rs`), compiled on first use.
+    fn repacker(&self) -> Result<Arc<Repacker>, RuntimeError> {
+        self.repacker
+            .get_or_init(|| {
+                let kernel = CudaKernel {
+                    arch: self.target.arch_name(),
+                    source: repack::SOURCE.to_string(),
+                    kernel_name: repack::KERNEL_NAME.to_string(),
+                    params: Vec::new(),
+                    threads_per_group: 256,
+                    shared_bytes: 0,
+                    default_shared_bytes: self.target.default_threadgroup_bytes,
+                    buffer_alignment: 1,
+                    repack_operands: false,
+                    line_locs: Vec::new(),
+                };
+                self.load(&kernel)
+                    .map(|loaded| Arc::new(Repacker::new(self.context.clone(), loaded)))
+                    .map_err(|e| e.to_string())
+            })
+            .clone()
+            .map_err(RuntimeError::Device)
+    }
 }
 
 /// A driver failure; a sticky one names the kernel and the process state.
@@ -267,6 +296,9 @@ struct CudaLaunchable {
     alignment: usize,
     last_kernel: Arc<Mutex<Arc<str>>>,
     grid_limits: [u32; 3],
+    /// Copies misaligned tensor-map operands into aligned rows, where the
+    /// kernel has tensor maps and `repack_operands` is on.
+    repacker: Option<Arc<Repacker>>,
 }
 
 /// A scalar's bits, low bytes first, as the kernel parameter reads them.
@@ -282,21 +314,70 @@ fn scalar_bits(s: &ScalarValue) -> u64 {
     }
 }
 
+/// A launch's tensor maps, in parameter order, passed by value from storage
+/// that outlives the launch call.
+type Maps = Vec<cu::CUtensorMap>;
+/// Each map's spec and whether it could be built (the kernel's flag).
+type Built = Vec<(TensorMapSpec, bool)>;
+
+impl CudaLaunchable {
+    /// Whether the kernel writes the buffer of Tile IR parameter `index`.
+    fn writes(&self, index: usize) -> bool {
+        self.params.iter().any(|p| {
+            matches!(p, CudaParam::Buffer { tile_param_index, written: true, .. } if *tile_param_index == index)
+        })
+    }
+
+    /// The launch's tensor maps; where the hardware refuses a matrix only for
+    /// its alignment and a copy pays, the map is of a copy in aligned rows,
+    /// enqueued here (its workspace returned, to give back after the launch).
+    /// Nothing allocates for a kernel without maps.
+    ///
+    /// # Safety
+    /// Buffer arguments must be live device allocations of their stated length.
+    unsafe fn tensor_maps(
+        &self,
+        args: &[KernelArg],
+        grid: [u32; 3],
+    ) -> Result<(Maps, Built, Option<Repacked>), RuntimeError> {
+        let mut maps = Maps::new();
+        let mut built = Built::new();
+        let mut plan = Plan::default();
+        let mut to_copy: Vec<(usize, usize)> = Vec::new();
+        for p in &self.params {
+            let CudaParam::TensorMap(spec) = p else { continue };
+            let matrix = tensor_map::matrix(spec, args);
+            let map = matrix.and_then(|m| tensor_map::encode_matrix(spec, &m));
+            if let (None, Some(m), Some(_)) = (map, matrix, &self.repacker) {
+                if tensor_map::box_supported(spec) && !self.writes(spec.buffer) {
+                    if let Some(copy) = plan.add(spec, &m, grid) {
+                        to_copy.push((maps.len(), copy));
+                    }
+                }
+            }
+            built.push((*spec, map.is_some()));
+            maps.push(map.unwrap_or(cu::CUtensorMap { opaque: [0; 16] }));
+        }
+        let Some(repacker) = self.repacker.as_ref().filter(|_| !plan.is_empty()) else {
+            return Ok((maps, built, None));
+        };
+        // SAFETY: the planned sources are buffer arguments (the caller's promise).
+        let repacked = unsafe { repacker.run(&plan)? };
+        for (slot, copy) in to_copy {
+            if let Some(map) = tensor_map::encode_matrix(&built[slot].0, &repacked.matrices[copy]) {
+                maps[slot] = map;
+                built[slot].1 = true;
+            }
+        }
+        Ok((maps, built, Some(repacked)))
+    }
+}
+
 impl CompiledKernel for CudaLaunchable {
     unsafe fn launch(&self, args: &[KernelArg], grid: [u32; 3]) -> Result<(), RuntimeError> {
         let mut values: Vec<u64> = Vec::with_capacity(self.params.len());
-        // Tensor maps (in parameter order) are passed by value, from storage
-        // that outlives the launch call; each flag says whether its map could
-        // be built. Neither vector allocates for a kernel without maps.
-        let mut maps: Vec<cu::CUtensorMap> = Vec::new();
-        let mut built: Vec<(TensorMapSpec, bool)> = Vec::new();
-        for p in &self.params {
-            if let CudaParam::TensorMap(spec) = p {
-                let map = tensor_map::encode(spec, args);
-                built.push((*spec, map.is_some()));
-                maps.push(map.unwrap_or(cu::CUtensorMap { opaque: [0; 16] }));
-            }
-        }
+        // SAFETY: the caller's promise covers the buffers the copies read.
+        let (mut maps, built, repacked) = unsafe { self.tensor_maps(args, grid)? };
         for p in &self.params {
             let (index, is_buffer) = match p {
                 CudaParam::Buffer { tile_param_index, .. } => (*tile_param_index, true),
@@ -373,6 +454,9 @@ impl CompiledKernel for CudaLaunchable {
                 std::ptr::null_mut(),
             )
         };
+        if let (Some(repacker), Some(repacked)) = (&self.repacker, repacked) {
+            repacker.give_back(repacked);
+        }
         if code != cu::CUresult::CUDA_SUCCESS {
             return Err(fault_error(code, "launch", &self.last_kernel));
         }
@@ -420,6 +504,10 @@ impl Device for CudaDevice {
             eprintln!("// CUDA C++ of {}\n{}", func.name, kernel.source);
         }
         let loaded = self.load(&kernel)?;
+        let maps = kernel.params.iter().any(|p| matches!(p, CudaParam::TensorMap(_)));
+        let repacker = (maps && kernel.repack_operands)
+            .then(|| self.repacker())
+            .transpose()?;
         Ok(Arc::new(CudaLaunchable {
             context: self.context.clone(),
             loaded,
@@ -430,6 +518,7 @@ impl Device for CudaDevice {
             alignment: kernel.buffer_alignment.max(1),
             last_kernel: self.last_kernel.clone(),
             grid_limits: self.target.grid_limits(kernel.threads_per_group),
+            repacker,
         }))
     }
 

@@ -5,7 +5,9 @@
 //!
 //! Where the arguments do not allow a map (a base address or row pitch not a
 //! multiple of 16 bytes, an extent past what the hardware addresses), the
-//! kernel's flag parameter is 0 and it copies the way it would without TMA.
+//! kernel's flag parameter is 0 and it copies the way it would without TMA,
+//! unless the runtime first copies a misaligned matrix into aligned rows
+//! (`repack.rs`) and maps the copy.
 
 use cudarc::driver::sys as cu;
 use metile_interp::{KernelArg, ScalarValue};
@@ -47,9 +49,29 @@ fn swizzle(bytes: u16) -> Option<cu::CUtensorMapSwizzle> {
     }
 }
 
-/// The tensor map of `spec` over this launch's arguments, or `None` when the
-/// hardware cannot describe that matrix.
-pub fn encode(spec: &TensorMapSpec, args: &[KernelArg]) -> Option<cu::CUtensorMap> {
+/// The matrix a tensor map of `spec` reads in this launch: the buffer's
+/// address, the extent and the row pitch in bytes, within what the hardware
+/// addresses but not yet checked for alignment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Matrix {
+    pub address: u64,
+    pub rows: i64,
+    pub cols: i64,
+    pub pitch: i64,
+}
+
+impl Matrix {
+    /// Whether a tensor map can start at this matrix and step its rows: the
+    /// base and the row pitch multiples of 16 bytes.
+    pub fn aligned(&self) -> bool {
+        self.pitch % 16 == 0 && self.address % 16 == 0
+    }
+}
+
+/// The matrix `spec` names over this launch's arguments, or `None` when its
+/// extents are out of the hardware's range (coordinates are 32-bit signed,
+/// the row pitch below 2^40 bytes) or the arguments are not what it names.
+pub fn matrix(spec: &TensorMapSpec, args: &[KernelArg]) -> Option<Matrix> {
     let KernelArg::Buffer { ptr, .. } = args.get(spec.buffer)? else {
         return None;
     };
@@ -57,23 +79,34 @@ pub fn encode(spec: &TensorMapSpec, args: &[KernelArg]) -> Option<cu::CUtensorMa
     let rows = launch_value(spec.rows, args)?;
     let cols = launch_value(spec.cols, args)?;
     let stride = launch_value(spec.stride, args)?;
-    // Coordinates are 32-bit signed; the row pitch a multiple of 16 bytes
-    // below 2^40, the base 16-byte aligned.
     let extent_ok = |x: i64| (1..=i64::from(i32::MAX)).contains(&x);
     let pitch = stride.checked_mul(size)?;
-    if !extent_ok(rows)
-        || !extent_ok(cols)
-        || stride < cols
-        || pitch % 16 != 0
-        || pitch >= 1 << 40
-        || (*ptr as usize) % 16 != 0
-        || i64::from(spec.box_cols) * size > i64::from(spec.swizzle_bytes)
-        || !(1..=256).contains(&spec.box_rows)
-    {
+    (extent_ok(rows) && extent_ok(cols) && stride >= cols && pitch < 1 << 40).then_some(Matrix {
+        address: *ptr as u64,
+        rows,
+        cols,
+        pitch,
+    })
+}
+
+/// Whether the hardware can copy `spec`'s boxes of its element type, from a
+/// matrix aligned as it needs.
+pub fn box_supported(spec: &TensorMapSpec) -> bool {
+    let size = spec.dtype.size_bytes() as i64;
+    data_type(spec.dtype).is_some()
+        && swizzle(spec.swizzle_bytes).is_some()
+        && i64::from(spec.box_cols) * size <= i64::from(spec.swizzle_bytes)
+        && (1..=256).contains(&spec.box_rows)
+}
+
+/// The tensor map of `spec`'s box over `m` (a launch's matrix, or its copy in
+/// aligned rows), or `None` when the hardware cannot describe it.
+pub fn encode_matrix(spec: &TensorMapSpec, m: &Matrix) -> Option<cu::CUtensorMap> {
+    if !m.aligned() || !box_supported(spec) {
         return None;
     }
-    let global_dim = [cols as u64, rows as u64];
-    let global_strides = [pitch as u64];
+    let global_dim = [m.cols as u64, m.rows as u64];
+    let global_strides = [m.pitch as u64];
     let box_dim = [u32::from(spec.box_cols), u32::from(spec.box_rows)];
     let element_strides = [1u32, 1];
     let mut map = cu::CUtensorMap { opaque: [0; 16] };
@@ -85,7 +118,7 @@ pub fn encode(spec: &TensorMapSpec, args: &[KernelArg]) -> Option<cu::CUtensorMa
             &mut map,
             data_type(spec.dtype)?,
             2,
-            ptr.cast::<c_void>(),
+            m.address as usize as *mut c_void,
             global_dim.as_ptr(),
             global_strides.as_ptr(),
             box_dim.as_ptr(),

@@ -1,0 +1,359 @@
+//! Repacked operands (the `repack_operands` pass). A `dot` operand whose
+//! tensor map the hardware refuses only for alignment (f16 rows of odd
+//! length: a row pitch that is no multiple of 16 bytes; a matrix starting
+//! mid-allocation) would leave the kernel copying it element by element
+//! through registers. Instead the launch first copies the matrix into rows
+//! padded to 16 bytes in a workspace, with one small kernel for every such
+//! operand, on the same stream (so the copy lands before the kernel reads it),
+//! and gives the kernel a tensor map of the copy.
+//!
+//! The copy costs one read and one write of the operand, so it pays where the
+//! kernel reads each element several times, as a GEMM reads A once per column
+//! of output tiles. A launch copies a matrix only when its grid has at least
+//! [`MIN_REUSE`] times as many blocks as the matrix has boxes along its longer
+//! side (a lower bound of the reuse of a `dot` operand that every block walks
+//! along its K loop), never a buffer the kernel writes (it must read its own
+//! writes), and never where the copy would not give a tensor map either.
+//!
+//! The workspace stays with the device between launches, grown to the largest
+//! need, like split-K's: a launch takes it, and gives it back once the kernel
+//! is enqueued; the next launch's copy runs after this kernel in stream order.
+
+use super::driver::check;
+use super::memory::CudaMemory;
+use super::tensor_map::Matrix;
+use super::{Context, Loaded};
+use crate::device::{DeviceAllocation, DeviceMemory};
+use crate::error::RuntimeError;
+use cudarc::driver::sys as cu;
+use metile_ir::gpu_ir::TensorMapSpec;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex};
+
+pub(super) const KERNEL_NAME: &str = "metile_repack";
+
+/// Matrices one copy kernel moves (its grid's y axis); more take more launches.
+const MAX_JOBS: usize = 8;
+const THREADS: u32 = 256;
+/// Each copy starts at a multiple of this many bytes of the workspace.
+const REGION_ALIGN: u64 = 256;
+/// See the module header.
+const MIN_REUSE: i64 = 2;
+
+/// One thread per 16 bytes of a destination row. Rows whose source is
+/// 2 bytes past a 4-byte boundary (odd f16 pitches) read the aligned words
+/// around their 16 bytes and funnel-shift them; each row's first and last
+/// 16 bytes are read by elements, so no read leaves the source row.
+pub(super) const SOURCE: &str = r#"struct metile_repack_job {
+  const unsigned char* src;
+  unsigned char* dst;
+  long long src_pitch;
+  long long dst_pitch;
+  int rows;
+  int row_bytes;
+  int chunks_per_row;
+  int unused;
+};
+struct metile_repack_jobs {
+  metile_repack_job job[8];
+};
+
+extern "C" __global__ void __launch_bounds__(256) metile_repack(const __grid_constant__ metile_repack_jobs jobs) {
+  const metile_repack_job& job = jobs.job[blockIdx.y];
+  long long chunk = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  long long row = chunk / job.chunks_per_row;
+  if (row >= job.rows) return;
+  int col = (int)(chunk - row * job.chunks_per_row) * 16;
+  const unsigned char* s = job.src + row * job.src_pitch + col;
+  int n = job.row_bytes - col < 16 ? job.row_bytes - col : 16;
+  unsigned long long at = (unsigned long long)s;
+  unsigned int w[4] = {0u, 0u, 0u, 0u};
+  if (n == 16 && (at & 15) == 0) {
+    uint4 v = *reinterpret_cast<const uint4*>(s);
+    w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
+  } else if (n == 16 && (at & 3) == 0) {
+    const unsigned int* p = reinterpret_cast<const unsigned int*>(s);
+    for (int i = 0; i < 4; ++i) w[i] = p[i];
+  } else if (n == 16 && (at & 3) == 2 && col > 0 && col + 18 <= job.row_bytes) {
+    const unsigned int* p = reinterpret_cast<const unsigned int*>(s - 2);
+    unsigned int x[5];
+    for (int i = 0; i < 5; ++i) x[i] = p[i];
+    for (int i = 0; i < 4; ++i) w[i] = __funnelshift_r(x[i], x[i + 1], 16);
+  } else if ((at & 1) == 0) {
+    const unsigned short* p = reinterpret_cast<const unsigned short*>(s);
+    for (int i = 0; 2 * i < n; ++i) w[i / 2] |= (unsigned int)p[i] << (16 * (i % 2));
+  } else {
+    for (int i = 0; i < n; ++i) w[i / 4] |= (unsigned int)s[i] << (8 * (i % 4));
+  }
+  *reinterpret_cast<uint4*>(job.dst + row * job.dst_pitch + col) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+"#;
+
+/// The kernel's `metile_repack_job`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct Job {
+    src: u64,
+    dst: u64,
+    src_pitch: i64,
+    dst_pitch: i64,
+    rows: i32,
+    row_bytes: i32,
+    chunks_per_row: i32,
+    unused: i32,
+}
+
+/// The kernel's `metile_repack_jobs`.
+#[repr(C)]
+struct Jobs {
+    job: [Job; MAX_JOBS],
+}
+
+/// A matrix to copy, and where in the workspace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Copy {
+    from: Matrix,
+    row_bytes: i64,
+    offset: u64,
+}
+
+impl Copy {
+    /// The copy's row pitch: its rows rounded up to 16 bytes.
+    fn pitch(&self) -> i64 {
+        (self.row_bytes + 15) / 16 * 16
+    }
+
+    fn chunks_per_row(&self) -> i64 {
+        self.pitch() / 16
+    }
+}
+
+/// The copies one launch makes before its kernel runs.
+#[derive(Debug, Default)]
+pub(super) struct Plan {
+    copies: Vec<Copy>,
+    bytes: u64,
+}
+
+impl Plan {
+    /// Plans the copy of `m`, which `spec` reads, and returns its index (a
+    /// matrix read by several maps is copied once), or `None` where a copy
+    /// would not pay or not help.
+    pub fn add(&mut self, spec: &TensorMapSpec, m: &Matrix, grid: [u32; 3]) -> Option<usize> {
+        if m.aligned() || !worth_copying(spec, m, grid) {
+            return None;
+        }
+        let row_bytes = m.cols.checked_mul(spec.dtype.size_bytes() as i64)?;
+        if let Some(i) = self
+            .copies
+            .iter()
+            .position(|c| c.from == *m && c.row_bytes == row_bytes)
+        {
+            return Some(i);
+        }
+        let copy = Copy {
+            from: *m,
+            row_bytes,
+            offset: self.bytes,
+        };
+        // Row bytes fit an i32 (the kernel's `int`), blocks a grid's x axis.
+        let chunks = m.rows.checked_mul(copy.chunks_per_row())?;
+        if i32::try_from(row_bytes).is_err() || chunks / i64::from(THREADS) >= i64::from(i32::MAX) {
+            return None;
+        }
+        let size = u64::try_from(m.rows.checked_mul(copy.pitch())?).ok()?;
+        self.bytes = (copy.offset + size).div_ceil(REGION_ALIGN) * REGION_ALIGN;
+        self.copies.push(copy);
+        Some(self.copies.len() - 1)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.copies.is_empty()
+    }
+}
+
+/// Whether the launch's blocks read `m` often enough for a copy to pay (see
+/// the module header).
+fn worth_copying(spec: &TensorMapSpec, m: &Matrix, grid: [u32; 3]) -> bool {
+    let blocks: i64 = grid.iter().map(|&g| i64::from(g)).product();
+    let boxes = |extent: i64, side: u16| (extent + i64::from(side) - 1) / i64::from(side.max(1));
+    blocks >= MIN_REUSE * boxes(m.rows, spec.box_rows).max(boxes(m.cols, spec.box_cols))
+}
+
+/// The copy kernel and the pooled workspace of one device.
+pub(super) struct Repacker {
+    context: Arc<Context>,
+    kernel: Arc<Loaded>,
+    memory: CudaMemory,
+    space: Mutex<Option<Arc<dyn DeviceAllocation>>>,
+}
+
+/// A launch's workspace and its copies, to give back once the kernel is enqueued.
+pub(super) struct Repacked {
+    space: Arc<dyn DeviceAllocation>,
+    /// Each planned copy as a matrix of the workspace.
+    pub matrices: Vec<Matrix>,
+}
+
+impl Repacker {
+    pub fn new(context: Arc<Context>, kernel: Arc<Loaded>) -> Repacker {
+        Repacker {
+            memory: CudaMemory::new(context.clone()),
+            context,
+            kernel,
+            space: Mutex::new(None),
+        }
+    }
+
+    fn take_space(&self, bytes: u64) -> Result<Arc<dyn DeviceAllocation>, RuntimeError> {
+        let pooled = self.space.lock().ok().and_then(|mut s| s.take());
+        match pooled {
+            Some(space) if space.bytes() as u64 >= bytes => Ok(space),
+            _ => {
+                let bytes = usize::try_from(bytes)
+                    .map_err(|_| RuntimeError::Device(format!("a workspace of {bytes} bytes")))?;
+                self.memory.alloc(bytes)
+            }
+        }
+    }
+
+    /// Keeps the larger of the pooled workspace and `repacked`'s.
+    pub fn give_back(&self, repacked: Repacked) {
+        if let Ok(mut slot) = self.space.lock() {
+            if slot.as_ref().is_none_or(|s| s.bytes() < repacked.space.bytes()) {
+                *slot = Some(repacked.space);
+            }
+        }
+    }
+
+    /// Enqueues `plan`'s copies on the legacy default stream.
+    ///
+    /// # Safety
+    /// Every planned matrix must lie in a live device allocation.
+    pub unsafe fn run(&self, plan: &Plan) -> Result<Repacked, RuntimeError> {
+        let space = self.take_space(plan.bytes)?;
+        let base = space.ptr();
+        let matrices: Vec<Matrix> = plan
+            .copies
+            .iter()
+            .map(|c| Matrix {
+                address: base + c.offset,
+                rows: c.from.rows,
+                cols: c.from.cols,
+                pitch: c.pitch(),
+            })
+            .collect();
+        self.context.bind()?;
+        for batch in plan.copies.chunks(MAX_JOBS) {
+            let mut jobs = Jobs {
+                job: [Job::default(); MAX_JOBS],
+            };
+            let mut blocks = 1u32;
+            for (job, c) in jobs.job.iter_mut().zip(batch) {
+                *job = Job {
+                    src: c.from.address,
+                    dst: base + c.offset,
+                    src_pitch: c.from.pitch,
+                    dst_pitch: c.pitch(),
+                    rows: c.from.rows as i32,
+                    row_bytes: c.row_bytes as i32,
+                    chunks_per_row: c.chunks_per_row() as i32,
+                    unused: 0,
+                };
+                let chunks = c.from.rows * c.chunks_per_row();
+                let needed = (chunks + i64::from(THREADS) - 1) / i64::from(THREADS);
+                blocks = blocks.max(u32::try_from(needed).unwrap_or(u32::MAX));
+            }
+            let mut params = [(&mut jobs as *mut Jobs).cast::<c_void>()];
+            // SAFETY: the one parameter points at a live `Jobs`, laid out as the
+            // kernel's struct; every job's source lies in a live allocation (the
+            // caller's promise) and its destination in the workspace, which
+            // outlives the copy (it is pooled, and freeing it waits for the GPU).
+            check(
+                unsafe {
+                    cu::cuLaunchKernel(
+                        self.kernel.function,
+                        blocks,
+                        batch.len() as u32,
+                        1,
+                        THREADS,
+                        1,
+                        1,
+                        0,
+                        std::ptr::null_mut(),
+                        params.as_mut_ptr(),
+                        std::ptr::null_mut(),
+                    )
+                },
+                "launch of the operand copy",
+            )?;
+        }
+        Ok(Repacked { space, matrices })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metile_ir::gpu_ir::LaunchValue;
+    use metile_ir::DType;
+
+    fn spec(box_rows: u16, box_cols: u16) -> TensorMapSpec {
+        TensorMapSpec {
+            buffer: 0,
+            dtype: DType::F16,
+            rows: LaunchValue::Arg(3),
+            cols: LaunchValue::Arg(5),
+            stride: LaunchValue::Arg(5),
+            box_rows,
+            box_cols,
+            swizzle_bytes: 128,
+        }
+    }
+
+    fn f16_matrix(rows: i64, cols: i64) -> Matrix {
+        Matrix {
+            address: 0x7000_0000_0000,
+            rows,
+            cols,
+            pitch: 2 * cols,
+        }
+    }
+
+    #[test]
+    fn odd_rows_are_copied_into_16_byte_rows_once() {
+        let mut plan = Plan::default();
+        let a = f16_matrix(1023, 999);
+        // 8 x 9 output tiles of 128 x 128: A's 16 boxes along K are read by 9 columns of tiles.
+        assert_eq!(plan.add(&spec(128, 64), &a, [8, 9, 1]), Some(0));
+        assert_eq!(plan.add(&spec(64, 64), &a, [8, 9, 1]), Some(0));
+        let b = f16_matrix(999, 1025);
+        assert_eq!(plan.add(&spec(64, 64), &b, [8, 9, 1]), Some(1));
+        let (ca, cb) = (plan.copies[0], plan.copies[1]);
+        assert_eq!((ca.pitch(), cb.pitch()), (2000, 2064));
+        assert_eq!(cb.offset % REGION_ALIGN, 0);
+        assert!(cb.offset >= 1023 * 2000);
+        assert_eq!(
+            plan.bytes,
+            (cb.offset + 999 * 2064).div_ceil(REGION_ALIGN) * REGION_ALIGN
+        );
+    }
+
+    #[test]
+    fn aligned_matrices_and_little_reuse_are_left_alone() {
+        let mut plan = Plan::default();
+        assert_eq!(plan.add(&spec(128, 64), &f16_matrix(1024, 1000), [8, 8, 1]), None);
+        // One row of output tiles reads B once: a copy would only add traffic.
+        assert_eq!(
+            plan.add(&spec(64, 128), &f16_matrix(4095, 4095), [32, 1, 1]),
+            None
+        );
+        assert!(plan.is_empty());
+        // A matrix starting 2 bytes into its allocation is copied like an odd pitch.
+        let shifted = Matrix {
+            address: 0x7000_0000_0002,
+            ..f16_matrix(256, 256)
+        };
+        assert_eq!(plan.add(&spec(128, 64), &shifted, [2, 8, 1]), Some(0));
+    }
+}
