@@ -60,10 +60,15 @@ def test_a_tile_larger_than_the_ring_goes_in_chunks_of_rows():
     assert _stores_to_c(src, 4) == 128 * 256 // 256 // 4
 
 
-def test_only_where_the_runs_widen():
-    # N unknown to divide by 8: no 16-byte run of C is aligned, so the accumulator goes as it is.
-    assert "metile_smem + 0);" in _cuda(hinted=False)
-    assert len(re.findall(r"reinterpret_cast<half\*>\(metile_smem \+ 0\)", _cuda(hinted=False))) == 1
+def test_rows_of_unknown_alignment_are_stored_along_the_row_by_consecutive_threads():
+    # N unknown to divide by 8: no 16-byte run of C is aligned, but the exchange still puts a warp's
+    # 32 lanes on 32 consecutive elements of one row (the accumulator's layout spreads them over 8).
+    src = _cuda(hinted=False)
+    assert len(re.findall(r"reinterpret_cast<half\*>\(metile_smem \+ 0\)", src)) == 2
+    assert _stores_to_c(src, 8) == 0 and _stores_to_c(src, 2) == 0
+    assert len(re.findall(r"\bC\[", src)) == 128 * 128 // 256
+    direct = _cuda(hinted=False, stage_stores=False)
+    assert len(re.findall(r"reinterpret_cast<half\*>\(metile_smem \+ 0\)", direct)) == 1
 
 
 def test_apple_gpus_keep_direct_stores_unless_asked():
@@ -94,7 +99,9 @@ def _launch(device, kernel, grid, args, blocks, sgs, options, staged):
     kernel[grid](*args, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, **extra)
 
 
-@pytest.mark.parametrize("M, N, K", [(200, 136, 72), (130, 264, 40), (16, 8, 24), (256, 256, 64)])
+# N odd or even but no multiple of 4: rows of unknown alignment, stored element by element.
+@pytest.mark.parametrize("M, N, K", [(200, 136, 72), (130, 264, 40), (16, 8, 24), (256, 256, 64), (200, 131, 72),
+                                     (70, 262, 40)])
 @pytest.mark.parametrize("c_dtype", [np.float16, np.float32])
 def test_staged_and_direct_stores_write_the_same(device, rng, M, N, K, c_dtype):
     a = rng.standard_normal((M, K)).astype(np.float16)

@@ -3,6 +3,11 @@ memory accelerator where a load reads a block of a row-major matrix the runtime 
 describe; elsewhere, and for launches whose arguments it cannot describe (a row pitch
 not a multiple of 16 bytes), the threads copy. Results never depend on which."""
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 from test_gemm import gemm_masked_epilogue
@@ -111,6 +116,27 @@ def test_gemm_where_the_runtime_can_and_cannot_describe_the_matrices(device, rng
     rk.gemm_bounded[(metile.cdiv(M, bm), metile.cdiv(N, bn))](
         a, b, c, M, N, K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, **opts)
     _check(c, a, b)
+
+
+def test_debug_repack_names_the_operands_copied_into_aligned_rows():
+    if not metile.device_available("cuda"):
+        pytest.skip("operands are copied into aligned rows by the cuda runtime")
+    script = textwrap.dedent("""
+        import numpy as np, metile
+        from metile.testing import reference_kernels as rk
+        M, N, K = 300, 264, 99
+        a, b = np.ones((M, K), np.float16), np.ones((K, N), np.float16)
+        c = np.zeros((M, N), np.float32)
+        for repack in (False, True):
+            rk.gemm_bounded[(3, 3)](a, b, c, M, N, K, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_sgs=8,
+                                    repack_operands=repack)
+            assert (c == K).all()
+    """)
+    env = dict(os.environ, METILE_DEBUG="repack", METILE_DEVICE="cuda")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
+    # A's rows (99 f16, 198 bytes apart) are copied once, by the launch that allows it; B's are aligned.
+    assert r.stderr.count("copied into rows") == 1, r.stderr
+    assert "argument 0 (300 x 99 f16, rows 198 bytes apart) copied into rows 208 bytes apart" in r.stderr
 
 
 def test_shifted_operand(device, rng):

@@ -61,6 +61,29 @@ fn staging_pitch(from: &DistLayout, to: &DistLayout, wf: usize, wt: usize, elem:
         .unwrap_or(cols)
 }
 
+/// The 32-byte segments of global memory the first warp's stores of a tile
+/// in layout `l` (runs of `run` elements of `elem` bytes) write, summed over
+/// its store instructions; rows are taken to lie far apart.
+fn store_segments(l: &DistLayout, run: usize, elem: usize) -> usize {
+    let cols = l.shape()[1] as i64;
+    let (run, elem) = (run.max(1) as i64, elem as i64);
+    (0..l.values())
+        .step_by(run as usize)
+        .map(|v| {
+            let mut segments: Vec<(i64, i64)> = (0..32.min(l.threads()))
+                .flat_map(|lane| {
+                    let e = l.element(lane, v);
+                    let (row, col) = (e / cols, e % cols);
+                    (col * elem / 32..=((col + run) * elem - 1) / 32).map(move |s| (row, s))
+                })
+                .collect();
+            segments.sort_unstable();
+            segments.dedup();
+            segments.len()
+        })
+        .sum()
+}
+
 impl<'f> Lowering<'f> {
     /// `value` (in layout `l`, stored with runs of `width(l)`) moved into the
     /// blocked layout when the pass is on and that widens the runs to 16
@@ -90,14 +113,33 @@ impl<'f> Lowering<'f> {
         // layout's runs follow the kernel's narrowest element, which may make
         // them longer, and reads of them conflict).
         let run = (self.a.target.max_vector_bytes / elem).max(1);
-        let to = match DistLayout::blocked(&shape, threads, run) {
-            Ok(layout) => self.a.layouts.intern(layout),
-            Err(_) => return Ok(None),
+        let Ok(wide) = DistLayout::blocked(&shape, threads, run) else {
+            return Ok(None);
         };
-        let (wf, wt) = (width(self, l), width(self, to));
+        let wide = self.a.layouts.intern(wide);
+        let (wf, wt) = (width(self, l), width(self, wide));
         let numel = shape[0] * shape[1];
-        // Worth two barriers only where every thread gets a 16-byte run.
-        if to == l || wt * elem < 16 || wt < 2 * wf || numel * elem < 16 * threads {
+        let to = if wt * elem >= 16 {
+            // Worth two barriers where every thread gets a 16-byte run.
+            if wt < 2 * wf {
+                return Ok(None);
+            }
+            wide
+        } else {
+            // Rows the pointer does not align (an odd row pitch) take no wide
+            // runs; the exchange still pays where consecutive lanes then store
+            // consecutive runs of one row, not short runs of several rows:
+            // fewer 32-byte segments for the memory system to write.
+            let Ok(narrow) = DistLayout::blocked(&shape, threads, wt) else {
+                return Ok(None);
+            };
+            let segments_after = store_segments(&narrow, wt, elem);
+            if 2 * segments_after > store_segments(self.layout(l), wf, elem) {
+                return Ok(None);
+            }
+            self.a.layouts.intern(narrow)
+        };
+        if to == l || numel * elem < 16 * threads {
             return Ok(None);
         }
         let (from_layout, to_layout) = (self.layout(l).clone(), self.layout(to).clone());
@@ -318,6 +360,24 @@ mod tests {
                 // Unpadded rows would put a warp's rows on the same banks.
                 assert!(conflicts(&c, 2, n, elem) >= 4);
             }
+        }
+    }
+
+    #[test]
+    fn rows_of_unknown_alignment_are_stored_by_whole_warps_along_a_row() {
+        // f16 accumulators stored one element at a time (an odd row pitch):
+        // a warp writes 8 rows of 4 lanes per store in the accumulator's
+        // layout, one row of 32 consecutive lanes after the exchange.
+        for (m, n, wgmma, threads) in [(128, 128, true, 256), (64, 64, false, 128)] {
+            let c = accumulator(m, n, DType::F16, wgmma, threads);
+            let narrow = DistLayout::blocked(&[m, n], threads, 1).unwrap();
+            let stores = (c.values(), narrow.values());
+            assert_eq!(stores.0, stores.1);
+            assert_eq!(store_segments(&c, 1, 2), 8 * stores.0, "{m}x{n}");
+            assert_eq!(store_segments(&narrow, 1, 2), 2 * stores.1, "{m}x{n}");
+            // Rows of 4-byte alignment: pairs, still 8 rows a store against 4 segments.
+            let pairs = DistLayout::blocked(&[m, n], threads, 2).unwrap();
+            assert_eq!(store_segments(&pairs, 2, 2), 4 * pairs.values() / 2);
         }
     }
 }

@@ -30,6 +30,7 @@ use metile_ir::Function;
 use repack::{Plan, Repacked, Repacker};
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The primary context of one GPU. Raw driver handles are plain pointers the
@@ -299,6 +300,9 @@ struct CudaLaunchable {
     /// Copies misaligned tensor-map operands into aligned rows, where the
     /// kernel has tensor maps and `repack_operands` is on.
     repacker: Option<Arc<Repacker>>,
+    /// `METILE_DEBUG=repack`: the first launch that copies operands says so
+    /// (set at compile time; cleared once said).
+    report_repack: AtomicBool,
 }
 
 /// A scalar's bits, low bytes first, as the kernel parameter reads them.
@@ -363,10 +367,20 @@ impl CudaLaunchable {
         };
         // SAFETY: the planned sources are buffer arguments (the caller's promise).
         let repacked = unsafe { repacker.run(&plan)? };
+        let report = self.report_repack.swap(false, Ordering::Relaxed);
         for (slot, copy) in to_copy {
-            if let Some(map) = tensor_map::encode_matrix(&built[slot].0, &repacked.matrices[copy]) {
+            let (spec, to) = (built[slot].0, repacked.matrices[copy]);
+            if let Some(map) = tensor_map::encode_matrix(&spec, &to) {
                 maps[slot] = map;
                 built[slot].1 = true;
+            }
+            if report {
+                let from = plan.source(copy);
+                eprintln!(
+                    "// {}: argument {} ({} x {} {}, rows {} bytes apart) copied into rows {} bytes apart \
+                     for its tensor copies",
+                    self.name, spec.buffer, from.rows, from.cols, spec.dtype, from.pitch, to.pitch
+                );
             }
         }
         Ok((maps, built, Some(repacked)))
@@ -519,6 +533,7 @@ impl Device for CudaDevice {
             last_kernel: self.last_kernel.clone(),
             grid_limits: self.target.grid_limits(kernel.threads_per_group),
             repacker,
+            report_repack: AtomicBool::new(debug_enabled("repack")),
         }))
     }
 

@@ -167,6 +167,11 @@ impl Plan {
         Some(self.copies.len() - 1)
     }
 
+    /// The matrix copy `index` reads.
+    pub fn source(&self, index: usize) -> Matrix {
+        self.copies[index].from
+    }
+
     pub fn is_empty(&self) -> bool {
         self.copies.is_empty()
     }
