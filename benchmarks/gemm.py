@@ -13,8 +13,9 @@ written here, searched over the same kind of configs as meTile.
 
 A second table switches meTile's GEMM passes one at a time away from the
 target's default on the fp16 4096^3 product (launch options, also `metile.Config`
-keys), each ratio against the defaults; a third times `split_k` 1 to 8 on the
-long-K fp16 product.
+keys), each ratio against the defaults, a third those that act on rows of odd
+length on the fp16 1023x1025x999 product; a fourth times `split_k` 1 to 8 on
+the long-K fp16 product.
 """
 
 import argparse
@@ -45,7 +46,7 @@ SPLIT_K_CONFIGS = [(*t, {"split_k": s}) for s in (2, 4, 8) for t in MT_TILES if 
                    and t[2] == 64]
 # tf32 (32 k columns are 128 bytes): the transposed product on wgmma, with and without tensor
 # copies, and mma.sync.
-TF32_TILES = [(256, 128, 32, 8), (128, 128, 32, 8), (128, 64, 32, 4), (64, 64, 32, 4)]
+TF32_TILES = [(256, 128, 32, 8), (128, 128, 32, 8), (128, 64, 32, 8), (128, 64, 32, 4), (64, 64, 32, 4)]
 TF32_CONFIGS = [(*t, extra) for extra in ({}, {"tma": False}, {"wgmma": False}) for t in TF32_TILES]
 H100_SMS = 132
 
@@ -158,16 +159,24 @@ PASSES = [("wgmma", False), ("tma", False), ("stage_stores", False), ("matrix_at
 MMA_SYNC_PASSES = [("pad_dot_scratch", False), ("ldmatrix", False), ("serpentine", False)]
 
 
-def passes_rows(dtype=torch.float16, size=4096):
-    a = torch.randn(size, size, device="cuda", dtype=dtype)
-    b = torch.randn(size, size, device="cuda", dtype=dtype)
-    c = torch.empty(size, size, device="cuda", dtype=dtype)
-    flop = 2 * size ** 3
+# Passes that only act where rows are not multiples of 16 bytes, measured on a ragged product.
+RAGGED_PASSES = [("repack_operands", False), ("stage_stores", False)]
+
+
+def passes_rows(dtype=torch.float16, shape=(4096, 4096, 4096), ragged=False):
+    M, N, K = shape
+    a = torch.randn(M, K, device="cuda", dtype=dtype)
+    b = torch.randn(K, N, device="cuda", dtype=dtype)
+    c = torch.empty(M, N, device="cuda", dtype=dtype)
+    flop = 2 * M * N * K
     cfg = (128, 128, 64, 8, {})
     base = median_ms(mt_run(a, b, c, cfg))
     rows = [f"| defaults | {flop / base / 1e9:.1f} | 1.00 |"]
-    switches = [({p: on}, f"{p}={on}") for p, on in PASSES]
-    switches += [({"wgmma": False, p: on}, f"wgmma=False, {p}={on}") for p, on in MMA_SYNC_PASSES]
+    if ragged:
+        switches = [({p: on}, f"{p}={on}") for p, on in RAGGED_PASSES]
+    else:
+        switches = [({p: on}, f"{p}={on}") for p, on in PASSES]
+        switches += [({"wgmma": False, p: on}, f"wgmma=False, {p}={on}") for p, on in MMA_SYNC_PASSES]
     for passes, name in switches:
         run = mt_run(a, b, c, cfg, **passes)
         try:
@@ -225,6 +234,8 @@ def main():
     if not args.no_tables:
         lines += ["", "| fp16 4096^3, 128x128x64, 8 warps | TFLOP/s | vs defaults |", "|---|---|---|"]
         lines += passes_rows()
+        lines += ["", "| fp16 1023x1025x999, 128x128x64, 8 warps | TFLOP/s | vs defaults |", "|---|---|---|"]
+        lines += passes_rows(shape=(1023, 1025, 999), ragged=True)
         lines += ["", "| fp16 512x512x16384 tile | split_k | TFLOP/s | vs split_k=1 |", "|---|---|---|---|"]
         lines += split_k_rows()
     text = "\n".join(lines)
