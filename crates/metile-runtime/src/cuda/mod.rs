@@ -366,7 +366,9 @@ impl CudaLaunchable {
             return Ok((maps, built, None));
         };
         // SAFETY: the planned sources are buffer arguments (the caller's promise).
-        let repacked = unsafe { repacker.run(&plan)? };
+        let Some(repacked) = (unsafe { repacker.run(&plan)? }) else {
+            return Ok((maps, built, None));
+        };
         let report = self.report_repack.swap(false, Ordering::Relaxed);
         for (slot, copy) in to_copy {
             let (spec, to) = (built[slot].0, repacked.matrices[copy]);

@@ -18,6 +18,8 @@
 //! The workspace stays with the device between launches, grown to the largest
 //! need, like split-K's: a launch takes it, and gives it back once the kernel
 //! is enqueued; the next launch's copy runs after this kernel in stream order.
+//! Where the workspace cannot be allocated, the launch goes ahead without the
+//! copies (the kernel's threads copy those operands, as with the pass off).
 
 use super::driver::check;
 use super::memory::CudaMemory;
@@ -231,12 +233,16 @@ impl Repacker {
         }
     }
 
-    /// Enqueues `plan`'s copies on the legacy default stream.
+    /// Enqueues `plan`'s copies on the legacy default stream; `None` where
+    /// the workspace cannot be allocated (the kernel then copies the
+    /// operands with its threads, as without the pass).
     ///
     /// # Safety
     /// Every planned matrix must lie in a live device allocation.
-    pub unsafe fn run(&self, plan: &Plan) -> Result<Repacked, RuntimeError> {
-        let space = self.take_space(plan.bytes)?;
+    pub unsafe fn run(&self, plan: &Plan) -> Result<Option<Repacked>, RuntimeError> {
+        let Ok(space) = self.take_space(plan.bytes) else {
+            return Ok(None);
+        };
         let base = space.ptr();
         let matrices: Vec<Matrix> = plan
             .copies
@@ -293,7 +299,7 @@ impl Repacker {
                 "launch of the operand copy",
             )?;
         }
-        Ok(Repacked { space, matrices })
+        Ok(Some(Repacked { space, matrices }))
     }
 }
 
