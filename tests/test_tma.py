@@ -118,6 +118,26 @@ def test_gemm_where_the_runtime_can_and_cannot_describe_the_matrices(device, rng
     _check(c, a, b)
 
 
+@pytest.mark.parametrize("dtype, M, N, K", [(np.float16, 300, 261, 99), (np.float32, 260, 131, 67)])
+def test_repacked_operands_give_the_same_bits_as_the_threads_copies(device, rng, dtype, M, N, K):
+    # Odd row lengths: on the H100 both operands are copied into aligned rows and read with tensor
+    # copies, or copied by the kernel's threads; the tiles, and so every bit of C, are the same.
+    a = rng.standard_normal((M, K)).astype(dtype)
+    b = rng.standard_normal((K, N)).astype(dtype)
+    bm, bn, bk = ((128, 128, 64 if dtype == np.float16 else 32) if device == "cuda" else (32, 32, 16))
+    opts = {"num_sgs": 8, "tf32": dtype == np.float32} if device == "cuda" else {}
+    out = []
+    for repack in (True, False):
+        c = np.full((M, N), np.nan, np.float32)
+        rk.gemm_bounded[(metile.cdiv(M, bm), metile.cdiv(N, bn))](
+            a, b, c, M, N, K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, repack_operands=repack, **opts)
+        out.append(c)
+    np.testing.assert_array_equal(out[0], out[1])
+    tol = 2e-3 if dtype == np.float16 or device != "cuda" else 5e-3
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(out[0], want, rtol=tol, atol=tol * np.sqrt(K))
+
+
 def test_debug_repack_names_the_operands_copied_into_aligned_rows():
     if not metile.device_available("cuda"):
         pytest.skip("operands are copied into aligned rows by the cuda runtime")
