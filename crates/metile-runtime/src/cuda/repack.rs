@@ -34,18 +34,23 @@ use std::sync::{Arc, Mutex};
 
 pub(super) const KERNEL_NAME: &str = "metile_repack";
 
-/// Matrices one copy kernel moves (its grid's y axis); more take more launches.
+/// Matrices one copy kernel moves (its grid's z axis); more take more launches.
 const MAX_JOBS: usize = 8;
+/// The grid's y axis (groups of 8 rows) stops at CUDA's limit; the kernel
+/// loops over the rest.
+const MAX_ROW_GROUPS: i64 = 65535;
 const THREADS: u32 = 256;
 /// Each copy starts at a multiple of this many bytes of the workspace.
 const REGION_ALIGN: u64 = 256;
 /// See the module header.
 const MIN_REUSE: i64 = 2;
 
-/// One thread per 16 bytes of a destination row. Rows whose source is
-/// 2 bytes past a 4-byte boundary (odd f16 pitches) read the aligned words
-/// around their 16 bytes and funnel-shift them; each row's first and last
-/// 16 bytes are read by elements, so no read leaves the source row.
+/// One thread per 16 bytes of a destination row: a warp takes 32 consecutive
+/// chunks of one row (blocks of 8 warps: x the row's chunk segment, y eight
+/// rows, z the matrix). Rows whose source is 2 bytes past a 4-byte boundary
+/// (odd f16 pitches) read the aligned words around their 16 bytes and
+/// funnel-shift them; each row's first and last 16 bytes are read by
+/// elements, so no read leaves the source row.
 pub(super) const SOURCE: &str = r#"struct metile_repack_job {
   const unsigned char* src;
   unsigned char* dst;
@@ -61,33 +66,34 @@ struct metile_repack_jobs {
 };
 
 extern "C" __global__ void __launch_bounds__(256) metile_repack(const __grid_constant__ metile_repack_jobs jobs) {
-  const metile_repack_job& job = jobs.job[blockIdx.y];
-  long long chunk = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  long long row = chunk / job.chunks_per_row;
-  if (row >= job.rows) return;
-  int col = (int)(chunk - row * job.chunks_per_row) * 16;
-  const unsigned char* s = job.src + row * job.src_pitch + col;
+  const metile_repack_job& job = jobs.job[blockIdx.z];
+  int chunk = blockIdx.x * 32 + threadIdx.x % 32;
+  if (chunk >= job.chunks_per_row) return;
+  int col = chunk * 16;
   int n = job.row_bytes - col < 16 ? job.row_bytes - col : 16;
-  unsigned long long at = (unsigned long long)s;
-  unsigned int w[4] = {0u, 0u, 0u, 0u};
-  if (n == 16 && (at & 15) == 0) {
-    uint4 v = *reinterpret_cast<const uint4*>(s);
-    w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
-  } else if (n == 16 && (at & 3) == 0) {
-    const unsigned int* p = reinterpret_cast<const unsigned int*>(s);
-    for (int i = 0; i < 4; ++i) w[i] = p[i];
-  } else if (n == 16 && (at & 3) == 2 && col > 0 && col + 18 <= job.row_bytes) {
-    const unsigned int* p = reinterpret_cast<const unsigned int*>(s - 2);
-    unsigned int x[5];
-    for (int i = 0; i < 5; ++i) x[i] = p[i];
-    for (int i = 0; i < 4; ++i) w[i] = __funnelshift_r(x[i], x[i + 1], 16);
-  } else if ((at & 1) == 0) {
-    const unsigned short* p = reinterpret_cast<const unsigned short*>(s);
-    for (int i = 0; 2 * i < n; ++i) w[i / 2] |= (unsigned int)p[i] << (16 * (i % 2));
-  } else {
-    for (int i = 0; i < n; ++i) w[i / 4] |= (unsigned int)s[i] << (8 * (i % 4));
+  for (long long row = blockIdx.y * 8 + threadIdx.x / 32; row < job.rows; row += gridDim.y * 8) {
+    const unsigned char* s = job.src + row * job.src_pitch + col;
+    unsigned long long at = (unsigned long long)s;
+    unsigned int w[4] = {0u, 0u, 0u, 0u};
+    if (n == 16 && (at & 15) == 0) {
+      uint4 v = *reinterpret_cast<const uint4*>(s);
+      w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
+    } else if (n == 16 && (at & 3) == 0) {
+      const unsigned int* p = reinterpret_cast<const unsigned int*>(s);
+      for (int i = 0; i < 4; ++i) w[i] = p[i];
+    } else if (n == 16 && (at & 3) == 2 && col > 0 && col + 18 <= job.row_bytes) {
+      const unsigned int* p = reinterpret_cast<const unsigned int*>(s - 2);
+      unsigned int x[5];
+      for (int i = 0; i < 5; ++i) x[i] = p[i];
+      for (int i = 0; i < 4; ++i) w[i] = __funnelshift_r(x[i], x[i + 1], 16);
+    } else if ((at & 1) == 0) {
+      const unsigned short* p = reinterpret_cast<const unsigned short*>(s);
+      for (int i = 0; 2 * i < n; ++i) w[i / 2] |= (unsigned int)p[i] << (16 * (i % 2));
+    } else {
+      for (int i = 0; i < n; ++i) w[i / 4] |= (unsigned int)s[i] << (8 * (i % 4));
+    }
+    *reinterpret_cast<uint4*>(job.dst + row * job.dst_pitch + col) = make_uint4(w[0], w[1], w[2], w[3]);
   }
-  *reinterpret_cast<uint4*>(job.dst + row * job.dst_pitch + col) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 "#;
 
@@ -158,9 +164,8 @@ impl Plan {
             row_bytes,
             offset: self.bytes,
         };
-        // Row bytes fit an i32 (the kernel's `int`), blocks a grid's x axis.
-        let chunks = m.rows.checked_mul(copy.chunks_per_row())?;
-        if i32::try_from(row_bytes).is_err() || chunks / i64::from(THREADS) >= i64::from(i32::MAX) {
+        // Rows and their bytes fit the kernel's `int`s.
+        if i32::try_from(row_bytes + 16).is_err() || i32::try_from(m.rows).is_err() {
             return None;
         }
         let size = u64::try_from(m.rows.checked_mul(copy.pitch())?).ok()?;
@@ -259,7 +264,9 @@ impl Repacker {
             let mut jobs = Jobs {
                 job: [Job::default(); MAX_JOBS],
             };
-            let mut blocks = 1u32;
+            // x: segments of 32 chunks of a row; y: groups of 8 rows (the
+            // kernel loops past the grid's limit); z: the matrix.
+            let (mut segments, mut row_groups) = (1i64, 1i64);
             for (job, c) in jobs.job.iter_mut().zip(batch) {
                 *job = Job {
                     src: c.from.address,
@@ -271,10 +278,11 @@ impl Repacker {
                     chunks_per_row: c.chunks_per_row() as i32,
                     unused: 0,
                 };
-                let chunks = c.from.rows * c.chunks_per_row();
-                let needed = (chunks + i64::from(THREADS) - 1) / i64::from(THREADS);
-                blocks = blocks.max(u32::try_from(needed).unwrap_or(u32::MAX));
+                segments = segments.max((c.chunks_per_row() + 31) / 32);
+                row_groups = row_groups.max((c.from.rows + 7) / 8);
             }
+            let blocks_x = u32::try_from(segments).unwrap_or(u32::MAX);
+            let blocks_y = u32::try_from(row_groups.min(MAX_ROW_GROUPS)).unwrap_or(1);
             let mut params = [(&mut jobs as *mut Jobs).cast::<c_void>()];
             // SAFETY: the one parameter points at a live `Jobs`, laid out as the
             // kernel's struct; every job's source lies in a live allocation (the
@@ -284,9 +292,9 @@ impl Repacker {
                 unsafe {
                     cu::cuLaunchKernel(
                         self.kernel.function,
-                        blocks,
+                        blocks_x,
+                        blocks_y,
                         batch.len() as u32,
-                        1,
                         THREADS,
                         1,
                         1,
