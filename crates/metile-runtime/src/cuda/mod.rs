@@ -334,7 +334,8 @@ impl CudaLaunchable {
 
     /// The launch's tensor maps; where the hardware refuses a matrix only for
     /// its alignment and a copy pays, the map is of a copy in aligned rows,
-    /// enqueued here (its workspace returned, to give back after the launch).
+    /// enqueued here (its workspace returned, to hold until the kernel is
+    /// enqueued).
     /// Nothing allocates for a kernel without maps.
     ///
     /// # Safety
@@ -470,9 +471,9 @@ impl CompiledKernel for CudaLaunchable {
                 std::ptr::null_mut(),
             )
         };
-        if let (Some(repacker), Some(repacked)) = (&self.repacker, repacked) {
-            repacker.give_back(repacked);
-        }
+        // The copies' workspace goes back to the pool now that the kernel
+        // reading it is enqueued.
+        drop(repacked);
         if code != cu::CUresult::CUDA_SUCCESS {
             return Err(fault_error(code, "launch", &self.last_kernel));
         }

@@ -200,11 +200,21 @@ pub(super) struct Repacker {
     space: Mutex<Option<Arc<dyn DeviceAllocation>>>,
 }
 
-/// A launch's workspace and its copies, to give back once the kernel is enqueued.
+/// A launch's workspace and its copies; dropped (once the kernel is
+/// enqueued, or on an error before) it goes back to the pool.
 pub(super) struct Repacked {
-    space: Arc<dyn DeviceAllocation>,
+    pool: Arc<Repacker>,
+    space: Option<Arc<dyn DeviceAllocation>>,
     /// Each planned copy as a matrix of the workspace.
     pub matrices: Vec<Matrix>,
+}
+
+impl Drop for Repacked {
+    fn drop(&mut self) {
+        if let Some(space) = self.space.take() {
+            self.pool.give_back(space);
+        }
+    }
 }
 
 impl Repacker {
@@ -229,11 +239,11 @@ impl Repacker {
         }
     }
 
-    /// Keeps the larger of the pooled workspace and `repacked`'s.
-    pub fn give_back(&self, repacked: Repacked) {
+    /// Keeps the larger of the pooled workspace and `space`.
+    fn give_back(&self, space: Arc<dyn DeviceAllocation>) {
         if let Ok(mut slot) = self.space.lock() {
-            if slot.as_ref().is_none_or(|s| s.bytes() < repacked.space.bytes()) {
-                *slot = Some(repacked.space);
+            if slot.as_ref().is_none_or(|s| s.bytes() < space.bytes()) {
+                *slot = Some(space);
             }
         }
     }
@@ -244,12 +254,18 @@ impl Repacker {
     ///
     /// # Safety
     /// Every planned matrix must lie in a live device allocation.
-    pub unsafe fn run(&self, plan: &Plan) -> Result<Option<Repacked>, RuntimeError> {
+    pub unsafe fn run(self: &Arc<Self>, plan: &Plan) -> Result<Option<Repacked>, RuntimeError> {
         let Ok(space) = self.take_space(plan.bytes) else {
             return Ok(None);
         };
         let base = space.ptr();
-        let matrices: Vec<Matrix> = plan
+        // From here on the workspace returns to the pool however this ends.
+        let mut repacked = Repacked {
+            pool: self.clone(),
+            space: Some(space),
+            matrices: Vec::new(),
+        };
+        repacked.matrices = plan
             .copies
             .iter()
             .map(|c| Matrix {
@@ -307,7 +323,7 @@ impl Repacker {
                 "launch of the operand copy",
             )?;
         }
-        Ok(Some(Repacked { space, matrices }))
+        Ok(Some(repacked))
     }
 }
 
