@@ -118,6 +118,15 @@ def test_gemm_where_the_runtime_can_and_cannot_describe_the_matrices(device, rng
     _check(c, a, b)
 
 
+def test_repacking_is_decided_at_launch():
+    # The kernel is the same either way (its flag says whether a map was made); the switch is a
+    # launch option and Config key like the passes, checked like them.
+    assert _cuda(rk.gemm_bounded, repack_operands=False) == _cuda(rk.gemm_bounded)
+    assert dict(metile.Config(BLOCK_M=128, repack_operands=False)) == {"BLOCK_M": 128, "repack_operands": False}
+    with pytest.raises(ValueError, match="repack_operands switches a pass on or off and must be True or False"):
+        metile.Config(BLOCK_M=128, repack_operands="no")
+
+
 @pytest.mark.parametrize("dtype, M, N, K", [(np.float16, 300, 261, 99), (np.float32, 260, 131, 67)])
 def test_repacked_operands_give_the_same_bits_as_the_threads_copies(device, rng, dtype, M, N, K):
     # Odd row lengths: on the H100 both operands are copied into aligned rows and read with tensor
