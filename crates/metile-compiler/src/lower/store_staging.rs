@@ -61,6 +61,21 @@ fn staging_pitch(from: &DistLayout, to: &DistLayout, wf: usize, wt: usize, elem:
         .unwrap_or(cols)
 }
 
+/// A layout whose warps store fewer rows at once is left as it is where the
+/// rows' alignment is unknown.
+const MIN_ROWS_PER_STORE: usize = 4;
+
+/// The rows the first warp's first store of a tile in layout `l` writes to.
+fn rows_per_store(l: &DistLayout) -> usize {
+    let cols = l.shape()[1] as i64;
+    let mut rows: Vec<i64> = (0..32.min(l.threads()))
+        .map(|lane| l.element(lane, 0) / cols)
+        .collect();
+    rows.sort_unstable();
+    rows.dedup();
+    rows.len()
+}
+
 /// The 32-byte segments of global memory the first warp's stores of a tile
 /// in layout `l` (runs of `run` elements of `elem` bytes) write, summed over
 /// its store instructions; rows are taken to lie far apart.
@@ -127,14 +142,19 @@ impl<'f> Lowering<'f> {
             wide
         } else {
             // Rows the pointer does not align (an odd row pitch) take no wide
-            // runs; the exchange still pays where consecutive lanes then store
-            // consecutive runs of one row, not short runs of several rows:
-            // fewer 32-byte segments for the memory system to write.
+            // runs; the exchange still pays where a warp's store spreads over
+            // several rows (a matrix accumulator: 8) and then stores
+            // consecutive runs of one row: fewer 32-byte segments for the
+            // memory system to write. A layout already along the rows (the
+            // blocked one) keeps its stores.
             let Ok(narrow) = DistLayout::blocked(&shape, threads, wt) else {
                 return Ok(None);
             };
             let segments_after = store_segments(&narrow, wt, elem);
-            if 2 * segments_after > store_segments(self.layout(l), wf, elem) {
+            let from = self.layout(l);
+            if rows_per_store(from) < MIN_ROWS_PER_STORE
+                || 2 * segments_after > store_segments(from, wf, elem)
+            {
                 return Ok(None);
             }
             self.a.layouts.intern(narrow)
@@ -374,6 +394,7 @@ mod tests {
             let stores = (c.values(), narrow.values());
             assert_eq!(stores.0, stores.1);
             assert_eq!(store_segments(&c, 1, 2), 8 * stores.0, "{m}x{n}");
+            assert_eq!((rows_per_store(&c), rows_per_store(&narrow)), (8, 1));
             assert_eq!(store_segments(&narrow, 1, 2), 2 * stores.1, "{m}x{n}");
             // Rows of 4-byte alignment: pairs, still 8 rows a store against 4 segments.
             let pairs = DistLayout::blocked(&[m, n], threads, 2).unwrap();
