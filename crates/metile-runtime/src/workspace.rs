@@ -46,15 +46,19 @@ impl Workspace {
         self.bytes
     }
 
+    /// Where the workspace starts, as the device's kernels address it.
+    pub fn address(&self) -> u64 {
+        match &self.memory {
+            Memory::Device(a) => a.ptr(),
+            Memory::Shared(s) => s.as_ptr() as u64,
+            Memory::Host(h) => h.as_ptr() as u64,
+        }
+    }
+
     /// The first `len` f32 elements, as a kernel argument.
     pub fn f32_arg(&self, len: usize) -> KernelArg {
-        let ptr = match &self.memory {
-            Memory::Device(a) => a.ptr() as *mut u8,
-            Memory::Shared(s) => s.as_ptr(),
-            Memory::Host(h) => h.as_ptr(),
-        };
         KernelArg::Buffer {
-            ptr,
+            ptr: self.address() as usize as *mut u8,
             len: len.min(self.bytes / DType::F32.size_bytes()),
             dtype: DType::F32,
         }

@@ -256,8 +256,17 @@ impl CudaDevice {
                     repack_operands: false,
                     line_locs: Vec::new(),
                 };
+                // The device the pool keys its workspace by: this one, the
+                // process's (`open`), as launches and split-K see it.
+                let device: Arc<dyn Device> = CudaDevice::open().map_err(|e| e.to_string())?;
                 self.load(&kernel)
-                    .map(|loaded| Arc::new(Repacker::new(self.context.clone(), loaded)))
+                    .map(|loaded| {
+                        Arc::new(Repacker::new(
+                            self.context.clone(),
+                            loaded,
+                            Arc::downgrade(&device),
+                        ))
+                    })
                     .map_err(|e| e.to_string())
             })
             .clone()

@@ -15,22 +15,22 @@
 //! along its K loop), never a buffer the kernel writes (it must read its own
 //! writes), and never where the copy would not give a tensor map either.
 //!
-//! The workspace stays with the device between launches, grown to the largest
-//! need, like split-K's: a launch takes it, and gives it back once the kernel
-//! is enqueued; the next launch's copy runs after this kernel in stream order.
+//! The workspace stays with the device between launches in a `WorkspacePool`,
+//! as split-K's does: a launch takes it, and gives it back once the kernel is
+//! enqueued; the next launch's copy runs after this kernel in stream order.
 //! Where the workspace cannot be allocated, the launch goes ahead without the
 //! copies (the kernel's threads copy those operands, as with the pass off).
 
 use super::driver::check;
-use super::memory::CudaMemory;
 use super::tensor_map::Matrix;
 use super::{Context, Loaded};
-use crate::device::{DeviceAllocation, DeviceMemory};
+use crate::device::Device;
 use crate::error::RuntimeError;
+use crate::workspace::{Workspace, WorkspacePool};
 use cudarc::driver::sys as cu;
 use metile_ir::gpu_ir::TensorMapSpec;
 use std::ffi::c_void;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Weak};
 
 pub(super) const KERNEL_NAME: &str = "metile_repack";
 
@@ -196,15 +196,17 @@ fn worth_copying(spec: &TensorMapSpec, m: &Matrix, grid: [u32; 3]) -> bool {
 pub(super) struct Repacker {
     context: Arc<Context>,
     kernel: Arc<Loaded>,
-    memory: CudaMemory,
-    space: Mutex<Option<Arc<dyn DeviceAllocation>>>,
+    /// The device the workspace belongs to (weak: the device holds this).
+    device: Weak<dyn Device>,
+    pool: WorkspacePool,
 }
 
 /// A launch's workspace and its copies; dropped (once the kernel is
 /// enqueued, or on an error before) it goes back to the pool.
 pub(super) struct Repacked {
-    pool: Arc<Repacker>,
-    space: Option<Arc<dyn DeviceAllocation>>,
+    repacker: Arc<Repacker>,
+    device: Arc<dyn Device>,
+    space: Option<Workspace>,
     /// Each planned copy as a matrix of the workspace.
     pub matrices: Vec<Matrix>,
 }
@@ -212,39 +214,18 @@ pub(super) struct Repacked {
 impl Drop for Repacked {
     fn drop(&mut self) {
         if let Some(space) = self.space.take() {
-            self.pool.give_back(space);
+            self.repacker.pool.give_back(&self.device, space);
         }
     }
 }
 
 impl Repacker {
-    pub fn new(context: Arc<Context>, kernel: Arc<Loaded>) -> Repacker {
+    pub fn new(context: Arc<Context>, kernel: Arc<Loaded>, device: Weak<dyn Device>) -> Repacker {
         Repacker {
-            memory: CudaMemory::new(context.clone()),
             context,
             kernel,
-            space: Mutex::new(None),
-        }
-    }
-
-    fn take_space(&self, bytes: u64) -> Result<Arc<dyn DeviceAllocation>, RuntimeError> {
-        let pooled = self.space.lock().ok().and_then(|mut s| s.take());
-        match pooled {
-            Some(space) if space.bytes() as u64 >= bytes => Ok(space),
-            _ => {
-                let bytes = usize::try_from(bytes)
-                    .map_err(|_| RuntimeError::Device(format!("a workspace of {bytes} bytes")))?;
-                self.memory.alloc(bytes)
-            }
-        }
-    }
-
-    /// Keeps the larger of the pooled workspace and `space`.
-    fn give_back(&self, space: Arc<dyn DeviceAllocation>) {
-        if let Ok(mut slot) = self.space.lock() {
-            if slot.as_ref().is_none_or(|s| s.bytes() < space.bytes()) {
-                *slot = Some(space);
-            }
+            device,
+            pool: WorkspacePool::new(),
         }
     }
 
@@ -255,13 +236,20 @@ impl Repacker {
     /// # Safety
     /// Every planned matrix must lie in a live device allocation.
     pub unsafe fn run(self: &Arc<Self>, plan: &Plan) -> Result<Option<Repacked>, RuntimeError> {
-        let Ok(space) = self.take_space(plan.bytes) else {
+        let Some(device) = self.device.upgrade() else {
             return Ok(None);
         };
-        let base = space.ptr();
+        let Some(space) = usize::try_from(plan.bytes)
+            .ok()
+            .and_then(|bytes| self.pool.take(&device, bytes).ok())
+        else {
+            return Ok(None);
+        };
+        let base = space.address();
         // From here on the workspace returns to the pool however this ends.
         let mut repacked = Repacked {
-            pool: self.clone(),
+            repacker: self.clone(),
+            device,
             space: Some(space),
             matrices: Vec::new(),
         };
@@ -303,7 +291,7 @@ impl Repacker {
             // SAFETY: the one parameter points at a live `Jobs`, laid out as the
             // kernel's struct; every job's source lies in a live allocation (the
             // caller's promise) and its destination in the workspace, which
-            // outlives the copy (it is pooled, and freeing it waits for the GPU).
+            // outlives the copy (the pool synchronises before dropping one).
             check(
                 unsafe {
                     cu::cuLaunchKernel(
