@@ -27,11 +27,21 @@ impl CompileError {
     pub fn internal(stage: &str, err: IrError) -> CompileError {
         CompileError::new(
             "kernel",
-            format!("internal compiler error after {stage}: {err}"),
+            format!("{INTERNAL} after {stage}: {err}"),
             Loc::unknown(),
         )
     }
 }
+
+impl CompileError {
+    /// Whether this is a compiler bug rather than a refusal the user can act on.
+    pub fn is_internal(&self) -> bool {
+        self.reason.contains(INTERNAL)
+    }
+}
+
+/// The words every compiler-bug message carries ([`CompileError::is_internal`]).
+pub(crate) const INTERNAL: &str = "internal compiler error";
 
 impl fmt::Display for CompileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

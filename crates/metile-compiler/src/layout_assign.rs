@@ -527,11 +527,12 @@ fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
         }
         OpKind::Reduce { axis, .. } => {
             let (x, r) = (op.operands[0], op.results[0]);
-            let class = match axis {
+            // A reduction to a scalar is uniform whatever its axis says.
+            let class = match axis.filter(|_| !shape_of(r).is_empty()) {
                 None => Class::Uniform,
                 Some(axis) => {
                     let src = a.natural_layout(x, &shape_of(x))?;
-                    let sliced = a.layout(src).slice(*axis).map_err(|e| layout_err(op, e))?;
+                    let sliced = a.layout(src).slice(axis).map_err(|e| layout_err(op, e))?;
                     Class::Fixed(a.layouts.intern(sliced))
                 }
             };

@@ -22,6 +22,7 @@ pub mod l2_order;
 pub mod layout_assign;
 pub mod lower;
 pub mod msl;
+pub mod portability;
 pub mod prefetch;
 pub mod split_k;
 pub mod target;

@@ -235,6 +235,20 @@ impl Target {
         out
     }
 
+    /// The target called `name`: an [`AppleArch`] name or `sm_XY` (compute
+    /// capability X.Y, from sm_70 on); the inverse of [`Target::arch_name`].
+    pub fn parse(name: &str) -> Option<Target> {
+        if let Some(apple) = AppleArch::parse(name) {
+            return Some(apple.target());
+        }
+        let digits = name
+            .strip_prefix("sm_")
+            .filter(|d| d.len() >= 2 && d.chars().all(|c| c.is_ascii_digit()))?;
+        let (major, minor) = digits.split_at(digits.len() - 1);
+        let (major, minor) = (major.parse::<u32>().ok()?, minor.parse::<u32>().ok()?);
+        (major >= 7).then(|| Target::nvidia(major, minor))
+    }
+
     /// `sm_90` for an NVIDIA target, the [`AppleArch`] name of an Apple one
     /// (cache keys, messages).
     pub fn arch_name(&self) -> String {
@@ -256,6 +270,12 @@ mod tests {
         assert_eq!(Target::nvidia(8, 6).max_threadgroup_bytes, 99 * 1024);
         assert_eq!(Target::nvidia(9, 0).default_threadgroup_bytes, 48 * 1024);
         assert_eq!(Target::nvidia(9, 0).arch_name(), "sm_90");
+        for name in ["apple", "apple10", "sm_80", "sm_90", "sm_120"] {
+            assert_eq!(Target::parse(name).map(|t| t.arch_name()).as_deref(), Some(name));
+        }
+        for name in ["sm_9", "sm_60", "sm_9a", "metal", ""] {
+            assert!(Target::parse(name).is_none(), "{name}");
+        }
         assert_eq!(
             Target::nvidia(9, 0).grid_limits(1024),
             [2_147_483_647, 65535, 65535]

@@ -349,8 +349,9 @@ impl Kernel {
             }));
         }
         let compiled = device
-            .compile(func, &options)
+            .compile(func.clone(), &options)
             .map_err(|e| runtime_error_to_py(py, e))?;
+        crate::portability::check(py, &self.name, &func, &options, device.name())?;
         Ok(Arc::new(Specialization {
             compiled,
             written,

@@ -11,6 +11,7 @@ pub mod device_state;
 pub mod errors;
 pub mod kernel;
 mod layout_py;
+mod portability;
 mod shared_buffer;
 pub mod split_launch;
 pub mod stages;

@@ -212,15 +212,8 @@ pub fn dot_plan_py<'py>(
 
 /// The NVIDIA target named `sm_XY` (compute capability X.Y).
 fn nvidia_target(arch: &str) -> PyResult<metile_compiler::Target> {
-    let digits = arch
-        .strip_prefix("sm_")
-        .filter(|d| d.len() >= 2 && d.chars().all(|c| c.is_ascii_digit()));
-    let parsed = digits.and_then(|d| {
-        let (major, minor) = d.split_at(d.len() - 1);
-        Some((major.parse::<u32>().ok()?, minor.parse::<u32>().ok()?))
-    });
-    match parsed {
-        Some((major, minor)) if major >= 7 => Ok(metile_compiler::Target::nvidia(major, minor)),
+    match metile_compiler::Target::parse(arch) {
+        Some(t) if matches!(t.kind, metile_compiler::TargetKind::Nvidia { .. }) => Ok(t),
         _ => Err(pyo3::exceptions::PyValueError::new_err(format!(
             "arch must name an NVIDIA architecture from sm_70 on, such as 'sm_80' or 'sm_90', got '{arch}'"
         ))),

@@ -227,7 +227,7 @@ impl<'f> Lowering<'f> {
     }
 
     fn internal(&self, what: impl std::fmt::Display) -> CompileError {
-        self.err(format!("internal compiler error: {what}"))
+        self.err(format!("{}: {what}", crate::error::INTERNAL))
     }
 
     // ---------------------------------------------------------- emission

@@ -206,10 +206,10 @@ impl<'f> Lowering<'f> {
         }
 
         let result: Vec<GpuValue> = partial.into_iter().map(|p| self.cast(p, dtype)).collect();
-        match axis {
+        let shape = self.f.ty(r).shape.clone();
+        match axis.filter(|_| !shape.is_empty()) {
             None => self.set_home(r, Home::Uniform(result[0])),
             Some(_) => {
-                let shape = self.f.ty(r).shape.clone();
                 let sliced = self.a.layouts.intern(collapsed.with_shape(&shape));
                 self.set_home(
                     r,

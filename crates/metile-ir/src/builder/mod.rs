@@ -764,6 +764,9 @@ impl Builder {
                 Some(a2 as usize)
             }
         };
+        // Reducing the one axis of a 1-D tile is the whole-tile reduction: one
+        // spelling for one op, so every stage sees a scalar result the same way.
+        let axis = axis.filter(|_| rank > 1);
         let shape: Vec<usize> = match axis {
             None => vec![],
             Some(a) => ty
