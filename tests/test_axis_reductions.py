@@ -195,3 +195,30 @@ def test_an_unknown_check_target_is_named():
     )
     text = assert_ok(out)
     assert "ValueError: METILE_CHECK_TARGETS names an unknown target 'vulkan'" in text
+
+
+@metile.kernel
+def branch_joins_layouts(X, R, Out, BM: metile.constexpr, BN: metile.constexpr):
+    rm = metile.arange(0, BM)
+    rn = metile.arange(0, BN)
+    x = metile.load(X + rm[:, None] * BN + rn[None, :])
+    r0 = metile.load(R + rm)
+    s = metile.max(x)
+    rows = metile.sum(x, axis=1)
+    if s > 0.0:
+        v = rows
+    else:
+        v = -r0
+    metile.store(Out + rm, v)
+
+
+@pytest.mark.parametrize("bm, bn", [(4, 8), (32, 2), (16, 16), (1, 64)])
+@pytest.mark.parametrize("sign", [1, -1])
+def test_a_branch_on_a_whole_tile_reduction_may_exchange_layouts(device, rng, bm, bn, sign):
+    # The join moves `r0` into the layout of `rows` through threadgroup memory (a
+    # barrier) inside the branch: legal because every thread holds the same `s`.
+    x = (sign * (rng.random((bm, bn)) + 0.1)).astype(np.float32)
+    r = rng.standard_normal(bm).astype(np.float32)
+    out = np.zeros(bm, np.float32)
+    branch_joins_layouts[(1,)](x, r, out, BM=bm, BN=bn)
+    np.testing.assert_allclose(out, x.sum(1) if sign > 0 else -r, rtol=1e-6)

@@ -266,6 +266,11 @@ pub enum GpuOpKind {
     SimdBroadcast,
     /// `(x) -> x`: the reduction over the simdgroup's 32 lanes, on every lane.
     SimdReduce(ReduceOp),
+    /// `(x) -> x`, the value itself: the lowering's promise that every thread
+    /// of the threadgroup holds the same bits here, where the verifier cannot
+    /// see it (a whole-tile reduction folds the same partials in the same order
+    /// on every thread). Control flow may then depend on it. Emits nothing.
+    AssumeUniform,
     /// `(a_0 .. a_na, b_0 .. b_nb, c_0 .. c_nc) -> (d_0 .. d_nc)`: one matrix
     /// instruction over the simdgroup, `D = A · B + C`. The operands are this
     /// thread's fragment values in the atom's A, B and C layouts, in value
@@ -407,6 +412,7 @@ impl GpuOpKind {
                 ReduceOp::Max => "simd_max".into(),
                 ReduceOp::Min => "simd_min".into(),
             },
+            GpuOpKind::AssumeUniform => "assume_uniform".into(),
             GpuOpKind::Mma(kind) => format!("mma.{}", kind.name()),
             GpuOpKind::LdMatrix { count, trans } => {
                 format!("ldmatrix.x{count}{}", if *trans { ".trans" } else { "" })
@@ -450,6 +456,7 @@ impl GpuOpKind {
                 | GpuOpKind::Cast
                 | GpuOpKind::MakeVector
                 | GpuOpKind::Extract { .. }
+                | GpuOpKind::AssumeUniform
                 | GpuOpKind::Load { .. }
                 | GpuOpKind::RegRead { .. }
         )

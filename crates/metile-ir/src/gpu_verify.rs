@@ -208,6 +208,7 @@ impl<'f> GpuVerifier<'f> {
                 Uniformity::Uniform
             }
             GpuOpKind::SimdBroadcast | GpuOpKind::SimdReduce(_) => operand_u.min(Uniformity::Simdgroup),
+            GpuOpKind::AssumeUniform => Uniformity::Uniform,
             GpuOpKind::SimdShuffleXor if operand_u != Uniformity::Uniform => Uniformity::Varying,
             // Each lane gets its own part of the product.
             GpuOpKind::Mma(_) | GpuOpKind::LdMatrix { .. } => Uniformity::Varying,
@@ -415,6 +416,12 @@ impl<'f> GpuVerifier<'f> {
                 let t = if read { outs[0] } else { ins[0] };
                 if t != GpuType::Scalar(r.dtype) {
                     return fail("the value must have the register's dtype");
+                }
+            }
+            GpuOpKind::AssumeUniform => {
+                arity(1, 1)?;
+                if !ins[0].is_scalar() || ins[0] != outs[0] {
+                    return fail("(x) -> x on scalars");
                 }
             }
             GpuOpKind::SimdShuffleXor | GpuOpKind::SimdBroadcast => {

@@ -113,6 +113,46 @@ fn simd_ops_may_run_per_simdgroup_but_barriers_may_not() {
 }
 
 #[test]
+fn a_value_assumed_uniform_may_decide_a_barrier() {
+    // A butterfly over the lanes gives every lane the same bits, which the
+    // verifier cannot see; the lowering says so with `assume_uniform`.
+    let build = |assume: bool| {
+        let mut b = GpuBuilder::new("k", 64);
+        let tid = b.emit(GpuOpKind::Builtin(Builtin::ThreadIndex), vec![], vec![I32])[0];
+        let x = b.emit(GpuOpKind::Cast, vec![tid], vec![F32])[0];
+        let one = constant(&mut b, 1);
+        let other = b.emit(GpuOpKind::SimdShuffleXor, vec![x, one], vec![F32])[0];
+        let mut total = b.emit(GpuOpKind::Binary(BinaryOp::Max), vec![x, other], vec![F32])[0];
+        if assume {
+            total = b.emit(GpuOpKind::AssumeUniform, vec![total], vec![F32])[0];
+        }
+        let zero = b.emit(GpuOpKind::Const(Literal::Float(0.0)), vec![], vec![F32])[0];
+        let c = b.emit(GpuOpKind::Compare(CmpOp::Lt), vec![zero, total], vec![BOOL])[0];
+        b.push_block(&[]);
+        b.emit(GpuOpKind::Barrier, vec![], vec![]);
+        let then_b = b.pop_block();
+        b.push_block(&[]);
+        let else_b = b.pop_block();
+        b.emit_region_op(GpuOpKind::If, vec![c], vec![then_b, else_b]);
+        b.finish()
+    };
+    let err = verify_gpu(&build(false)).unwrap_err().to_string();
+    assert!(err.contains("barrier under control flow"), "{err}");
+    let f = build(true);
+    verify_gpu(&f).unwrap();
+    assert!(print_gpu_function(&f).contains("assume_uniform"));
+}
+
+#[test]
+fn assume_uniform_keeps_its_operand_type() {
+    let mut b = GpuBuilder::new("k", 64);
+    let zero = constant(&mut b, 0);
+    b.emit(GpuOpKind::AssumeUniform, vec![zero], vec![F32]);
+    let err = verify_gpu(&b.finish()).unwrap_err().to_string();
+    assert!(err.contains("(x) -> x on scalars"), "{err}");
+}
+
+#[test]
 fn varying_registers_taint_loop_bounds() {
     // A register written with the thread index makes a loop bound read from it
     // varying, so a barrier in that loop is rejected.

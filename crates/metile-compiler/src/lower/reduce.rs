@@ -208,7 +208,10 @@ impl<'f> Lowering<'f> {
         let result: Vec<GpuValue> = partial.into_iter().map(|p| self.cast(p, dtype)).collect();
         let shape = self.f.ty(r).shape.clone();
         match axis.filter(|_| !shape.is_empty()) {
-            None => self.set_home(r, Home::Uniform(result[0])),
+            None => {
+                let same = self.emit1(GpuOpKind::AssumeUniform, [result[0]], GpuType::Scalar(dtype));
+                self.set_home(r, Home::Uniform(same))
+            }
             Some(_) => {
                 let sliced = self.a.layouts.intern(collapsed.with_shape(&shape));
                 self.set_home(

@@ -407,6 +407,10 @@ impl<'a> BodyWriter<'a> {
                 value.push_to(&mut self.out);
                 self.out.push_str(";\n");
             }
+            GpuOpKind::AssumeUniform => {
+                let same = self.name(op.operands[0])?;
+                self.set_name(op.results[0], same);
+            }
             GpuOpKind::SimdShuffleXor | GpuOpKind::SimdBroadcast if self.lang == Lang::Cuda => {
                 let f = if matches!(op.kind, GpuOpKind::SimdShuffleXor) {
                     "__shfl_xor_sync"

@@ -166,6 +166,7 @@ fn block(b: &GpuBlock, threads: i128, r: &mut Ranges, f: &GpuFunction) {
                 let (from, to) = (f.ty(op.operands[0]).dtype(), f.ty(op.results[0]).dtype());
                 ins(0).filter(|x| from.is_int() && to.is_int() && x.fits(to))
             }
+            GpuOpKind::AssumeUniform => ins(0),
             GpuOpKind::Select => match (ins(1), ins(2)) {
                 (Some(a), Some(b)) => Some(Range {
                     lo: a.lo.min(b.lo),

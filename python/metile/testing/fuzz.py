@@ -1,0 +1,431 @@
+"""Differential fuzzing from Python: random kernels, written as kernel source the way
+people write them (2-D pointer tiles, `x[:, None]`, masked loads, axis reductions,
+loops and branches on traced values), run on the cpu interpreter (the oracle) and
+on every other backend asked for; the results must agree. Integers are compared
+bit for bit, floats within a tolerance that covers the order of float sums.
+
+    python -m metile.testing.fuzz --devices cpu,msl-emu,cuda --count 1000 --seed 0
+
+A case that a GPU backend refuses with a documented limit is counted apart from a
+failure; an internal compiler error, a crash of the launch or a wrong answer is a
+failure. Each case's kernel source is kept in the report, so a failure can be
+replayed by itself (`--seed S --count 1`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import random
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+_FLOAT_BOUND = 1000.0
+_INT_BOUND = 100000
+
+
+@dataclass
+class Value:
+    """A name in the generated kernel: its shape kind and whether it holds integers.
+
+    Kinds: `full` [BM, BN]; `rows` [BM] and `cols` [BN] (1-D); `rcol` [BM, 1] and
+    `rrow` [1, BN] (kept dimensions); `scalar`."""
+
+    name: str
+    kind: str
+    is_int: bool
+
+
+@dataclass
+class Case:
+    seed: int
+    source: str
+    m: int
+    n: int
+    bm: int
+    bn: int
+    num_sgs: int | None
+    float_slots: int
+    int_slots: int
+    divides: bool
+
+    @property
+    def grid(self) -> tuple[int]:
+        return (-(-self.m // self.bm),)
+
+
+def _to_2d(v: Value) -> str:
+    """`v` as an expression that broadcasts against a [BM, BN] tile."""
+    return {"rows": f"{v.name}[:, None]", "cols": f"{v.name}[None, :]"}.get(v.kind, v.name)
+
+
+def _join(a: str, b: str) -> str:
+    if a == b:
+        return a
+    if a == "scalar":
+        return b
+    if b == "scalar":
+        return a
+    return "full"
+
+
+def _operands(x: Value, y: Value) -> tuple[str, str, str]:
+    """The two operand spellings and the result kind of an element-wise op: 1-D
+    values of the same kind stay 1-D, anything else meets as 2-D."""
+    if x.kind == y.kind or "scalar" in (x.kind, y.kind):
+        return x.name, y.name, _join(x.kind, y.kind)
+    kinds = {x.kind, y.kind}
+    result = "full"
+    if kinds <= {"rows", "rcol"}:
+        result = "rcol"
+    elif kinds <= {"cols", "rrow"}:
+        result = "rrow"
+    return _to_2d(x), _to_2d(y), result
+
+
+@dataclass
+class _Generator:
+    rng: random.Random
+    lines: list[str] = field(default_factory=list)
+    pool: list[Value] = field(default_factory=list)
+    divides: bool = False
+    count: int = 0
+
+    def fresh(self) -> str:
+        self.count += 1
+        return f"v{self.count}"
+
+    def pick(self, is_int: bool | None = None, kinds: tuple[str, ...] | None = None) -> Value | None:
+        options = [
+            v for v in self.pool
+            if (is_int is None or v.is_int == is_int) and (kinds is None or v.kind in kinds)
+        ]
+        return self.rng.choice(options) if options else None
+
+    def emit(self, kind: str, is_int: bool, expr: str, indent: str = "    ") -> Value:
+        value = Value(self.fresh(), kind, is_int)
+        self.lines.append(f"{indent}{value.name} = {expr}")
+        self.pool.append(value)
+        return value
+
+    def bounded(self, expr: str, is_int: bool) -> str:
+        bound = _INT_BOUND if is_int else _FLOAT_BOUND
+        return f"metile.minimum(metile.maximum({expr}, -{bound}), {bound})"
+
+    def step(self) -> None:
+        x = self.pick()
+        assert x is not None
+        choice = self.rng.randrange(16)
+        if choice <= 2:
+            y = self.pick(x.is_int)
+            a, b, kind = _operands(x, y)
+            op = self.rng.choice(["+", "-", "*", "max", "min"])
+            if op in ("max", "min"):
+                expr = f"metile.{'maximum' if op == 'max' else 'minimum'}({a}, {b})"
+            else:
+                expr = self.bounded(f"({a} {op} {b})", x.is_int)
+            self.emit(kind, x.is_int, expr)
+        elif choice == 3:
+            self.emit(x.kind, x.is_int, self.rng.choice([f"-{x.name}", f"metile.abs({x.name})"]))
+        elif choice == 4:
+            y = self.pick(x.is_int)
+            a, b, kind = _operands(x, y)
+            cmp = self.rng.choice(["<", "<=", ">", "==", "!="])
+            self.emit(kind, x.is_int, f"metile.where({a} {cmp} {b}, {b}, {a})")
+        elif choice in (5, 6) and x.kind in ("full", "rows", "cols", "rcol", "rrow"):
+            self.reduce(x)
+        elif choice == 7 and x.is_int:
+            y = self.pick(True)
+            a, b, kind = _operands(x, y)
+            op = self.rng.choice(["//", "%", "&", "|", "^", "<<", ">>"])
+            if op in ("//", "%"):
+                # A divisor in 1..7: division by zero and i32 overflow are not the subject.
+                b = f"(metile.abs({b}) % 7 + 1)"
+            elif op in ("<<", ">>"):
+                b = f"(metile.abs({b}) % 5)"
+            expr = f"({a} {op} {b})"
+            self.emit(kind, True, self.bounded(expr, True) if op == "<<" else expr)
+        elif choice == 8 and not x.is_int:
+            s = self.pick(False, ("scalar",))
+            if s is not None:
+                self.divides = True
+                self.emit(x.kind, False, f"{x.name} / (metile.abs({s.name}) + 1.0)")
+        elif choice == 9:
+            target = "metile.float32" if x.is_int else "metile.int32"
+            self.emit(x.kind, not x.is_int, f"{x.name}.to({target})")
+        elif choice == 10:
+            self.branch()
+        elif choice == 11:
+            self.keepdims(x)
+        elif choice == 12 and not x.is_int:
+            fn = self.rng.choice(["sqrt(metile.abs({}))", "exp(-metile.abs({}))", "tanh({})"])
+            self.emit(x.kind, False, "metile." + fn.format(x.name))
+        elif choice == 13 and not x.is_int:
+            # Through a narrower float and back: the same rounding everywhere.
+            narrow = self.rng.choice(["metile.float16", "metile.bfloat16"])
+            self.emit(x.kind, False, f"{x.name}.to({narrow}).to(metile.float32)")
+        elif choice == 14 and not x.is_int and x.kind == "full":
+            # A product with a [BN, BN] tile of XF (square, so the result is [BM, BN] again).
+            self.emit("full", False, self.bounded(f"metile.dot({x.name}, w)", False))
+        elif choice == 15:
+            self.carried_reduction()
+
+    def carried_reduction(self) -> None:
+        """A scalar and a 1-D value carried through a loop with a run-time trip count."""
+        x = self.pick(False, ("full",))
+        if x is None:
+            return
+        total, rows = self.fresh(), self.fresh()
+        self.lines += [
+            f"    {total} = 0.0",
+            f"    {rows} = metile.zeros((BM,), dtype=metile.float32)",
+            "    for j in range(0, K):",
+            f"        {total} += metile.max({x.name}, axis=None) * j",
+            f"        {rows} = metile.maximum({rows}, metile.sum({x.name} * j, axis=1))",
+        ]
+        self.pool += [Value(total, "scalar", False), Value(rows, "rows", False)]
+
+    def reduce(self, x: Value) -> None:
+        op = self.rng.choice(["sum", "max", "min"])
+        axes: dict[str, list[tuple[str, str]]] = {
+            "full": [("0", "cols"), ("1", "rows"), ("-1", "rows"), ("None", "scalar")],
+            "rows": [("0", "scalar"), ("-1", "scalar"), ("None", "scalar")],
+            "cols": [("0", "scalar"), ("None", "scalar")],
+            "rcol": [("0", "scalar"), ("1", "rows"), ("None", "scalar")],
+            "rrow": [("0", "cols"), ("1", "scalar"), ("None", "scalar")],
+        }
+        axis, kind = self.rng.choice(axes[x.kind])
+        arg = "" if axis == "None" else f", axis={axis}"
+        self.emit(kind, x.is_int, f"metile.{op}({x.name}{arg})")
+
+    def keepdims(self, x: Value) -> None:
+        """A 1-D value given back its reduced dimension (`[:, None]` / `[None, :]`)."""
+        if x.kind == "rows":
+            self.emit("rcol", x.is_int, f"{x.name}[:, None]")
+        elif x.kind == "cols":
+            self.emit("rrow", x.is_int, f"{x.name}[None, :]")
+
+    def branch(self) -> None:
+        """An `if` on a traced scalar, assigning one name on both sides."""
+        s = self.pick(None, ("scalar",))
+        x = self.pick()
+        if s is None or x is None:
+            return
+        y = self.pick(x.is_int, (x.kind,))
+        name = self.fresh()
+        zero = "0" if s.is_int else "0.0"
+        self.lines += [
+            f"    if {s.name} > {zero}:",
+            f"        {name} = {x.name}",
+            "    else:",
+            f"        {name} = -{y.name}",
+        ]
+        self.pool.append(Value(name, x.kind, x.is_int))
+
+
+_PRELUDE = """\
+import metile
+
+
+@metile.kernel
+def fuzz(XF, XI, OutF, OutI, M, N, K, BM: metile.constexpr, BN: metile.constexpr):
+    pid = metile.program_id(0)
+    rm = pid * BM + metile.arange(0, BM)
+    rn = metile.arange(0, BN)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    offs = rm[:, None] * N + rn[None, :]
+    zf = metile.zeros((BM, BN), dtype=metile.float32)
+    zi = metile.zeros((BM, BN), dtype=metile.int32)
+    w = metile.load(XF + rn[:, None] * BN + rn[None, :], mask=(rn[:, None] < N) & (rn[None, :] < N), other=0.0)
+"""
+
+
+def _broadcast(v: Value) -> str:
+    zero = "zi" if v.is_int else "zf"
+    return f"{_to_2d(v)} + {zero}"
+
+
+def generate(seed: int) -> Case:
+    """The random case of `seed`: shapes, launch options and kernel source."""
+    rng = random.Random(seed)
+    bm = rng.choice([1, 2, 4, 8, 16, 32])
+    bn = rng.choice([2, 8, 16, 32, 64])
+    m = rng.randint(1, 3 * bm)
+    n = rng.randint(1, bn)
+    g = _Generator(rng)
+    g.lines += [
+        "    f0 = metile.load(XF + offs, mask=mask, other=0.25)",
+        "    f1 = metile.load(XF + offs, mask=mask)",
+        "    i0 = metile.load(XI + offs, mask=mask, other=1)",
+        "    i1 = metile.load(XI + offs, mask=mask)",
+        "    r0 = metile.load(XF + rm * N, mask=rm < M, other=-1.0)",
+        "    c0 = metile.load(XI + rn, mask=rn < N)",
+        "    s0 = metile.load(XF + pid)",
+    ]
+    g.pool += [
+        Value("f0", "full", False), Value("f1", "full", False), Value("i0", "full", True),
+        Value("i1", "full", True), Value("r0", "rows", False), Value("c0", "cols", True),
+        Value("s0", "scalar", False), Value("rn", "cols", True),
+    ]
+    for _ in range(rng.randint(4, 16)):
+        g.step()
+    # A carried value fed by a masked load whose mask shrinks each iteration.
+    if rng.random() < 0.5:
+        init = g.pick(False)
+        shrink = rng.randint(1, max(1, m * n // 2))
+        op = rng.choice(["metile.maximum", "metile.minimum"])
+        acc = g.fresh()
+        g.lines += [
+            f"    {acc} = {_broadcast(init)}",
+            "    for it in range(0, 3):",
+            f"        part = metile.load(XF + offs, mask=offs < M * N - it * {shrink})",
+            f"        {acc} = {op}({acc}, part)",
+        ]
+        g.pool.append(Value(acc, "full", False))
+    floats = [v for v in g.pool if not v.is_int]
+    ints = [v for v in g.pool if v.is_int]
+    for out, values in (("OutF", floats), ("OutI", ints)):
+        for slot, v in enumerate(values):
+            g.lines.append(f"    metile.store({out} + {slot} * M * N + offs, {_broadcast(v)}, mask=mask)")
+    source = _PRELUDE + "\n".join(g.lines) + "\n"
+    num_sgs = rng.choice([None, 1, 2, 4, 8])
+    return Case(seed, source, m, n, bm, bn, num_sgs, len(floats), len(ints), g.divides)
+
+
+def _load(case: Case, folder: str):
+    path = os.path.join(folder, f"fuzz_{case.seed}.py")
+    with open(path, "w") as f:
+        f.write(case.source)
+    spec = importlib.util.spec_from_file_location(f"metile_fuzz_{case.seed}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.fuzz
+
+
+def _inputs(case: Case) -> list[np.ndarray]:
+    rng = np.random.default_rng(case.seed)
+    size = case.m * case.n
+    # Multiples of 1/4 in [-8, 8): exact in f32, so only the order of sums rounds.
+    xf = (rng.integers(-32, 32, max(size, case.bn * case.bn, case.grid[0])) / 4).astype(np.float32)
+    xi = rng.integers(-1000, 1000, size).astype(np.int32)
+    out_f = np.full(max(1, case.float_slots) * size, -7.0, np.float32)
+    out_i = np.full(max(1, case.int_slots) * size, -7, np.int32)
+    return [xf, xi, out_f, out_i]
+
+
+def run(kernel, case: Case, device: str) -> tuple[np.ndarray, np.ndarray]:
+    """Launches `case` on `device`; returns the float and integer outputs."""
+    import metile
+
+    metile.set_device(device)
+    xf, xi, out_f, out_i = _inputs(case)
+    options = {} if case.num_sgs is None else {"num_sgs": case.num_sgs}
+    kernel[case.grid](xf, xi, out_f, out_i, case.m, case.n, 3, BM=case.bm, BN=case.bn, **options)
+    return out_f, out_i
+
+
+def compare(ref: tuple[np.ndarray, np.ndarray], got: tuple[np.ndarray, np.ndarray]) -> str | None:
+    """None when `got` agrees with the oracle's `ref`, else what differs."""
+    if not np.array_equal(ref[1], got[1]):
+        bad = np.flatnonzero(ref[1] != got[1])
+        return f"integer outputs differ at {bad[:8].tolist()}: {ref[1][bad[:4]]} vs {got[1][bad[:4]]}"
+    scale = float(np.nanmax(np.abs(ref[0][np.isfinite(ref[0])]), initial=1.0))
+    close = np.isclose(ref[0], got[0], rtol=1e-5, atol=1e-5 * scale, equal_nan=True)
+    if not close.all():
+        bad = np.flatnonzero(~close)
+        return f"float outputs differ at {bad[:8].tolist()}: {ref[0][bad[:4]]} vs {got[0][bad[:4]]}"
+    return None
+
+
+@dataclass
+class Report:
+    cases: int = 0
+    launches: dict[str, int] = field(default_factory=dict)
+    refusals: dict[str, list[str]] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+
+def fuzz(devices: list[str], count: int, seed: int, folder: str | None = None,
+         report: Report | None = None) -> Report:
+    """Runs `count` cases from `seed` on the cpu and each of `devices`."""
+    import metile
+
+    report = report or Report()
+    previous = metile.get_device()
+    own = folder is None
+    folder = folder or tempfile.mkdtemp(prefix="metile-fuzz-")
+    try:
+        for s in range(seed, seed + count):
+            case = generate(s)
+            kernel = _load(case, folder)
+            report.cases += 1
+            try:
+                ref = run(kernel, case, "cpu")
+            except Exception as e:  # noqa: BLE001 - the oracle (or METILE_CHECK_TARGETS) refused it
+                report.failures.append(f"seed {s} on cpu: {type(e).__name__}: {e}\n{case.source}")
+                continue
+            for device in devices:
+                if device == "cpu":
+                    continue
+                try:
+                    got = run(kernel, case, device)
+                except metile.CompilationError as e:
+                    if "internal compiler error" in str(e):
+                        report.failures.append(f"seed {s} on {device}: {e}\n{case.source}")
+                    else:
+                        report.refusals.setdefault(device, []).append(f"seed {s}: {str(e).splitlines()[0]}")
+                    continue
+                except Exception as e:  # noqa: BLE001 - every other error is a failure to report
+                    report.failures.append(f"seed {s} on {device}: {type(e).__name__}: {e}\n{case.source}")
+                    continue
+                report.launches[device] = report.launches.get(device, 0) + 1
+                diff = compare(ref, got)
+                if diff is not None:
+                    report.failures.append(f"seed {s} on {device}: {diff}\n{case.source}")
+    finally:
+        metile.set_device(previous)
+        if own:
+            for name in os.listdir(folder):
+                os.remove(os.path.join(folder, name))
+            os.rmdir(folder)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--devices", default="cpu,msl-emu", help="comma list of backends besides the cpu oracle")
+    parser.add_argument("--count", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--show", action="store_true", help="print the first case's kernel source and stop")
+    args = parser.parse_args(argv)
+    if args.show:
+        print(generate(args.seed).source)
+        return 0
+    import metile
+
+    devices = [d.strip() for d in args.devices.split(",") if d.strip()]
+    missing = [d for d in devices if not metile.device_available(d)]
+    if missing:
+        print(f"not available here: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    start = time.perf_counter()
+    report = fuzz(devices, args.count, args.seed)
+    took = time.perf_counter() - start
+    launched = ", ".join(f"{d} {n}" for d, n in report.launches.items()) or "none"
+    print(f"{report.cases} kernels (seeds {args.seed}..{args.seed + args.count - 1}) in {took:.1f} s; "
+          f"compared launches: {launched}")
+    for device, refused in report.refusals.items():
+        print(f"{device} refused {len(refused)} (documented limits), e.g. {refused[0]}")
+    for failure in report.failures:
+        print("FAIL", failure, sep="\n")
+    print(f"{len(report.failures)} failures")
+    return 1 if report.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

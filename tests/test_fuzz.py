@@ -1,0 +1,52 @@
+"""A fixed-seed slice of the differential fuzzer (`python -m metile.testing.fuzz`):
+random kernels written as users write them, on the cpu oracle and every other
+backend present. Longer runs: `--count 10000` (docs/testing.md)."""
+
+import numpy as np
+import pytest
+from conftest import BACKENDS
+
+import metile
+from metile.testing import fuzz
+
+OTHERS = [d for d in BACKENDS if d != "cpu"]
+
+
+@pytest.mark.skipif(not OTHERS, reason="no backend besides the cpu here")
+def test_a_fixed_slice_of_random_kernels_agrees_with_the_interpreter(tmp_path):
+    report = fuzz.fuzz(OTHERS, count=12, seed=20261126, folder=str(tmp_path))
+    assert report.failures == []
+    assert all(report.launches.get(d, 0) + len(report.refusals.get(d, [])) == 12 for d in OTHERS)
+
+
+def test_the_generator_writes_what_the_fuzzer_promises():
+    sources = [fuzz.generate(s).source for s in range(200)]
+    for spelling in ["axis=0)", "axis=1)", "axis=-1)", "[:, None]", "[None, :]", "/ (metile.abs(",
+                     "    if ", "for it in range", " // ", "metile.load(XF + offs, mask=mask)\n"]:
+        assert any(spelling in s for s in sources), spelling
+    # Reductions of 1-D tiles (a row `r0`, a column `c0`) to scalars.
+    assert any("metile.max(r0, axis=0)" in s or "metile.sum(r0, axis=0)" in s or "metile.min(r0, axis=0)" in s
+               for s in sources)
+
+
+def test_the_comparison_reports_a_wrong_answer():
+    ref = (np.arange(6, dtype=np.float32), np.arange(6, dtype=np.int32))
+    assert fuzz.compare(ref, (ref[0].copy(), ref[1].copy())) is None
+    wrong_int = ref[1].copy()
+    wrong_int[4] += 1
+    assert "integer outputs differ at [4]" in fuzz.compare(ref, (ref[0], wrong_int))
+    wrong_float = ref[0].copy()
+    wrong_float[2] = 2.01
+    assert "float outputs differ at [2]" in fuzz.compare(ref, (wrong_float, ref[1]))
+
+
+def test_the_same_seed_is_the_same_case():
+    assert fuzz.generate(7) == fuzz.generate(7)
+    assert fuzz.generate(7).source != fuzz.generate(8).source
+
+
+def test_the_command_line_runs_and_reports(capsys):
+    before = metile.get_device()
+    assert fuzz.main(["--devices", "cpu", "--count", "2", "--seed", "5"]) == 0
+    assert metile.get_device() == before
+    assert "2 kernels (seeds 5..6)" in capsys.readouterr().out
