@@ -35,17 +35,20 @@ fn process_tag() -> &'static str {
 }
 
 fn pid_namespace() -> u64 {
-    // "pid:[4026531836]"; 0 where there is no such link (macOS).
-    std::fs::read_link("/proc/self/ns/pid")
-        .ok()
-        .and_then(|link| {
-            let text = link.to_string_lossy().into_owned();
-            text.trim_start_matches("pid:[")
-                .trim_end_matches(']')
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0)
+    static NAMESPACE: OnceLock<u64> = OnceLock::new();
+    *NAMESPACE.get_or_init(|| {
+        // "pid:[4026531836]"; 0 where there is no such link (macOS).
+        std::fs::read_link("/proc/self/ns/pid")
+            .ok()
+            .and_then(|link| {
+                let text = link.to_string_lossy().into_owned();
+                text.trim_start_matches("pid:[")
+                    .trim_end_matches(']')
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0)
+    })
 }
 
 /// A number no other temporary of this process has used.
