@@ -424,3 +424,30 @@ for n in (50, 70):
     assert json.loads(a.read_bytes()[112:])["config"].startswith("Config(")
     third = assert_ok(run_isolated(code.format(where=str(tmp_path)), device="cpu", env=env))
     assert third.count("cached for") == 2
+
+
+def test_autotune_in_a_folder_others_can_write_tunes_in_memory_and_warns_once(tmp_path):
+    (tmp_path / "hostile_kernels.py").write_text(KERNELS)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache.chmod(0o777)
+    code = f"""
+import sys, warnings, numpy as np, metile
+sys.path.insert(0, {str(tmp_path)!r})
+from hostile_kernels import add_one
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    tuned = metile.autotune([metile.Config(BLOCK=32), metile.Config(BLOCK=64)], key=["N"])(add_one)
+    for n in (50, 70):
+        x = np.arange(n, dtype=np.float32); out = np.zeros_like(x)
+        tuned[lambda m: (metile.cdiv(n, m["BLOCK"]),)](x, out, n)
+        np.testing.assert_array_equal(out, x + 1)
+    print("dir", metile._metile.autotune_cache_dir())
+for w in caught:
+    print(w.category.__name__, w.message)
+"""
+    out = assert_ok(run_isolated(code, device="cpu", env={"METILE_CACHE_DIR": str(cache), "METILE_AUTOTUNE": "1"}))
+    assert "dir None" in out
+    (line,) = refusal_lines(out)
+    assert line.startswith(REFUSAL.format(cache, "other users can write to it (mode 777)"))
+    assert list(cache.iterdir()) == []
