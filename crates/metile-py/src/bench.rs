@@ -2,7 +2,7 @@
 //! own clock (`Device::time_ms`) around a Python callable, the device's model,
 //! and the shared on-disk cache where autotune winners persist across processes.
 
-use crate::device_state::{current_device, runtime_error_to_py};
+use crate::device_state::{current_device, runtime_error_to_py, show_cache_warnings};
 use metile_runtime::disk_cache::{cache_key, DiskCache};
 use metile_runtime::RuntimeError;
 use pyo3::prelude::*;
@@ -67,9 +67,9 @@ fn autotune_key(py: Python<'_>, parts: &[String]) -> PyResult<String> {
 #[pyfunction]
 pub fn autotune_cache_get(py: Python<'_>, parts: Vec<String>) -> PyResult<Option<String>> {
     let key = autotune_key(py, &parts)?;
-    Ok(DiskCache::open(AUTOTUNE_CACHE)
-        .get(&key)
-        .and_then(|bytes| String::from_utf8(bytes).ok()))
+    let cache = DiskCache::open(AUTOTUNE_CACHE);
+    show_cache_warnings(py)?;
+    Ok(cache.get(&key).and_then(|bytes| String::from_utf8(bytes).ok()))
 }
 
 /// Persists `entry` for `parts` on the current device. Returns whether it was
@@ -77,15 +77,18 @@ pub fn autotune_cache_get(py: Python<'_>, parts: Vec<String>) -> PyResult<Option
 #[pyfunction]
 pub fn autotune_cache_put(py: Python<'_>, parts: Vec<String>, entry: &str) -> PyResult<bool> {
     let key = autotune_key(py, &parts)?;
-    Ok(DiskCache::open(AUTOTUNE_CACHE)
-        .put(&key, entry.as_bytes())
-        .is_ok())
+    let cache = DiskCache::open(AUTOTUNE_CACHE);
+    show_cache_warnings(py)?;
+    Ok(cache.put(&key, entry.as_bytes()).is_ok())
 }
 
-/// The folder autotune entries live in (under `METILE_CACHE_DIR`).
+/// The folder autotune entries live in (under `METILE_CACHE_DIR`), or `None`
+/// when it is refused (not private to this user) and winners are not persisted.
 #[pyfunction]
-pub fn autotune_cache_dir() -> String {
-    DiskCache::open(AUTOTUNE_CACHE).dir().display().to_string()
+pub fn autotune_cache_dir(py: Python<'_>) -> PyResult<Option<String>> {
+    let cache = DiskCache::open(AUTOTUNE_CACHE);
+    show_cache_warnings(py)?;
+    Ok(cache.dir().map(|dir| dir.display().to_string()))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

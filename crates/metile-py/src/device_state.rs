@@ -38,7 +38,23 @@ pub fn current_device(py: Python<'_>) -> PyResult<Arc<dyn Device>> {
     if let Ok(mut guard) = CURRENT.write() {
         *guard = Some(device.clone());
     }
+    show_cache_warnings(py)?;
     Ok(device)
+}
+
+/// Shows, as `RuntimeWarning`s, what the disk cache refused since the last
+/// call (a cache folder that other users could write, once per folder).
+pub fn show_cache_warnings(py: Python<'_>) -> PyResult<()> {
+    let pending = metile_runtime::disk_cache::take_warnings();
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let warnings = py.import("warnings")?;
+    let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
+    for message in pending {
+        warnings.call_method1("warn", (message, &category, 2))?;
+    }
+    Ok(())
 }
 
 /// Makes `name` ("cpu", "msl-emu", "metal", "cuda") the device later launches use.
@@ -49,7 +65,8 @@ pub fn set_device(py: Python<'_>, name: &str) -> PyResult<()> {
         .write()
         .map_err(|_| PyRuntimeError::new_err("device state poisoned"))?;
     *guard = Some(device);
-    Ok(())
+    drop(guard);
+    show_cache_warnings(py)
 }
 
 /// The name of the current device.

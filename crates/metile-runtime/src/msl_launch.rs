@@ -45,14 +45,22 @@ fn compile_error(e: CompileError) -> RuntimeError {
     }
 }
 
+/// The longest kernel name a source file name carries whole.
+const MAX_SOURCE_STEM: usize = 64;
+
 /// The name the MSL source gets when compiled: compiler diagnostics and debug
-/// line tables name it, so it carries the kernel's name.
+/// line tables name it, so it carries the kernel's name; a longer name is cut
+/// and ends with a hash of the whole, as file names are limited (255 bytes).
 pub fn source_file_name(kernel_name: &str) -> String {
     let stem: String = kernel_name
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
-    format!("{stem}.metal")
+    if stem.len() <= MAX_SOURCE_STEM {
+        return format!("{stem}.metal");
+    }
+    let hash = crate::disk_cache::cache_key(&[kernel_name.as_bytes()]);
+    format!("{}_{}.metal", &stem[..MAX_SOURCE_STEM - 17], &hash[..16])
 }
 
 /// A device's limits on one threadgroup.
@@ -249,6 +257,17 @@ pub fn span_ms(intervals: impl IntoIterator<Item = (f64, f64)>) -> Option<f64> {
 mod tests {
     use super::*;
     use metile_ir::DType;
+
+    #[test]
+    fn source_file_names_are_bounded() {
+        assert_eq!(source_file_name("add_kernel"), "add_kernel.metal");
+        let long = "k".repeat(300);
+        let name = source_file_name(&long);
+        assert_eq!(name.len(), MAX_SOURCE_STEM + ".metal".len());
+        assert!(name.starts_with("kkkk"));
+        let other = source_file_name(&format!("{}x", "k".repeat(299)));
+        assert_ne!(name, other, "names cut alike stay apart");
+    }
 
     fn kernel() -> MslKernel {
         MslKernel {

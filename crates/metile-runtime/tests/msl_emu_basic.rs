@@ -326,13 +326,19 @@ fn disk_cache_reuses_the_shared_object() {
     let compiler = compiler.with_cache_dir(&dir);
     let first = compile(&compiler, VECTOR_ADD, &vector_add_entry());
     assert!(!first.from_disk_cache());
-    let modified = std::fs::metadata(first.library_path())
+    let entry = first.cache_entry().expect("stored in the cache").to_path_buf();
+    let modified = std::fs::metadata(&entry)
         .and_then(|m| m.modified())
         .expect("metadata");
     let second = compile(&compiler, VECTOR_ADD, &vector_add_entry());
     assert!(second.from_disk_cache(), "second compile must hit the disk cache");
-    assert_eq!(first.library_path(), second.library_path());
-    let again = std::fs::metadata(second.library_path())
+    assert_eq!(second.cache_entry(), Some(entry.as_path()));
+    assert_ne!(
+        first.library_path(),
+        second.library_path(),
+        "each load is a private copy, never the cache entry itself"
+    );
+    let again = std::fs::metadata(&entry)
         .and_then(|m| m.modified())
         .expect("metadata");
     assert_eq!(modified, again, "the cached object must not be rebuilt");
@@ -342,7 +348,7 @@ fn disk_cache_reuses_the_shared_object() {
         &VECTOR_ADD.replace("a[i] + b[i]", "a[i] - b[i]"),
         &vector_add_entry(),
     );
-    assert_ne!(other.library_path(), first.library_path());
+    assert_ne!(other.cache_entry(), first.cache_entry());
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -6,7 +6,7 @@
 //! emulator's (and IEEE) rounding.
 
 use super::Shared;
-use crate::disk_cache::{cache_key, DiskCache};
+use crate::disk_cache::{self, cache_key, DiskCache, WorkFolder};
 use crate::error::RuntimeError;
 use crate::msl_launch::msl_compile_failure;
 use dispatch2::DispatchData;
@@ -17,7 +17,6 @@ use objc2_foundation::NSString;
 use objc2_metal::{MTLCompileOptions, MTLDevice, MTLLanguageVersion, MTLLibrary};
 use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bumped when the flags or the layout of cached metallibs change.
 const CACHE_FORMAT: &str = "metile-metal-2";
@@ -178,18 +177,14 @@ impl LibraryBuilder {
         msl: &MslKernel,
         key: &str,
     ) -> Result<Vec<u8>, RuntimeError> {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let work = std::env::temp_dir().join(format!(
-            "metile-metal-{}-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed),
-            &key[..16]
-        ));
-        std::fs::create_dir_all(&work)
-            .map_err(|e| RuntimeError::Device(format!("creating {}: {e}", work.display())))?;
-        let result = offline.compile_in(msl, &work);
-        let _ = std::fs::remove_dir_all(&work);
-        result
+        // A private folder of this process's session (a predictable name in the
+        // shared temporary folder could be made first by another user).
+        let work = disk_cache::session(self.cache.dir())
+            .and_then(|session| WorkFolder::new(&session))
+            .map_err(|reason| {
+                RuntimeError::Device(format!("preparing a folder to compile `{key}` in: {reason}"))
+            })?;
+        offline.compile_in(msl, work.path())
     }
 }
 

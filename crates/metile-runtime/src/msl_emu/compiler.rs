@@ -1,12 +1,18 @@
 //! Finding clang, compiling MSL + wrapper into a shared object, and the disk
 //! cache of compiled kernels.
+//!
+//! A compiled kernel is a `DiskCache` entry (its key, length and checksum
+//! recorded with it, checked on every read). It is never loaded from the cache
+//! folder itself: the verified bytes are written to a private copy in this
+//! process's session folder and that copy is loaded, so a cache entry changed
+//! after the check (or a truncated one, which would raise SIGBUS once mapped)
+//! can never be what runs.
 
 use super::kernel::EmuKernel;
 use super::shim;
 use super::wrapper::{self, EntrySpec};
 use super::{lint, EmuError};
-use crate::disk_cache::{cache_root, hex};
-use sha2::{Digest, Sha256};
+use crate::disk_cache::{self, cache_key, DiskCache, WorkFolder};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -17,7 +23,7 @@ pub const MIN_CLANG_MAJOR: u32 = 18;
 const MIN_APPLE_CLANG_MAJOR: u32 = 16;
 
 /// Bumped when the compile flags or the cache layout change.
-const CACHE_FORMAT: &str = "metile-msl-emu-3";
+const CACHE_FORMAT: &str = "metile-msl-emu-4";
 
 const COMPILE_FLAGS: &[&str] = &[
     "-x",
@@ -91,21 +97,20 @@ impl std::fmt::Display for ClangVersion {
     }
 }
 
-/// A located, checked clang++ and the cache directory compiled kernels go to.
+/// A located, checked clang++ and the disk cache compiled kernels go to.
 #[derive(Clone, Debug)]
 pub struct EmuCompiler {
     command: String,
     version: ClangVersion,
     /// `--version` output: part of every cache key.
     identity: String,
-    cache_dir: PathBuf,
+    cache: DiskCache,
 }
 
 impl EmuCompiler {
     /// Finds the compiler: `METILE_CXX` (a path or command) if set, else
-    /// `clang++-19`, else `clang++`. The cache directory is `METILE_CACHE_DIR`,
-    /// else the user cache folder (`$XDG_CACHE_HOME` or `~/.cache`) `/metile`,
-    /// with subfolder `msl-emu`.
+    /// `clang++-19`, else `clang++`. The cache is the folder `msl-emu` under
+    /// [`disk_cache::cache_root`], if that is private to this user.
     pub fn find() -> Result<Self, EmuError> {
         let candidates: Vec<String> = match std::env::var("METILE_CXX") {
             Ok(cxx) if !cxx.trim().is_empty() => vec![cxx.trim().to_string()],
@@ -156,13 +161,20 @@ impl EmuCompiler {
             command: command.into(),
             version,
             identity,
-            cache_dir: default_cache_dir(),
+            cache: DiskCache::open("msl-emu"),
         })
     }
 
-    /// Same compiler, compiled kernels cached under `dir` instead.
+    /// Same compiler, compiled kernels cached under `dir` instead (checked as
+    /// the default folder is; a folder that is refused leaves the cache off).
     pub fn with_cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.cache_dir = dir.into();
+        self.cache = DiskCache::at(dir);
+        self
+    }
+
+    /// Same compiler, with no disk cache: every compile runs clang.
+    pub fn without_disk_cache(mut self) -> Self {
+        self.cache = DiskCache::disabled();
         self
     }
 
@@ -174,8 +186,9 @@ impl EmuCompiler {
         &self.command
     }
 
-    pub fn cache_dir(&self) -> &Path {
-        &self.cache_dir
+    /// The cache folder, or `None` when the disk cache is off.
+    pub fn cache_dir(&self) -> Option<&Path> {
+        self.cache.dir()
     }
 
     /// Appends the entry wrapper to `msl`, compiles it to a shared object with
@@ -186,66 +199,59 @@ impl EmuCompiler {
         let (wrapper_text, layout) = wrapper::generate(entry)?;
         let source = format!("{msl}{wrapper_text}");
         let shim_hash = shim::shim_hash();
-
-        let mut hasher = Sha256::new();
-        for part in [
-            CACHE_FORMAT,
-            &self.identity,
-            &COMPILE_FLAGS.join(" "),
-            &shim_hash,
-            &source,
-        ] {
-            hasher.update(part.as_bytes());
-            hasher.update([0]);
+        let flags = COMPILE_FLAGS.join(" ");
+        let key = cache_key(&[
+            CACHE_FORMAT.as_bytes(),
+            self.identity.as_bytes(),
+            flags.as_bytes(),
+            shim_hash.as_bytes(),
+            source.as_bytes(),
+        ]);
+        let session = disk_cache::session(self.cache.dir()).map_err(|reason| {
+            EmuError::io("preparing a folder to compile in", std::io::Error::other(reason))
+        })?;
+        let cache_entry = self.cache.entry_path(&key);
+        if let Some(bytes) = self.cache.get(&key) {
+            let copy = write_private_copy(&session, &bytes)?;
+            // An intact entry that does not load (a library this process cannot
+            // use) is rebuilt below, like a corrupt one.
+            if let Ok(kernel) = EmuKernel::load(&copy, entry.kernel_name.clone(), layout.clone(), true) {
+                return Ok(kernel.with_cache_entry(cache_entry));
+            }
         }
-        let key = hex(&hasher.finalize());
-        let kernels_dir = self.cache_dir.join("kernels");
-        let library = kernels_dir.join(format!("{}.{}", &key[..40], std::env::consts::DLL_EXTENSION));
-
-        let cached = library.is_file();
-        if !cached {
-            std::fs::create_dir_all(&kernels_dir)
-                .map_err(|e| EmuError::io(format!("creating cache folder {}", kernels_dir.display()), e))?;
-            let shim_dir = shim::materialize(&self.cache_dir, &shim_hash)?;
-            self.build(&source, &shim_dir, &kernels_dir, &library, &entry.kernel_name)?;
-        }
-        EmuKernel::load(&library, entry.kernel_name.clone(), layout, cached)
+        let work = WorkFolder::new(&session).map_err(|reason| {
+            EmuError::io("preparing a folder to compile in", std::io::Error::other(reason))
+        })?;
+        let built = self.build_in(&source, work.path(), &entry.kernel_name)?;
+        let bytes =
+            std::fs::read(&built).map_err(|e| EmuError::io(format!("reading {}", built.display()), e))?;
+        // A cache that cannot be written only costs a recompile next time.
+        let stored = self.cache.put(&key, &bytes).is_ok();
+        let copy = write_private_copy(&session, &bytes)?;
+        drop(work);
+        let kernel = EmuKernel::load(&copy, entry.kernel_name.clone(), layout, false)?;
+        Ok(kernel.with_cache_entry(cache_entry.filter(|_| stored)))
     }
 
-    /// Runs clang in a private temporary folder and moves the result into place.
-    fn build(
-        &self,
-        source: &str,
-        shim_dir: &Path,
-        kernels_dir: &Path,
-        library: &Path,
-        kernel_name: &str,
-    ) -> Result<(), EmuError> {
-        let work = kernels_dir.join(format!("tmp-{}-{}", std::process::id(), shim::unique_suffix()));
-        std::fs::create_dir_all(&work)
-            .map_err(|e| EmuError::io(format!("creating {}", work.display()), e))?;
-        let result = self.build_in(source, shim_dir, &work, library, kernel_name);
-        let _ = std::fs::remove_dir_all(&work);
-        result
-    }
-
-    fn build_in(
-        &self,
-        source: &str,
-        shim_dir: &Path,
-        work: &Path,
-        library: &Path,
-        kernel_name: &str,
-    ) -> Result<(), EmuError> {
+    /// Runs clang in the private folder `work`, its temporaries there too;
+    /// returns the shared object's path.
+    fn build_in(&self, source: &str, work: &Path, kernel_name: &str) -> Result<PathBuf, EmuError> {
+        let shim_dir = work.join("shim");
+        shim::write_into(&shim_dir)?;
         let source_path = work.join(source_file_name(kernel_name));
         let output_path = work.join("kernel.so");
         std::fs::write(&source_path, source)
             .map_err(|e| EmuError::io(format!("writing {}", source_path.display()), e))?;
         let output = Command::new(&self.command)
             .current_dir(work)
+            // clang's intermediate object goes to TMPDIR: keep it in the work
+            // folder, which is removed whatever happens to this process.
+            .env("TMPDIR", work)
+            .env("TMP", work)
+            .env("TEMP", work)
             .args(COMPILE_FLAGS)
             .arg("-I")
-            .arg(shim_dir)
+            .arg(&shim_dir)
             .arg(source_path.file_name().unwrap_or_default())
             .arg("-o")
             .arg(&output_path)
@@ -260,23 +266,37 @@ impl EmuCompiler {
                 diagnostics,
             });
         }
-        match std::fs::rename(&output_path, library) {
-            Ok(()) => Ok(()),
-            // A concurrent compile of the same key finished first; same bytes.
-            Err(_) if library.is_file() => Ok(()),
-            Err(e) => Err(EmuError::io(
-                format!("moving the kernel into {}", library.display()),
-                e,
-            )),
+        Ok(output_path)
+    }
+}
+
+/// Writes `bytes` to a new file of the session folder (never one that is
+/// already loaded) and returns its path.
+fn write_private_copy(session: &Path, bytes: &[u8]) -> Result<PathBuf, EmuError> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o700);
+    loop {
+        let path = session.join(format!(
+            "kernel-{}.{}",
+            disk_cache::nonce(),
+            std::env::consts::DLL_EXTENSION
+        ));
+        match options.open(&path) {
+            Ok(mut file) => {
+                file.write_all(bytes)
+                    .map_err(|e| EmuError::io(format!("writing {}", path.display()), e))?;
+                return Ok(path);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(EmuError::io(format!("writing {}", path.display()), e)),
         }
     }
 }
 
 pub(crate) use crate::msl_launch::source_file_name;
-
-fn default_cache_dir() -> PathBuf {
-    cache_root().join("msl-emu")
-}
 
 #[cfg(test)]
 mod tests {

@@ -32,7 +32,10 @@ pub struct EmuKernel {
     kernel_name: String,
     layout: EntryLayout,
     scalar_bytes: Vec<usize>,
+    /// This process's private copy of the library, the file that was loaded.
     library_path: PathBuf,
+    /// The disk cache entry the library came from or was stored to.
+    cache_entry: Option<PathBuf>,
     /// Name of the MSL source at compile time, as the line tables record it.
     source_file: String,
     from_disk_cache: bool,
@@ -113,6 +116,7 @@ impl EmuKernel {
             layout,
             scalar_bytes,
             library_path: path.to_path_buf(),
+            cache_entry: None,
             from_disk_cache,
             run_group,
             scratch_bytes,
@@ -125,9 +129,21 @@ impl EmuKernel {
         &self.kernel_name
     }
 
-    /// The shared object in the disk cache this kernel was loaded from.
+    /// The shared object this kernel was loaded from: a private copy, made by
+    /// this process, of what the compiler produced or the disk cache held.
     pub fn library_path(&self) -> &Path {
         &self.library_path
+    }
+
+    pub(crate) fn with_cache_entry(mut self, entry: Option<PathBuf>) -> Self {
+        self.cache_entry = entry;
+        self
+    }
+
+    /// The disk cache entry this kernel was read from or stored to; `None`
+    /// when the disk cache is off or could not be written.
+    pub fn cache_entry(&self) -> Option<&Path> {
+        self.cache_entry.as_deref()
     }
 
     /// True when `compile` found the shared object in the disk cache and did not run clang.

@@ -1,7 +1,7 @@
 //! MSL emulator: runs the Metal Shading Language that meTile emits on the CPU.
 //!
 //! The exact MSL text is compiled, unchanged, by clang++ against a Metal shim
-//! (`msl_emu_shim/`, embedded in this crate and written to the cache directory)
+//! (`msl_emu_shim/`, embedded in this crate and written into each compile's work folder)
 //! with a generated entry wrapper appended after it. The resulting shared
 //! object runs each threadgroup on one worker thread, with every GPU thread a
 //! fiber; SIMD-group functions, `simdgroup_matrix` and barriers behave as on an

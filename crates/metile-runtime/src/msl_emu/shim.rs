@@ -1,11 +1,12 @@
 //! The Metal shim headers, embedded in the crate so an installed package needs
-//! no source tree, and written once per shim version into the cache directory
-//! where clang finds them with `-I`.
+//! no source tree, and written into each compile's private work folder, where
+//! clang finds them with `-I`. They are never kept in the cache: a copy that
+//! is written fresh for every compile cannot be stale or corrupt.
 
 use super::EmuError;
 use crate::disk_cache::hex;
 use sha2::{Digest, Sha256};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 macro_rules! shim_file {
     ($name:literal) => {
@@ -52,45 +53,17 @@ pub(crate) fn shim_hash() -> String {
     hex(&hasher.finalize())
 }
 
-/// Writes the shim under `cache_dir/shim-<hash>` unless already there and
-/// returns that folder. Files go to a private temporary folder first and are
-/// renamed into place, so concurrent processes never see a partial shim.
-pub(crate) fn materialize(cache_dir: &Path, hash: &str) -> Result<PathBuf, EmuError> {
-    let dir = cache_dir.join(format!("shim-{}", &hash[..16]));
-    if dir.join("metile_emu/runtime_impl.h").is_file() {
-        return Ok(dir);
-    }
-    let staging = cache_dir.join(format!("shim-tmp-{}-{}", std::process::id(), unique_suffix()));
+/// Writes every shim file under `dir` (a private work folder).
+pub(crate) fn write_into(dir: &Path) -> Result<(), EmuError> {
     for (name, text) in SHIM_FILES {
-        let path = staging.join(name);
+        let path = dir.join(name);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)
                 .map_err(|e| EmuError::io(format!("creating {}", parent.display()), e))?;
         }
         std::fs::write(&path, text).map_err(|e| EmuError::io(format!("writing {}", path.display()), e))?;
     }
-    match std::fs::rename(&staging, &dir) {
-        Ok(()) => Ok(dir),
-        // Another process won the race; its copy is identical.
-        Err(_) if dir.join("metile_emu/runtime_impl.h").is_file() => {
-            let _ = std::fs::remove_dir_all(&staging);
-            Ok(dir)
-        }
-        Err(e) => Err(EmuError::io(
-            format!("installing the shim into {}", dir.display()),
-            e,
-        )),
-    }
-}
-
-/// Distinguishes temporary files of concurrent compiles in one process.
-pub(crate) fn unique_suffix() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos() as u64);
-    (COUNTER.fetch_add(1, Ordering::Relaxed) << 32) ^ nanos
+    Ok(())
 }
 
 #[cfg(test)]
