@@ -154,7 +154,9 @@ pub fn convert_arg(
             // Only the specialisation key is needed: no copy either way.
             return array_arg(buf.get().array.bind(obj.py()).cast::<PyUntypedArray>()?, what);
         }
-        return buf.get().kernel_arg(obj.py(), ctx.memory, what);
+        return buf
+            .get()
+            .kernel_arg(obj.py(), ctx.memory.map(|m| (m, ctx.device)), what);
     }
     if obj.is_instance_of::<PyBool>() {
         let b: bool = obj.extract()?;

@@ -126,14 +126,16 @@ impl Buffer {
         Ok(())
     }
 
-    /// The buffer as a kernel argument on the current device.
+    /// The buffer as a kernel argument on the launch's device (with its memory,
+    /// where it has memory of its own). A device copy on another GPU comes back
+    /// to the host first and moves.
     pub fn kernel_arg(
         &self,
         py: Python<'_>,
-        memory: Option<&dyn DeviceMemory>,
+        on_device: Option<(&dyn DeviceMemory, &Arc<dyn metile_runtime::Device>)>,
         what: &dyn Fn() -> String,
     ) -> PyResult<(ArgKind, KernelArg)> {
-        let Some(memory) = memory else {
+        let Some((memory, device)) = on_device else {
             // A host launch reads and may write the host array.
             self.sync_to_host(py, true)?;
             return array_arg(self.array.bind(py).cast::<PyUntypedArray>()?, what);
@@ -143,16 +145,27 @@ impl Buffer {
         let ArgKind::Pointer(dtype) = kind else {
             return Err(PyTypeError::new_err("a buffer is not a scalar"));
         };
+        let elsewhere = self
+            .device
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("buffer state poisoned"))?
+            .as_ref()
+            .is_some_and(|c| c.device.name() != device.name() || c.device.ordinal() != device.ordinal());
+        if elsewhere {
+            self.sync_to_host(py, true)?;
+            if let Ok(mut guard) = self.device.lock() {
+                *guard = None;
+            }
+        }
         let mut guard = self
             .device
             .lock()
             .map_err(|_| PyRuntimeError::new_err("buffer state poisoned"))?;
         if guard.is_none() {
-            let device = crate::device_state::current_device(py)?;
             let alloc = memory.alloc(bytes).map_err(runtime_err)?;
             *guard = Some(DeviceCopy {
                 alloc,
-                device,
+                device: device.clone(),
                 current: Current::Host,
             });
         }

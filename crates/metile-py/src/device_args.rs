@@ -15,7 +15,7 @@
 use crate::args::{dtype_of_descr, ArgKind, SUPPORTED_DTYPES};
 use metile_interp::KernelArg;
 use metile_ir::DType;
-use metile_runtime::{DeviceAllocation, DeviceMemory};
+use metile_runtime::{Device, DeviceAllocation, DeviceMemory};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict};
@@ -34,7 +34,9 @@ pub struct Staged {
 
 /// Per-launch state of argument conversion.
 pub struct ArgContext<'d> {
-    /// The current device's memory, where kernels cannot read host memory.
+    /// The device the launch runs on.
+    pub device: &'d Arc<dyn Device>,
+    /// Its memory, where kernels cannot read host memory.
     pub memory: Option<&'d dyn DeviceMemory>,
     pub device_name: &'static str,
     /// Whether host arrays are staged (a launch) or only classified (`warmup`).
@@ -295,6 +297,57 @@ pub fn torch_tensor_arg(
     let ptr: u64 = obj.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
     let len: usize = obj.call_method0(pyo3::intern!(py, "numel"))?.extract()?;
     Ok(Some(device_buffer(ptr, len, dtype)))
+}
+
+/// The GPU (of several) that `obj` lives on, if it is a tensor in one GPU's
+/// memory: torch's device index, DLPack's device id, or the driver's answer for
+/// a `__cuda_array_interface__` address.
+fn gpu_of(obj: &Bound<'_, PyAny>, memory: &dyn DeviceMemory) -> PyResult<Option<u32>> {
+    let py = obj.py();
+    let ty = obj.get_type();
+    if ty.name()? == "Tensor" && ty.module()? == "torch" {
+        let index: i64 = obj.call_method0(pyo3::intern!(py, "get_device"))?.extract()?;
+        return Ok(u32::try_from(index).ok());
+    }
+    if let Some((kind, id)) = dlpack_device(obj)? {
+        return Ok((kind == DLPACK_CUDA).then(|| u32::try_from(id).ok()).flatten());
+    }
+    if obj.is_instance_of::<crate::buffer::Buffer>() || !obj.hasattr("__cuda_array_interface__")? {
+        return Ok(None);
+    }
+    let (address, _): (u64, bool) = obj
+        .getattr("__cuda_array_interface__")?
+        .get_item("data")?
+        .extract()?;
+    Ok(memory.owner_of(address))
+}
+
+/// The GPU a launch runs on where the process sees several: the one its tensor
+/// arguments live on (`current` when none is a GPU tensor). Tensors on two GPUs
+/// are refused: a kernel reads one GPU's memory.
+pub fn launch_gpu(
+    args: &[(&str, &Bound<'_, PyAny>)],
+    current: &Arc<dyn Device>,
+    kernel: &str,
+) -> PyResult<Option<u32>> {
+    let Some(memory) = current.memory().filter(|_| current.count() > 1) else {
+        return Ok(None);
+    };
+    let mut found: Option<(u32, &str)> = None;
+    for &(name, obj) in args {
+        let Some(gpu) = gpu_of(obj, memory)? else { continue };
+        match found {
+            Some((first, first_name)) if first != gpu => {
+                return Err(PyValueError::new_err(format!(
+                    "{kernel}: argument '{first_name}' is on cuda:{first} and argument '{name}' on cuda:{gpu}; \
+                     a kernel runs on one GPU, so move them to one device first (e.g. tensor.to('cuda:{first}'))"
+                )));
+            }
+            Some(_) => {}
+            None => found = Some((gpu, name)),
+        }
+    }
+    Ok(found.map(|(gpu, _)| gpu))
 }
 
 /// A CUDA tensor as a kernel argument used in place, or a TypeError when the

@@ -145,6 +145,8 @@ fn const_key(obj: &Bound<'_, PyAny>) -> PyResult<ConstKey> {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct SpecKey {
     device: &'static str,
+    /// Which GPU of several: a kernel is loaded into one GPU's context.
+    ordinal: u32,
     args: Vec<ArgKind>,
     constexprs: Vec<ConstKey>,
     num_sgs: Option<u32>,
@@ -364,8 +366,23 @@ impl Kernel {
     /// `stage`: copy host arrays to a device with memory of its own (a launch
     /// does; `warmup` only needs the key).
     fn specialization(&self, py: Python<'_>, bound: &BoundArgs<'_>, stage: bool) -> PyResult<Selected> {
-        let device = current_device(py)?;
+        let mut device = current_device(py)?;
+        if device.count() > 1 {
+            let runtime: Vec<(&str, &Bound<'_, PyAny>)> = bound
+                .values
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| !self.is_constexpr[i])
+                .filter_map(|(i, v)| Some((self.params[i].as_str(), v.as_ref()?)))
+                .collect();
+            if let Some(gpu) = crate::device_args::launch_gpu(&runtime, &device, &self.name)? {
+                if gpu != device.ordinal() {
+                    device = device.sibling(gpu).map_err(|e| runtime_error_to_py(py, e))?;
+                }
+            }
+        }
         let mut ctx = ArgContext {
+            device: &device,
             memory: device.memory(),
             device_name: device.name(),
             stage,
@@ -388,6 +405,7 @@ impl Kernel {
         }
         let key = SpecKey {
             device: device.name(),
+            ordinal: device.ordinal(),
             args: kinds,
             constexprs,
             num_sgs: bound.options.num_sgs,

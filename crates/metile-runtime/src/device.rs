@@ -56,6 +56,13 @@ pub trait DeviceMemory: Send + Sync {
     /// `dst` must be writable for `bytes` bytes and `src` a device allocation of
     /// at least `bytes` bytes.
     unsafe fn download(&self, src: u64, dst: *mut u8, bytes: usize) -> Result<(), RuntimeError>;
+    /// The ordinal of the device (of this backend) that owns the memory at
+    /// `address`, where the backend can tell; `None` for memory every device
+    /// reads alike (managed memory) or that it does not know.
+    fn owner_of(&self, address: u64) -> Option<u32> {
+        let _ = address;
+        None
+    }
 }
 
 /// A device allocation (see [`DeviceMemory`]).
@@ -111,6 +118,23 @@ pub trait Device: Send + Sync {
     fn memory(&self) -> Option<&dyn DeviceMemory> {
         None
     }
+    /// Which device of its backend this is (the GPU index of `cuda:N`); part of
+    /// every specialisation key, since a kernel is loaded into one GPU's context.
+    fn ordinal(&self) -> u32 {
+        0
+    }
+    /// How many devices of this backend the process sees (GPUs, for cuda). Where
+    /// there are several, a launch goes to the one its arguments live on.
+    fn count(&self) -> u32 {
+        1
+    }
+    /// The device of this backend numbered `ordinal`.
+    fn sibling(&self, ordinal: u32) -> Result<Arc<dyn Device>, RuntimeError> {
+        Err(RuntimeError::Unavailable(format!(
+            "{} has no device {ordinal}",
+            self.name()
+        )))
+    }
     /// Memory of `bytes` bytes that the host and this device both address (see
     /// `shared_memory`), for `metile.Buffer`; `None` where the backend has none
     /// and a Buffer is plain host memory.
@@ -135,6 +159,14 @@ pub fn open_device(name: &str) -> Result<Arc<dyn Device>, RuntimeError> {
             "the metal backend runs on macOS only; available here: cpu, msl-emu, cuda".to_string(),
         )),
         "cuda" => Ok(crate::cuda::CudaDevice::open()?),
+        gpu if gpu.strip_prefix("cuda:").is_some() => {
+            let ordinal = gpu["cuda:".len()..].parse::<u32>().map_err(|_| {
+                RuntimeError::Unavailable(format!(
+                    "'{gpu}' names no GPU: write cuda:N with N the GPU's index (cuda:0, cuda:1, ...)"
+                ))
+            })?;
+            Ok(crate::cuda::CudaDevice::open_ordinal(ordinal)?)
+        }
         other => Err(RuntimeError::Unavailable(format!(
             "unknown device '{other}'; choose one of {}",
             DEVICE_NAMES.join(", ")

@@ -91,6 +91,30 @@ impl DeviceMemory for CudaMemory {
         Ok(())
     }
 
+    fn owner_of(&self, address: u64) -> Option<u32> {
+        let mut managed: u32 = 0;
+        let mut ordinal: i32 = -1;
+        // SAFETY: each query writes one value of the attribute's documented size
+        // (an unsigned int for IS_MANAGED, an int for DEVICE_ORDINAL); an address
+        // the driver does not know fails the query, which answers None.
+        unsafe {
+            let is_managed = cu::CUpointer_attribute::CU_POINTER_ATTRIBUTE_IS_MANAGED;
+            if cu::cuPointerGetAttribute((&mut managed as *mut u32).cast(), is_managed, address)
+                != cu::CUresult::CUDA_SUCCESS
+                || managed != 0
+            {
+                return None;
+            }
+            let device = cu::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL;
+            if cu::cuPointerGetAttribute((&mut ordinal as *mut i32).cast(), device, address)
+                != cu::CUresult::CUDA_SUCCESS
+            {
+                return None;
+            }
+        }
+        u32::try_from(ordinal).ok()
+    }
+
     unsafe fn download(&self, src: u64, dst: *mut u8, bytes: usize) -> Result<(), RuntimeError> {
         if bytes == 0 {
             return Ok(());

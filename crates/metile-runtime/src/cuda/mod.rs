@@ -53,6 +53,10 @@ impl Context {
 
 pub struct CudaDevice {
     context: Arc<Context>,
+    /// The GPU's index among those the process sees (`cuda:N`).
+    ordinal: u32,
+    /// How many GPUs the process sees.
+    count: u32,
     model: String,
     target: Target,
     nvrtc_version: (i32, i32),
@@ -66,6 +70,17 @@ pub struct CudaDevice {
     repacker: OnceLock<Result<Arc<Repacker>, String>>,
 }
 
+/// Every GPU opened so far (or the reason it could not be), by ordinal.
+fn opened(
+) -> Result<std::sync::MutexGuard<'static, HashMap<u32, Result<Arc<CudaDevice>, String>>>, RuntimeError> {
+    type Opened = Mutex<HashMap<u32, Result<Arc<CudaDevice>, String>>>;
+    static DEVICES: OnceLock<Opened> = OnceLock::new();
+    DEVICES
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .map_err(|_| RuntimeError::Device("the cuda device table is poisoned".into()))
+}
+
 /// A loaded module and its kernel function.
 struct Loaded {
     function: cu::CUfunction,
@@ -76,16 +91,26 @@ unsafe impl Send for Loaded {}
 unsafe impl Sync for Loaded {}
 
 impl CudaDevice {
-    /// The process's cuda device (GPU 0 of `CUDA_VISIBLE_DEVICES`), opened once.
+    /// The process's first GPU (GPU 0 of `CUDA_VISIBLE_DEVICES`), opened once.
     pub fn open() -> Result<Arc<CudaDevice>, RuntimeError> {
-        static DEVICE: OnceLock<Result<Arc<CudaDevice>, String>> = OnceLock::new();
-        DEVICE
-            .get_or_init(|| CudaDevice::open_first().map(Arc::new).map_err(|e| e.to_string()))
+        CudaDevice::open_ordinal(0)
+    }
+
+    /// GPU `ordinal` of those the process sees (`cuda:N`), opened once: one
+    /// primary context per GPU, shared with torch and CuPy.
+    pub fn open_ordinal(ordinal: u32) -> Result<Arc<CudaDevice>, RuntimeError> {
+        opened()?
+            .entry(ordinal)
+            .or_insert_with(|| {
+                CudaDevice::open_at(ordinal)
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
+            })
             .clone()
             .map_err(RuntimeError::Unavailable)
     }
 
-    fn open_first() -> Result<CudaDevice, RuntimeError> {
+    fn open_at(ordinal: u32) -> Result<CudaDevice, RuntimeError> {
         load_libraries()?;
         let unavailable = |what: &str, code| {
             RuntimeError::Unavailable(format!(
@@ -116,9 +141,25 @@ impl CudaDevice {
                     .into(),
             ));
         }
+        let count = count.max(0) as u32;
+        if ordinal >= count {
+            return Err(RuntimeError::Unavailable(format!(
+                "cuda:{ordinal} does not exist: this process sees {count} GPU{} (cuda:0{}); \
+                 CUDA_VISIBLE_DEVICES decides which",
+                if count == 1 { "" } else { "s" },
+                if count > 1 {
+                    format!(" to cuda:{}", count - 1)
+                } else {
+                    String::new()
+                }
+            )));
+        }
         let mut dev: cu::CUdevice = 0;
-        // SAFETY: device 0 exists (count > 0).
-        check(unsafe { cu::cuDeviceGet(&mut dev, 0) }, "device lookup")?;
+        // SAFETY: the ordinal is below the device count.
+        check(
+            unsafe { cu::cuDeviceGet(&mut dev, ordinal as i32) },
+            "device lookup",
+        )?;
         let attribute = |a: cu::CUdevice_attribute| -> Result<i32, RuntimeError> {
             let mut v = 0;
             // SAFETY: the driver writes one int for a valid device.
@@ -158,7 +199,9 @@ impl CudaDevice {
         Ok(CudaDevice {
             memory: memory::CudaMemory::new(context.clone()),
             context,
-            model: format!("{gpu_name} (sm_{major}{minor})"),
+            ordinal,
+            count,
+            model: format!("{gpu_name} (sm_{major}{minor}, cuda:{ordinal})"),
             target,
             nvrtc_version,
             disk: DiskCache::open("cuda"),
@@ -256,9 +299,10 @@ impl CudaDevice {
                     repack_operands: false,
                     line_locs: Vec::new(),
                 };
-                // The device the pool keys its workspace by: this one, the
-                // process's (`open`), as launches and split-K see it.
-                let device: Arc<dyn Device> = CudaDevice::open().map_err(|e| e.to_string())?;
+                // The device the pool keys its workspace by: this one, as
+                // launches and split-K see it.
+                let device: Arc<dyn Device> =
+                    CudaDevice::open_ordinal(self.ordinal).map_err(|e| e.to_string())?;
                 self.load(&kernel)
                     .map(|loaded| {
                         Arc::new(Repacker::new(
@@ -549,12 +593,17 @@ impl Device for CudaDevice {
         }))
     }
 
+    /// Waits for the work of every GPU opened: a launch goes to the GPU its
+    /// tensors live on, which need not be this one.
     fn synchronize(&self) -> Result<(), RuntimeError> {
-        self.context.bind()?;
-        // SAFETY: waits for the current context's work.
-        let code = unsafe { cu::cuCtxSynchronize() };
-        if code != cu::CUresult::CUDA_SUCCESS {
-            return Err(self.fault(code, "synchronisation"));
+        let devices: Vec<Arc<CudaDevice>> = opened()?.values().filter_map(|d| d.clone().ok()).collect();
+        for device in devices.iter().map(Arc::as_ref).chain(std::iter::once(self)) {
+            device.context.bind()?;
+            // SAFETY: waits for the current context's work.
+            let code = unsafe { cu::cuCtxSynchronize() };
+            if code != cu::CUresult::CUDA_SUCCESS {
+                return Err(device.fault(code, "synchronisation"));
+            }
         }
         Ok(())
     }
@@ -568,6 +617,18 @@ impl Device for CudaDevice {
 
     fn memory(&self) -> Option<&dyn DeviceMemory> {
         Some(&self.memory)
+    }
+
+    fn ordinal(&self) -> u32 {
+        self.ordinal
+    }
+
+    fn count(&self) -> u32 {
+        self.count
+    }
+
+    fn sibling(&self, ordinal: u32) -> Result<Arc<dyn Device>, RuntimeError> {
+        Ok(CudaDevice::open_ordinal(ordinal)?)
     }
 }
 
