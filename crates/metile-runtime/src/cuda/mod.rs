@@ -70,11 +70,12 @@ pub struct CudaDevice {
     repacker: OnceLock<Result<Arc<Repacker>, String>>,
 }
 
-/// Every GPU opened so far (or the reason it could not be), by ordinal.
-fn opened(
-) -> Result<std::sync::MutexGuard<'static, HashMap<u32, Result<Arc<CudaDevice>, String>>>, RuntimeError> {
-    type Opened = Mutex<HashMap<u32, Result<Arc<CudaDevice>, String>>>;
-    static DEVICES: OnceLock<Opened> = OnceLock::new();
+/// Each GPU opened (or why it could not be), by ordinal.
+type Opened = HashMap<u32, Result<Arc<CudaDevice>, String>>;
+
+/// Every GPU opened so far, by ordinal.
+fn opened() -> Result<std::sync::MutexGuard<'static, Opened>, RuntimeError> {
+    static DEVICES: OnceLock<Mutex<Opened>> = OnceLock::new();
     DEVICES
         .get_or_init(|| Mutex::new(HashMap::new()))
         .lock()
