@@ -196,8 +196,8 @@ class _Generator:
             "full": [("0", "cols"), ("1", "rows"), ("-1", "rows"), ("None", "scalar")],
             "rows": [("0", "scalar"), ("-1", "scalar"), ("None", "scalar")],
             "cols": [("0", "scalar"), ("None", "scalar")],
-            "rcol": [("0", "scalar"), ("1", "rows"), ("None", "scalar")],
-            "rrow": [("0", "cols"), ("1", "scalar"), ("None", "scalar")],
+            "rcol": [("1", "rows"), ("-1", "rows"), ("None", "scalar")],
+            "rrow": [("0", "cols"), ("None", "scalar")],
         }
         axis, kind = self.rng.choice(axes[x.kind])
         arg = "" if axis == "None" else f", axis={axis}"
@@ -396,11 +396,32 @@ def fuzz(devices: list[str], count: int, seed: int, folder: str | None = None,
     return report
 
 
+def _fuzz_in_parallel(devices: list[str], count: int, seed: int, jobs: int) -> Report:
+    """`fuzz` over `jobs` processes, each taking a contiguous share of the seeds."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    shares = [(seed + count * j // jobs, count * (j + 1) // jobs - count * j // jobs) for j in range(jobs)]
+    total = Report()
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(fuzz, devices, n, s) for s, n in shares if n > 0]
+        for future in futures:
+            part = future.result()
+            total.cases += part.cases
+            total.failures += part.failures
+            for device, n in part.launches.items():
+                total.launches[device] = total.launches.get(device, 0) + n
+            for device, refused in part.refusals.items():
+                total.refusals.setdefault(device, []).extend(refused)
+    return total
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--devices", default="cpu,msl-emu", help="comma list of backends besides the cpu oracle")
     parser.add_argument("--count", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=1, help="processes, each running a share of the seeds")
     parser.add_argument("--show", action="store_true", help="print the first case's kernel source and stop")
     args = parser.parse_args(argv)
     if args.show:
@@ -414,7 +435,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"not available here: {', '.join(missing)}", file=sys.stderr)
         return 2
     start = time.perf_counter()
-    report = fuzz(devices, args.count, args.seed)
+    report = _fuzz_in_parallel(devices, args.count, args.seed, args.jobs) if args.jobs > 1 \
+        else fuzz(devices, args.count, args.seed)
     took = time.perf_counter() - start
     launched = ", ".join(f"{d} {n}" for d, n in report.launches.items()) or "none"
     print(f"{report.cases} kernels (seeds {args.seed}..{args.seed + args.count - 1}) in {took:.1f} s; "
