@@ -90,10 +90,12 @@ def test_values_that_python_hashes_or_compares_equal_get_their_own_kernels(devic
 
 def test_int_float_bool_and_numpy_constexprs_trace_as_their_types(device):
     values = [4, 4.0, True, np.int32(4), np.float32(4.0), 4, np.int64(4), 4.0, False, 0]
+    before = add_to_big_int.cache_info()["specializations"]
     for value in values:
         out = np.zeros(4, np.int32)
         add_to_big_int[(1,)](out, C=value)
         assert (out == _add_to_big_int_expected(value)).all(), (value, out)
+    assert add_to_big_int.cache_info()["specializations"] - before == 8  # one per distinct type and value
 
 
 @metile.kernel
@@ -439,6 +441,12 @@ def test_a_launch_with_a_zero_grid_extent_does_nothing(device, grid):
 def test_negative_and_non_integer_grid_entries_stay_errors(grid):
     with pytest.raises(ValueError, match="the grid must be a tuple of 1 to 3 ints, each 0 or more"):
         fill_unmasked[grid]
+
+
+def test_an_empty_launch_still_checks_the_other_extents(device):
+    with pytest.raises(ValueError, match=r"grid \[0, 2147483648, 1\]: extent 2147483648 along axis 1 is out of "
+                                         r"range; .* between 1 and \[.*\] \(per axis\), or 0 for an empty launch"):
+        fill_unmasked[(0, 2**31)](np.zeros(4, np.float32), 4, V=1.0)
 
 
 def test_an_empty_launch_still_checks_its_arguments(device):

@@ -35,6 +35,16 @@ struct Capture {
     loc: Loc,
 }
 
+/// `(label, container, name, attrs, file, line)`, as `metile._frontend.captures` lists them.
+type CaptureTuple<'py> = (
+    String,
+    Bound<'py, PyAny>,
+    Bound<'py, PyString>,
+    Vec<Bound<'py, PyString>>,
+    String,
+    u32,
+);
+
 /// The captured names of one kernel; `generation` changes whenever the list is
 /// replaced, so that keys built from different lists never meet.
 pub struct CaptureList {
@@ -50,20 +60,12 @@ impl CaptureList {
         }
     }
 
-    /// Reads `(label, container, name, attrs, file, line)` tuples, as
-    /// `metile._frontend.captures` lists them (container: a globals dict or a cell).
+    /// Reads [`CaptureTuple`]s (container: a globals dict or a closure cell).
     pub fn from_py(list: &Bound<'_, PyList>, generation: u64) -> PyResult<CaptureList> {
         let mut captures = Vec::with_capacity(list.len());
         for item in list.iter() {
             let item = item.cast_into::<PyTuple>()?;
-            let (label, container, name, attrs, file, line): (
-                String,
-                Bound<'_, PyAny>,
-                Bound<'_, PyString>,
-                Vec<Bound<'_, PyString>>,
-                String,
-                u32,
-            ) = item.extract()?;
+            let (label, container, name, attrs, file, line): CaptureTuple<'_> = item.extract()?;
             let source = match container.cast_into::<PyDict>() {
                 Ok(globals) => Source::Global(globals.unbind()),
                 Err(e) => Source::Cell(e.into_inner().unbind()),

@@ -12,7 +12,7 @@ use crate::tracing::PyTileFunction;
 use crate::value_key::{value_key, ValueKey, KEYED_VALUES};
 use metile_compiler::{AppleArch, Passes};
 use metile_interp::KernelArg;
-use metile_runtime::{check_grid, CompileOptions, CompiledKernel, Device, RuntimeError};
+use metile_runtime::{check_grid, grid_is_empty, CompileOptions, CompiledKernel, Device, RuntimeError};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple};
@@ -116,7 +116,7 @@ fn constexpr_key(obj: &Bound<'_, PyAny>, name: &str, kernel: &str) -> PyResult<V
     })
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 struct SpecKey {
     device: &'static str,
     args: Vec<ArgKind>,
@@ -674,7 +674,7 @@ impl Launcher {
         let bound = kernel.bind(args, kwargs, Some(&self.preset))?;
         // An empty launch (a 0 extent) checks its arguments and compiles like any
         // other, then runs nothing; there is nothing to copy to a device for it.
-        let empty = self.grid.contains(&0);
+        let empty = grid_is_empty(self.grid);
         let Selected {
             spec,
             args: kernel_args,
@@ -687,11 +687,11 @@ impl Launcher {
                 ensure_writable(value, &kernel.params[i], &kernel.name)?;
             }
         }
+        check_grid(self.grid, spec.compiled.as_ref(), device.name())
+            .map_err(|e| runtime_error_to_py(py, e))?;
         if empty {
             return Ok(());
         }
-        check_grid(self.grid, spec.compiled.as_ref(), device.name())
-            .map_err(|e| runtime_error_to_py(py, e))?;
         let grid = self.grid;
         if device.memory().is_some() && staged.is_empty() {
             // A GPU launch only enqueues work: releasing the GIL around it would

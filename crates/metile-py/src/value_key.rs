@@ -9,22 +9,19 @@
 //! another object while the key lives. Anything else (arrays, lists, arbitrary
 //! objects, whose contents can change under an unchanged identity) has no key.
 
-use std::hash::{Hash, Hasher};
-use std::sync::Arc;
-
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyModule, PyString, PyTuple, PyType};
+use std::hash::{Hash, Hasher};
 
 use crate::kernel::Kernel;
 
 /// An object compared by identity (`is`), kept alive by the key.
-#[derive(Clone)]
-pub struct Identity(Arc<Py<PyAny>>);
+pub struct Identity(Py<PyAny>);
 
 impl Identity {
     fn of(obj: &Bound<'_, PyAny>) -> Identity {
-        Identity(Arc::new(obj.clone().unbind()))
+        Identity(obj.clone().unbind())
     }
 
     fn address(&self) -> usize {
@@ -53,7 +50,7 @@ impl std::fmt::Debug for Identity {
 }
 
 /// A value as it enters a specialisation key.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub enum ValueKey {
     None,
     /// A captured name that is not bound (an empty closure cell, a global not
@@ -114,9 +111,13 @@ fn python_types(py: Python<'_>) -> PyResult<&PythonTypes> {
     })
 }
 
-fn instance_of(obj: &Bound<'_, PyAny>, ty: &Option<Py<PyType>>) -> bool {
-    ty.as_ref()
-        .is_some_and(|t| obj.is_instance(t.bind(obj.py())).unwrap_or(false))
+/// `issubclass(ty, base)` by the type's MRO alone: no `__instancecheck__` call on
+/// the launch path (a numpy scalar or dtype is one by its type).
+fn subtype_of(ty: &Bound<'_, PyType>, base: &Option<Py<PyType>>) -> bool {
+    base.as_ref().is_some_and(|base| {
+        // SAFETY: both pointers are live type objects (held by `ty` and `base`).
+        unsafe { pyo3::ffi::PyType_IsSubtype(ty.as_type_ptr(), base.bind(ty.py()).as_type_ptr()) != 0 }
+    })
 }
 
 /// The exact key of `obj`, or why it has none (a Python error while reading
@@ -144,13 +145,21 @@ pub fn value_key(obj: &Bound<'_, PyAny>) -> PyResult<Result<ValueKey, NoKey>> {
     }
     let py = obj.py();
     let types = python_types(py)?;
-    if instance_of(obj, &types.numpy_scalar) {
+    let ty = obj.get_type();
+    // Functions and modules: the common captured names that are not values.
+    if ty.is(types.function.bind(py))
+        || ty.is(types.builtin_function.bind(py))
+        || ty.is(types.module.bind(py))
+    {
+        return Ok(Ok(ValueKey::Object(Identity::of(obj))));
+    }
+    if subtype_of(&ty, &types.numpy_scalar) {
         let dtype = obj.getattr("dtype")?.repr()?.to_string();
         let bytes = obj.call_method0("tobytes")?;
         let bytes = bytes.cast::<PyBytes>()?.as_bytes().to_vec();
         return Ok(Ok(ValueKey::NumpyScalar(dtype, bytes)));
     }
-    if instance_of(obj, &types.numpy_dtype) {
+    if subtype_of(&ty, &types.numpy_dtype) {
         return Ok(Ok(ValueKey::NumpyDtype(obj.repr()?.to_string())));
     }
     let base = if obj.is_instance_of::<PyInt>() {
@@ -174,7 +183,7 @@ pub fn value_key(obj: &Bound<'_, PyAny>) -> PyResult<Result<ValueKey, NoKey>> {
         || obj.is_instance(types.module.bind(py))?
         || obj.is_instance(types.enum_member.bind(py))?
         || obj.cast::<Kernel>().is_ok()
-        || instance_of(obj, &types.numpy_ufunc);
+        || subtype_of(&ty, &types.numpy_ufunc);
     if by_identity {
         return Ok(Ok(ValueKey::Object(Identity::of(obj))));
     }

@@ -66,18 +66,24 @@ pub trait DeviceAllocation: Send + Sync {
 }
 
 /// Checks a launch grid against a kernel's limits: the one grid check every
-/// backend relies on.
+/// backend relies on. A 0 extent is allowed: the grid is empty, and its caller
+/// launches nothing ([`grid_is_empty`]); the other extents are still checked.
 pub fn check_grid(grid: [u32; 3], kernel: &dyn CompiledKernel, device: &str) -> Result<(), RuntimeError> {
     let max = kernel.max_grid();
     for (axis, (&g, &m)) in grid.iter().zip(&max).enumerate() {
-        if g == 0 || g > m {
+        if g > m {
             return Err(RuntimeError::InvalidLaunch(format!(
                 "grid {grid:?}: extent {g} along axis {axis} is out of range; on the {device} device this \
-                 kernel's grid extents must be between 1 and {max:?} (per axis)"
+                 kernel's grid extents must be between 1 and {max:?} (per axis), or 0 for an empty launch"
             )));
         }
     }
     Ok(())
+}
+
+/// Whether `grid` has no programs (an extent is 0): such a launch runs nothing.
+pub fn grid_is_empty(grid: [u32; 3]) -> bool {
+    grid.contains(&0)
 }
 
 pub trait Device: Send + Sync {
