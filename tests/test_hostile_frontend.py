@@ -596,6 +596,18 @@ def test_a_type_error_while_tracing_is_a_compilation_error_at_the_line(kernel, e
     assert f'{__file__}", line {_line(kernel, expression)}' in message
 
 
+@metile.kernel
+def raises_its_own_type_error(Out, BLOCK: metile.constexpr):
+    if BLOCK % 32:
+        raise TypeError(f"BLOCK must be a multiple of 32, got {BLOCK}")
+    metile.store(Out + metile.arange(0, BLOCK), metile.zeros((BLOCK,), dtype="f32"))
+
+
+def test_a_type_error_the_kernel_raises_itself_keeps_its_type():
+    with pytest.raises(TypeError, match="BLOCK must be a multiple of 32, got 48"):
+        raises_its_own_type_error[(1,)](np.zeros(48, np.float32), BLOCK=48)
+
+
 def _bounded(x, depth):
     return x if depth == 0 else _bounded(x, depth - 1) + 1.0
 

@@ -86,10 +86,10 @@ def _user_frames(tb: TracebackType | None) -> list[traceback.FrameSummary]:
 
 def traced_type_error(kernel: str, error: TypeError) -> Exception:
     """A CompilationError at the user's line for a TypeError raised while tracing
-    (`error` itself when no user code is on its traceback)."""
+    (`error` itself when no user code is on its traceback, or the user raised it)."""
     frames = _user_frames(error.__traceback__)
-    if not frames:
-        return error
+    if not frames or (frames[-1].line or "").startswith("raise"):
+        return error  # no user code involved, or the user's own `raise TypeError(...)`
     frame = frames[-1]
     expression = _expression(frame)
     what = f"`{expression}`" if expression else "this line"
