@@ -122,6 +122,19 @@ def test_dtype_and_none_constexprs(device):
         assert (out == expected).all(), (dtype, fill, out)
 
 
+@metile.kernel
+def ignores_its_constexpr(Out, C: metile.constexpr):
+    metile.store(Out + metile.arange(0, 1), metile.full((1,), 1, dtype="i32"))
+
+
+def test_strings_with_lone_surrogates_are_keyed_apart():
+    out = np.zeros(1, np.int32)
+    before = ignores_its_constexpr.cache_info()["specializations"]
+    for value in ["\ud800", "\ud801", "\ud800", ("\udfff",), "\ufffd"]:
+        ignores_its_constexpr[(1,)](out, C=value)
+    assert ignores_its_constexpr.cache_info()["specializations"] - before == 4
+
+
 class _Opaque:
     pass
 

@@ -63,6 +63,8 @@ pub enum ValueKey {
     /// A float by its bits (so -0.0 and 0.0, and NaNs, stay apart).
     Float(u64),
     Str(String),
+    /// A str that is not valid UTF-8 (lone surrogates), by its `surrogatepass` bytes.
+    StrSurrogates(Vec<u8>),
     Tuple(Vec<ValueKey>),
     /// A numpy scalar: its dtype (`repr(dtype)`, byte order included) and its bytes.
     NumpyScalar(String, Vec<u8>),
@@ -138,7 +140,7 @@ pub fn value_key(obj: &Bound<'_, PyAny>) -> PyResult<Result<ValueKey, NoKey>> {
         return Ok(Ok(ValueKey::Float(obj.extract::<f64>()?.to_bits())));
     }
     if let Ok(s) = obj.cast_exact::<PyString>() {
-        return Ok(Ok(ValueKey::Str(s.to_str()?.to_string())));
+        return Ok(Ok(str_key(s)?));
     }
     if let Ok(t) = obj.cast_exact::<PyTuple>() {
         return tuple_key(t);
@@ -167,7 +169,7 @@ pub fn value_key(obj: &Bound<'_, PyAny>) -> PyResult<Result<ValueKey, NoKey>> {
     } else if obj.is_instance_of::<PyFloat>() {
         Some(Ok(ValueKey::Float(obj.extract::<f64>()?.to_bits())))
     } else if let Ok(s) = obj.cast::<PyString>() {
-        Some(Ok(ValueKey::Str(s.to_str()?.to_string())))
+        Some(Ok(str_key(s)?))
     } else if let Ok(t) = obj.cast::<PyTuple>() {
         Some(tuple_key(t)?)
     } else {
@@ -197,6 +199,16 @@ fn int_key(obj: &Bound<'_, PyAny>) -> PyResult<ValueKey> {
         Ok(i) => ValueKey::Int(i),
         Err(_) => ValueKey::BigInt(obj.call_method0("__index__")?.str()?.to_string()),
     })
+}
+
+fn str_key(s: &Bound<'_, PyString>) -> PyResult<ValueKey> {
+    if let Ok(text) = s.to_str() {
+        return Ok(ValueKey::Str(text.to_string()));
+    }
+    let bytes = s.call_method1("encode", ("utf-8", "surrogatepass"))?;
+    Ok(ValueKey::StrSurrogates(
+        bytes.cast::<PyBytes>()?.as_bytes().to_vec(),
+    ))
 }
 
 fn tuple_key(t: &Bound<'_, PyTuple>) -> PyResult<Result<ValueKey, NoKey>> {
