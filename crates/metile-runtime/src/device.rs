@@ -169,3 +169,34 @@ fn metal_present() -> bool {
 fn metal_present() -> bool {
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kernel that only has limits.
+    struct Limits([u32; 3]);
+
+    impl CompiledKernel for Limits {
+        unsafe fn launch(&self, _args: &[KernelArg], _grid: [u32; 3]) -> Result<(), RuntimeError> {
+            Ok(())
+        }
+
+        fn max_grid(&self) -> [u32; 3] {
+            self.0
+        }
+    }
+
+    #[test]
+    fn a_zero_extent_is_an_empty_grid_whose_other_extents_are_still_checked() {
+        let kernel = Limits([100, 10, 10]);
+        for grid in [[0, 1, 1], [5, 0, 1], [0, 0, 0], [100, 10, 0]] {
+            assert!(grid_is_empty(grid));
+            assert!(check_grid(grid, &kernel, "test").is_ok());
+        }
+        assert!(!grid_is_empty([1, 1, 1]));
+        let err = check_grid([0, 11, 1], &kernel, "test").unwrap_err().to_string();
+        assert!(err.contains("extent 11 along axis 1 is out of range"), "{err}");
+        assert!(err.contains("or 0 for an empty launch"), "{err}");
+    }
+}
