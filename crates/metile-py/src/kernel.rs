@@ -449,7 +449,7 @@ impl Kernel {
 }
 
 /// A kernel called or launched while another kernel is traced: a
-/// `metile.CompilationError` at the calling line (`None` outside a trace).
+/// `metile.CompilationError` at the calling line (nothing outside a trace).
 fn refuse_inside_trace(py: Python<'_>, kernel: &str, how: &str) -> PyResult<()> {
     if !crate::tracing::tracing_active() {
         return Ok(());
