@@ -20,6 +20,22 @@ def empty(X, N):
     metile.program_id(0)
 
 
+# Module values the next kernel reads: a launch reads each one to key the specialisation.
+SCALE = 2.0
+SHIFT = 1
+OUT_DTYPE = metile.float32
+
+
+def _shifted(x):
+    return x + SHIFT
+
+
+@metile.kernel
+def empty_reading_globals(X, N):
+    metile.program_id(0)
+    metile.cast(_shifted(metile.zeros((4,), dtype=OUT_DTYPE)) * SCALE, OUT_DTYPE)
+
+
 def trace_times():
     rows = []
     options = {"threads_per_group": 128}
@@ -39,6 +55,8 @@ def launch_overheads():
     rows = []
     cases = [
         ("empty kernel, grid (1,)", lambda: empty[(1,)](x, 16)),
+        ("empty kernel reading 3 globals and a helper", lambda: empty_reading_globals[(1,)](x, 16)),
+        ("empty kernel, grid (0,) (an empty launch)", lambda: empty[(0,)](x, 16)),
         ("add 16 floats, numpy args", lambda: add[(1,)](x, x, out, 16, BLOCK=16)),
         ("add 16 floats, Buffer args", lambda: add[(1,)](buf, buf, buf, 16, BLOCK=16)),
     ]

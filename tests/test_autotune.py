@@ -345,8 +345,8 @@ def test_launch_errors():
         k[(1,)](x, x)
     with pytest.raises(TypeError, match="takes 4 arguments but 5 were given positionally"):
         k[(1,)](x, x, 8, 32, 1)
-    with pytest.raises(ValueError, match="the grid must be a tuple of 1 to 3 positive ints"):
-        k[lambda meta: (0,)](x, x.copy(), 8)
+    with pytest.raises(ValueError, match="the grid must be a tuple of 1 to 3 ints, each 0 or more"):
+        k[lambda meta: (-1,)](x, x.copy(), 8)
 
 
 def test_configure_errors():

@@ -13,6 +13,7 @@ import hashlib
 import inspect
 import json
 import os
+import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -65,13 +66,48 @@ def autotune(
     return decorate
 
 
-def _key_value(value: Any) -> Any:
-    """What a key argument contributes: its value, or an array's dtype and shape."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if hasattr(value, "dtype"):
-        return (value.dtype, tuple(getattr(value, "shape", ())))
-    return type(value).__name__
+def _key_value(name: str, value: Any) -> tuple:
+    """What a key argument contributes: its type and exact value (a float by its
+    bits, a numpy scalar by its dtype and bytes), or an array's dtype and shape.
+    Never the value alone: `4`, `4.0` and `True` are equal (and hash equal) in
+    Python, and would share a winner."""
+    kind = type(value)
+    if value is None:
+        return ("None",)
+    if kind in (bool, int, str):
+        return (kind.__name__, value)
+    if kind is float:
+        return ("float", struct.pack("<d", value).hex())
+    if kind is tuple:
+        return ("tuple", *(_key_value(name, v) for v in value))
+    if isinstance(value, np.generic):
+        return ("numpy", repr(value.dtype), value.tobytes().hex())
+    if isinstance(value, np.dtype):
+        return ("dtype", repr(value))
+    if isinstance(value, (bool, int, float, str)):
+        base = next(t for t in (bool, int, float, str) if isinstance(value, t))
+        return (f"{kind.__module__}.{kind.__qualname__}", *_key_value(name, base(value))[1:])
+    if hasattr(value, "dtype") and hasattr(value, "shape"):
+        return ("array", str(value.dtype), tuple(int(n) for n in value.shape))
+    raise TypeError(
+        f"the autotune key argument '{name}' is a {kind.__module__}.{kind.__qualname__}; a key argument "
+        "must be None, bool, int, float, str, a tuple of these, a numpy scalar or dtype, or an array "
+        "(keyed by its dtype and shape)"
+    )
+
+
+def _show_key_value(tagged: tuple) -> str:
+    """A key value as the user wrote it, for messages."""
+    kind, *parts = tagged
+    if kind == "float":
+        return repr(struct.unpack("<d", bytes.fromhex(parts[0]))[0])
+    if kind == "tuple":
+        return "(" + ", ".join(_show_key_value(p) for p in parts) + ("," if len(parts) == 1 else "") + ")"
+    if kind == "array":
+        return f"array of {parts[0]} {tuple(parts[1])}"
+    if kind in ("numpy", "dtype"):
+        return f"{kind} {parts[0]}"
+    return repr(parts[0]) if parts else kind
 
 
 _DLPACK_CPU = 1
@@ -205,7 +241,7 @@ class Autotuner:
                 value = self._defaults[k]
             else:
                 raise TypeError(f"{self.__name__}: the autotune key argument '{k}' was not passed")
-            values.append(_key_value(value))
+            values.append(_key_value(k, value))
         dtypes = [a.dtype for a in args if hasattr(a, "dtype")]
         if kwargs:
             later = (kwargs[p] for p in self.params[len(args):] if p in kwargs)  # in signature order
@@ -251,7 +287,7 @@ class Autotuner:
         autotune_cache_put(parts, json.dumps(entry))
 
     def _describe(self, key: tuple) -> str:
-        return ", ".join(f"{k}={v!r}" for k, v in zip(self.key, key[1])) + f" on {key[0]}"
+        return ", ".join(f"{k}={_show_key_value(v)}" for k, v in zip(self.key, key[1])) + f" on {key[0]}"
 
     def _winner(self, key: tuple, grid: GridSpec, args: tuple, kwargs: dict, named: dict) -> Config:
         best = self._winners.get(key)

@@ -4,18 +4,20 @@
 //! dispatches — all in Rust but the trace itself.
 
 use crate::args::{convert_arg, ensure_writable, ArgKind};
+use crate::captures::CaptureList;
 use crate::device_args::{copy_back, ArgContext, Staged};
 use crate::device_state::{current_device, runtime_error_to_py};
 use crate::split_launch::{compile_split, parse_split_k, SplitKernels, OPTION_SPLIT_K};
 use crate::tracing::PyTileFunction;
+use crate::value_key::{value_key, ValueKey, KEYED_VALUES};
 use metile_compiler::{AppleArch, Passes};
 use metile_interp::KernelArg;
-use metile_runtime::{check_grid, CompileOptions, CompiledKernel, Device, RuntimeError};
+use metile_runtime::{check_grid, grid_is_empty, CompileOptions, CompiledKernel, Device, RuntimeError};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Launch keywords that are options rather than kernel parameters: `num_sgs`,
@@ -102,53 +104,29 @@ impl LaunchOptions {
     }
 }
 
-/// A constexpr value as it enters the specialisation key.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum ConstKey {
-    None,
-    Bool(bool),
-    Int(i64),
-    Float(u64),
-    Str(String),
-    Tuple(Vec<ConstKey>),
-    /// Any other hashable object: its type name and Python hash.
-    Other(String, isize),
-}
-
-fn const_key(obj: &Bound<'_, PyAny>) -> PyResult<ConstKey> {
-    Ok(if obj.is_none() {
-        ConstKey::None
-    } else if obj.is_instance_of::<PyBool>() {
-        ConstKey::Bool(obj.extract()?)
-    } else if obj.is_instance_of::<PyInt>() {
-        match obj.extract::<i64>() {
-            Ok(i) => ConstKey::Int(i),
-            Err(_) => ConstKey::Other("int".into(), obj.hash()?),
-        }
-    } else if obj.is_instance_of::<PyFloat>() {
-        ConstKey::Float(obj.extract::<f64>()?.to_bits())
-    } else if let Ok(s) = obj.cast::<PyString>() {
-        ConstKey::Str(s.to_str()?.to_string())
-    } else if let Ok(t) = obj.cast::<PyTuple>() {
-        ConstKey::Tuple(t.iter().map(|x| const_key(&x)).collect::<PyResult<_>>()?)
-    } else {
-        let hash = obj.hash().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "a constexpr must be hashable (int, float, bool, str, tuple, ...), got {}",
-                obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
-            ))
-        })?;
-        ConstKey::Other(obj.get_type().name()?.to_string(), hash)
+/// The key of a constexpr argument (see `value_key`); an object without one is
+/// a TypeError naming the parameter.
+fn constexpr_key(obj: &Bound<'_, PyAny>, name: &str, kernel: &str) -> PyResult<ValueKey> {
+    value_key(obj)?.map_err(|no| {
+        PyTypeError::new_err(format!(
+            "the constexpr '{name}' of kernel {kernel} is a {}, which cannot be a compile-time constant; \
+             a constexpr must be {KEYED_VALUES}",
+            no.type_name
+        ))
     })
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 struct SpecKey {
     device: &'static str,
     /// Which GPU of several: a kernel is loaded into one GPU's context.
     ordinal: u32,
     args: Vec<ArgKind>,
-    constexprs: Vec<ConstKey>,
+    constexprs: Vec<ValueKey>,
+    /// The values of the globals and closure variables the kernel reads, and
+    /// which list of them they are (`CaptureList::generation`).
+    captured: Vec<ValueKey>,
+    captures_generation: u64,
     num_sgs: Option<u32>,
     passes: Passes,
     /// 1: no split.
@@ -212,9 +190,17 @@ pub struct Kernel {
     /// Default values of constexpr parameters, by position.
     defaults: Vec<Option<Py<PyAny>>>,
     specialize: Py<PyAny>,
+    /// `(function) -> list` of the globals and closure variables it reads (see
+    /// `captures`); `None`: the kernel reads none that matter.
+    find_captures: Option<Py<PyAny>>,
+    /// The list `find_captures` last returned (found at the first launch).
+    captures: Mutex<Option<Arc<CaptureList>>>,
     cache: Mutex<HashMap<SpecKey, Arc<Specialization>>>,
     traces: AtomicUsize,
 }
+
+/// Numbers capture lists, so that no two of them share a generation.
+static NEXT_CAPTURES_GENERATION: AtomicU64 = AtomicU64::new(1);
 
 /// Arguments after binding, in parameter order.
 struct BoundArgs<'py> {
@@ -361,6 +347,49 @@ impl Kernel {
         }))
     }
 
+    /// The captured names found by `find_captures` for the kernel as it is now,
+    /// as a new list.
+    fn find_captures(&self, py: Python<'_>) -> PyResult<CaptureList> {
+        let generation = NEXT_CAPTURES_GENERATION.fetch_add(1, Ordering::Relaxed);
+        match &self.find_captures {
+            None => Ok(CaptureList::empty(generation)),
+            Some(find) => {
+                let list = find.call1(py, (&self.func,))?;
+                CaptureList::from_py(list.bind(py).cast::<PyList>()?, generation)
+            }
+        }
+    }
+
+    /// The captured names, found at the first launch.
+    fn capture_list(&self, py: Python<'_>) -> PyResult<Arc<CaptureList>> {
+        if let Some(list) = self.captures.lock().ok().and_then(|c| c.clone()) {
+            return Ok(list);
+        }
+        let found = Arc::new(self.find_captures(py)?);
+        if let Ok(mut slot) = self.captures.lock() {
+            // Another thread may have been first; every launch then uses its list.
+            return Ok(slot.get_or_insert(found).clone());
+        }
+        Ok(found)
+    }
+
+    /// After a trace: the key to store the specialisation under. A helper the
+    /// kernel calls may have been replaced by one that reads other names, so
+    /// the names are found again; when they differ, the new list replaces the
+    /// old one and the key is made from it.
+    fn key_after_trace(&self, py: Python<'_>, mut key: SpecKey, used: &CaptureList) -> PyResult<SpecKey> {
+        let found = self.find_captures(py)?;
+        if found.same_as(py, used) {
+            return Ok(key);
+        }
+        key.captured = found.values(py, &self.name)?;
+        key.captures_generation = found.generation;
+        if let Ok(mut slot) = self.captures.lock() {
+            *slot = Some(Arc::new(found));
+        }
+        Ok(key)
+    }
+
     /// Converts the bound arguments and finds (or traces and compiles) their
     /// specialisation on the current device, which it returns too.
     /// `stage`: copy host arrays to a device with memory of its own (a launch
@@ -395,7 +424,7 @@ impl Kernel {
         for (i, value) in bound.values.iter().enumerate() {
             let Some(value) = value else { continue };
             if self.is_constexpr[i] {
-                constexprs.push(const_key(value)?);
+                constexprs.push(constexpr_key(value, &self.params[i], &self.name)?);
             } else {
                 ctx.index = kernel_args.len();
                 let (kind, arg) = convert_arg(value, &self.params[i], &mut ctx)?;
@@ -403,11 +432,14 @@ impl Kernel {
                 kernel_args.push(arg);
             }
         }
+        let captures = self.capture_list(py)?;
         let key = SpecKey {
             device: device.name(),
             ordinal: device.ordinal(),
             args: kinds,
             constexprs,
+            captured: captures.values(py, &self.name)?,
+            captures_generation: captures.generation,
             num_sgs: bound.options.num_sgs,
             passes: bound.options.passes,
             split_k: bound.options.split_k.unwrap_or(1),
@@ -418,6 +450,7 @@ impl Kernel {
             Some(s) => s,
             None => {
                 let s = self.trace_and_compile(py, bound, &key, &device)?;
+                let key = self.key_after_trace(py, key, &captures)?;
                 if let Ok(mut c) = self.cache.lock() {
                     c.insert(key, s.clone());
                 }
@@ -432,6 +465,22 @@ impl Kernel {
             staged,
         })
     }
+}
+
+/// A kernel called or launched while another kernel is traced: a
+/// `metile.CompilationError` at the calling line (nothing outside a trace).
+fn refuse_inside_trace(py: Python<'_>, kernel: &str, how: &str) -> PyResult<()> {
+    if !crate::tracing::tracing_active() {
+        return Ok(());
+    }
+    Err(crate::tracing::error_at_caller(
+        py,
+        &format!(
+            "a kernel {how} the kernel {kernel}: kernels cannot call or launch kernels (nor \
+             themselves); call a plain Python function as a helper, or launch the kernels one after \
+             the other from the host"
+        ),
+    ))
 }
 
 fn parse_num_sgs(value: &Bound<'_, PyAny>) -> PyResult<u32> {
@@ -469,11 +518,13 @@ pub(crate) fn parse_arch(value: &Bound<'_, PyAny>) -> PyResult<AppleArch> {
     })
 }
 
-/// Validates `kernel[grid]`: a tuple of 1 to 3 positive ints.
+/// Validates `kernel[grid]`: a tuple of 1 to 3 ints, each 0 or more (a 0
+/// extent is an empty launch, which does nothing).
 fn parse_grid(grid: &Bound<'_, PyAny>) -> PyResult<[u32; 3]> {
     let fail = || -> PyResult<[u32; 3]> {
         Err(PyValueError::new_err(format!(
-            "the grid must be a tuple of 1 to 3 positive ints, e.g. kernel[(n,)] or kernel[(m, n)]; got {}",
+            "the grid must be a tuple of 1 to 3 ints, each 0 or more (0: an empty launch, which does \
+             nothing), e.g. kernel[(n,)] or kernel[(m, n)]; got {}",
             grid.repr().map(|r| r.to_string()).unwrap_or_default()
         )))
     };
@@ -493,7 +544,7 @@ fn parse_grid(grid: &Bound<'_, PyAny>) -> PyResult<[u32; 3]> {
             return fail();
         }
         match item.call_method0("__index__").and_then(|v| v.extract::<i64>()) {
-            Ok(v) if (1..=i64::from(u32::MAX)).contains(&v) => out[i] = v as u32,
+            Ok(v) if (0..=i64::from(u32::MAX)).contains(&v) => out[i] = v as u32,
             _ => return fail(),
         }
     }
@@ -510,7 +561,7 @@ unsafe impl Send for SendArgs {}
 #[pymethods]
 impl Kernel {
     #[new]
-    #[pyo3(signature = (func, name, params, is_constexpr, specialize, defaults=None))]
+    #[pyo3(signature = (func, name, params, is_constexpr, specialize, defaults=None, captures=None))]
     fn new(
         func: Py<PyAny>,
         name: String,
@@ -518,6 +569,7 @@ impl Kernel {
         is_constexpr: Vec<bool>,
         specialize: Py<PyAny>,
         defaults: Option<&Bound<'_, PyDict>>,
+        captures: Option<Py<PyAny>>,
     ) -> PyResult<Kernel> {
         if params.len() != is_constexpr.len() {
             return Err(PyValueError::new_err("params and is_constexpr differ in length"));
@@ -540,12 +592,15 @@ impl Kernel {
             runtime_params,
             defaults,
             specialize,
+            find_captures: captures,
+            captures: Mutex::new(None),
             cache: Mutex::new(HashMap::new()),
             traces: AtomicUsize::new(0),
         })
     }
 
     fn __getitem__(slf: &Bound<'_, Self>, grid: &Bound<'_, PyAny>) -> PyResult<Launcher> {
+        refuse_inside_trace(slf.py(), &slf.get().name, "launches")?;
         Ok(Launcher {
             kernel: slf.clone().unbind(),
             grid: parse_grid(grid)?,
@@ -563,6 +618,7 @@ impl Kernel {
         args: &Bound<'_, PyTuple>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Vec<String>> {
+        refuse_inside_trace(py, &self.name, "warms up")?;
         let bound = self.bind(args, kwargs, None)?;
         let selected = self.specialization(py, &bound, false)?;
         Ok(selected
@@ -574,7 +630,13 @@ impl Kernel {
     }
 
     #[pyo3(signature = (*_args, **_kwargs))]
-    fn __call__(&self, _args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
+    fn __call__(
+        &self,
+        py: Python<'_>,
+        _args: &Bound<'_, PyTuple>,
+        _kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        refuse_inside_trace(py, &self.name, "calls")?;
         Err(PyTypeError::new_err(format!(
             "a kernel is launched over a grid: {}[grid](...), e.g. {}[(n,)](...)",
             self.name, self.name
@@ -627,20 +689,27 @@ impl Launcher {
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
         let kernel = self.kernel.get();
+        refuse_inside_trace(py, &kernel.name, "launches")?;
         let bound = kernel.bind(args, kwargs, Some(&self.preset))?;
+        // An empty launch (a 0 extent) checks its arguments and compiles like any
+        // other, then runs nothing; there is nothing to copy to a device for it.
+        let empty = grid_is_empty(self.grid);
         let Selected {
             spec,
             args: kernel_args,
             device,
             staged,
-        } = kernel.specialization(py, &bound, true)?;
-        check_grid(self.grid, spec.compiled.as_ref(), device.name())
-            .map_err(|e| runtime_error_to_py(py, e))?;
+        } = kernel.specialization(py, &bound, !empty)?;
         for &slot in &spec.written {
             let i = kernel.runtime_params[slot];
             if let Some(value) = &bound.values[i] {
                 ensure_writable(value, &kernel.params[i], &kernel.name)?;
             }
+        }
+        check_grid(self.grid, spec.compiled.as_ref(), device.name())
+            .map_err(|e| runtime_error_to_py(py, e))?;
+        if empty {
+            return Ok(());
         }
         let grid = self.grid;
         if device.memory().is_some() && staged.is_empty() {

@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 pub mod args;
 pub mod bench;
 pub mod buffer;
+mod captures;
 pub mod device_args;
 pub mod device_state;
 pub mod errors;
@@ -16,6 +17,7 @@ mod shared_buffer;
 pub mod split_launch;
 pub mod stages;
 pub mod tracing;
+mod value_key;
 
 #[pymodule]
 fn _metile(m: &Bound<'_, PyModule>) -> PyResult<()> {

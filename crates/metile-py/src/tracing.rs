@@ -17,7 +17,14 @@ mod state;
 mod tile;
 
 pub use control::{TileRange, Undefined};
+pub use state::tracing_active;
 pub use tile::Tile;
+
+/// A `metile.CompilationError` with `message` at the kernel line being traced
+/// (the innermost Python frame).
+pub fn error_at_caller(py: Python<'_>, message: &str) -> PyErr {
+    state::with_trace(py, "a kernel", |t| Ok(t.error(py, message))).unwrap_or_else(|e| e)
+}
 
 /// One traced and optimised kernel specialisation.
 #[pyclass(module = "metile._metile", name = "TileFunction", frozen)]

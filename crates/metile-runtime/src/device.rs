@@ -73,18 +73,24 @@ pub trait DeviceAllocation: Send + Sync {
 }
 
 /// Checks a launch grid against a kernel's limits: the one grid check every
-/// backend relies on.
+/// backend relies on. A 0 extent is allowed: the grid is empty, and its caller
+/// launches nothing ([`grid_is_empty`]); the other extents are still checked.
 pub fn check_grid(grid: [u32; 3], kernel: &dyn CompiledKernel, device: &str) -> Result<(), RuntimeError> {
     let max = kernel.max_grid();
     for (axis, (&g, &m)) in grid.iter().zip(&max).enumerate() {
-        if g == 0 || g > m {
+        if g > m {
             return Err(RuntimeError::InvalidLaunch(format!(
                 "grid {grid:?}: extent {g} along axis {axis} is out of range; on the {device} device this \
-                 kernel's grid extents must be between 1 and {max:?} (per axis)"
+                 kernel's grid extents must be between 1 and {max:?} (per axis), or 0 for an empty launch"
             )));
         }
     }
     Ok(())
+}
+
+/// Whether `grid` has no programs (an extent is 0): such a launch runs nothing.
+pub fn grid_is_empty(grid: [u32; 3]) -> bool {
+    grid.contains(&0)
 }
 
 pub trait Device: Send + Sync {
@@ -194,4 +200,35 @@ fn metal_present() -> bool {
 #[cfg(not(any(target_os = "macos", metile_metal_check)))]
 fn metal_present() -> bool {
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kernel that only has limits.
+    struct Limits([u32; 3]);
+
+    impl CompiledKernel for Limits {
+        unsafe fn launch(&self, _args: &[KernelArg], _grid: [u32; 3]) -> Result<(), RuntimeError> {
+            Ok(())
+        }
+
+        fn max_grid(&self) -> [u32; 3] {
+            self.0
+        }
+    }
+
+    #[test]
+    fn a_zero_extent_is_an_empty_grid_whose_other_extents_are_still_checked() {
+        let kernel = Limits([100, 10, 10]);
+        for grid in [[0, 1, 1], [5, 0, 1], [0, 0, 0], [100, 10, 0]] {
+            assert!(grid_is_empty(grid));
+            assert!(check_grid(grid, &kernel, "test").is_ok());
+        }
+        assert!(!grid_is_empty([1, 1, 1]));
+        let err = check_grid([0, 11, 1], &kernel, "test").unwrap_err().to_string();
+        assert!(err.contains("extent 11 along axis 1 is out of range"), "{err}");
+        assert!(err.contains("or 0 for an empty launch"), "{err}");
+    }
 }

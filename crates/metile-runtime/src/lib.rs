@@ -15,8 +15,8 @@ pub mod shared_memory;
 pub mod workspace;
 
 pub use device::{
-    check_grid, default_device_name, open_device, CompileOptions, CompiledKernel, Device, DeviceAllocation,
-    DeviceMemory, DEVICE_NAMES,
+    check_grid, default_device_name, grid_is_empty, open_device, CompileOptions, CompiledKernel, Device,
+    DeviceAllocation, DeviceMemory, DEVICE_NAMES,
 };
 pub use error::RuntimeError;
 pub use metile_interp::{KernelArg, ScalarValue};

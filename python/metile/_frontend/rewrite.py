@@ -24,6 +24,7 @@ from types import CodeType
 
 from metile import _metile
 from metile._frontend.liveness import Carried, carried_names, has_escape
+from metile._frontend.unsupported import check_supported
 
 FOR = "__mt_for"
 IF = "__mt_if"
@@ -31,6 +32,7 @@ STATIC_CONDITION = "__mt_static_condition"
 LOOP_RANGE = "__mt_range"
 PYTHON_LOOP = "__mt_python_loop"
 UNDEFINED = "__mt_UNDEFINED"
+CONTEXT = "__mt_context"
 # What the generated code calls each helper; they reach it as closure variables.
 HELPERS = {
     FOR: _metile.trace_for,
@@ -39,8 +41,10 @@ HELPERS = {
     LOOP_RANGE: _metile.loop_range,
     PYTHON_LOOP: _metile.python_loop,
     UNDEFINED: _metile.UNDEFINED,
+    CONTEXT: _metile.kernel_context,
 }
 _FACTORY = "__mt_factory"
+_KERNEL = "__mt_kernel"
 
 
 def _name(id_: str) -> ast.Name:
@@ -197,6 +201,19 @@ class _Rewriter(ast.NodeTransformer):
         return node
 
 
+class _CheckedContexts(ast.NodeTransformer):
+    """`with EXPR:` becomes `with __mt_context(EXPR):`, which refuses any context
+    manager but metile.simdgroup_role (nested functions and lambdas included)."""
+
+    def visit_With(self, node: ast.With) -> ast.AST:
+        self.generic_visit(node)
+        for item in node.items:
+            item.context_expr = ast.copy_location(
+                ast.Call(func=_name(CONTEXT), args=[item.context_expr], keywords=[]), item.context_expr
+            )
+        return node
+
+
 def _shift_columns(tree: ast.AST, indent: int) -> None:
     """Undoes `textwrap.dedent` in column offsets (tracebacks underline with them)."""
     if indent:
@@ -216,6 +233,18 @@ def _strip_annotations(fn: ast.FunctionDef) -> None:
     fn.returns = None
 
 
+def _renamed_kernel(factory: CodeType, fn: Callable) -> CodeType:
+    """The factory's code with the kernel's code named as the user's function
+    (tracebacks show it), though the def inside the factory is `_KERNEL`."""
+    names = {"co_name": fn.__name__}
+    if hasattr(factory, "co_qualname"):
+        names["co_qualname"] = fn.__qualname__
+    consts = tuple(
+        c.replace(**names) if isinstance(c, CodeType) and c.co_name == _KERNEL else c for c in factory.co_consts
+    )
+    return factory.replace(co_consts=consts)
+
+
 def rewrite(fn: Callable) -> Callable[..., Callable]:
     """A factory `(*free_variable_values) -> rewritten kernel function`.
 
@@ -233,11 +262,17 @@ def rewrite(fn: Callable) -> Callable[..., Callable]:
 
     module = ast.parse(dedented)
     defs = [s for s in module.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    if len(defs) != 1 or isinstance(defs[0], ast.AsyncFunctionDef):
+    if len(defs) != 1:
         raise TypeError(f"kernel {fn.__name__}: expected the source of one plain `def`, found something else")
+    check_supported(defs[0], fn.__name__, code.co_filename, code.co_firstlineno)
     kernel_def = defs[0]
     kernel_def.decorator_list = []
+    # Under its own name inside the factory, the kernel would see itself as a
+    # closure variable: a call of the kernel by name would recurse in Python
+    # instead of reaching the kernel object, which refuses it.
+    kernel_def.name = _KERNEL
     _strip_annotations(kernel_def)
+    _CheckedContexts().visit(kernel_def)
     carried = carried_names(kernel_def)
     _Rewriter(carried).generic_visit(kernel_def)
 
@@ -262,5 +297,6 @@ def rewrite(fn: Callable) -> Callable[..., Callable]:
     namespace: dict[str, object] = {}
     exec(compiled, fn.__globals__, namespace)  # noqa: S102 - the kernel's own rewritten source
     factory = namespace[_FACTORY]
+    factory.__code__ = _renamed_kernel(factory.__code__, fn)
     helpers = tuple(HELPERS.values())
     return lambda *cells: factory(*helpers, *cells)  # type: ignore[operator]

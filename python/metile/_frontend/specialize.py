@@ -12,6 +12,7 @@ from types import CodeType
 from metile import _metile
 from metile._frontend.rewrite import rewrite
 from metile._frontend.signature import analyze_signature
+from metile._frontend.unsupported import traced_recursion_error, traced_type_error
 
 # The rewrite of each kernel's code, by identity: (code, globals, factory),
 # keeping both alive so their ids are not reused (equal code objects from a
@@ -98,7 +99,15 @@ def specialize(
         params.append((name, *given[1:]))
     threads = options.get("threads_per_group", 128)
     optimize = options.get("optimize", True)
-    func = _metile.trace_kernel(kernel, fn.__name__, params, threads, optimize)
+    try:
+        func = _metile.trace_kernel(kernel, fn.__name__, params, threads, optimize)
+    except RecursionError as e:
+        raise traced_recursion_error(fn.__name__, e) from None
+    except TypeError as e:
+        converted = traced_type_error(fn.__name__, e)
+        if converted is e:
+            raise
+        raise converted from e
     if debug_enabled("tile_ir"):
         print(f"// Tile IR of {fn.__name__}\n{func.text}", file=sys.stderr)
     return func

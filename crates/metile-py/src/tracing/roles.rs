@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use pyo3::prelude::*;
 
-use super::state::{discard_region, with_trace, ClosedBlock, Trace};
+use super::state::{describe_object, discard_region, with_trace, ClosedBlock, Trace};
 
 /// `with metile.simdgroup_role(role=0, num_roles=2): ...`: the block runs only
 /// on the simdgroups of `role`.
@@ -110,8 +110,30 @@ pub fn simdgroup_role(
     Ok(py.None())
 }
 
+/// What a kernel's `with` statement enters (the rewrite wraps each context
+/// expression in it): `metile.simdgroup_role(...)`, the one context manager with
+/// a meaning in a kernel; anything else would run at trace time, and is refused.
+#[pyfunction]
+pub fn kernel_context<'py>(py: Python<'py>, value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    if value.cast::<SimdgroupRole>().is_ok() {
+        return Ok(value.clone());
+    }
+    with_trace(py, "a kernel's `with` statement", |t| {
+        Err(t.error(
+            py,
+            &format!(
+                "`with` on {} is not supported in a kernel: a context manager would run when the \
+                 kernel is traced, not when it runs; the one context manager of a kernel is \
+                 metile.simdgroup_role(...)",
+                describe_object(value)
+            ),
+        ))
+    })
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SimdgroupRole>()?;
+    m.add_function(wrap_pyfunction!(kernel_context, m)?)?;
     m.add_function(wrap_pyfunction!(simdgroup_role, m)?)?;
     Ok(())
 }
