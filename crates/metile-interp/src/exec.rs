@@ -46,6 +46,9 @@ pub(crate) struct Machine<'a> {
     pub grid: [u32; 3],
     /// False in the dense-only mode: every tile result is materialised at once.
     pub lazy: bool,
+    /// Whether the launch should give up (asked between instances and at every
+    /// loop iteration, so a long loop can be interrupted too).
+    pub stop: &'a (dyn Fn() -> bool + Sync),
 }
 
 fn splat_i32(v: i64) -> Repr {
@@ -82,7 +85,7 @@ fn transfer(regs: &mut [Val], temps: &mut Vec<Val>, block: &Block, to: &[u32]) {
 }
 
 /// Dense numpy broadcast of `src` into `out` (see `Exec::Broadcast`).
-fn broadcast_dense<T: Element>(src: &[T], strides: &[usize], shape: &[usize], out: &mut [T]) {
+pub(crate) fn broadcast_dense<T: Element>(src: &[T], strides: &[usize], shape: &[usize], out: &mut [T]) {
     let rank = shape.len();
     let Some((&inner_len, outer_shape)) = shape.split_last() else {
         if let (Some(o), Some(&s)) = (out.first_mut(), src.first()) {
@@ -136,7 +139,13 @@ impl Machine<'_> {
 
     fn block(&self, block: &Block, w: &mut Worker, pid: [u32; 3]) -> Result<(), ExecError> {
         for ins in &block.instrs {
+            if let Some(rule) = &ins.poison {
+                rule.check_observed(ins, &w.regs, &mut w.scratch)?;
+            }
             self.step(ins, w, pid)?;
+            if let Some(rule) = &ins.poison {
+                rule.set_result(ins, &mut w.regs, &mut w.scratch)?;
+            }
             if ins.scalar_result {
                 for &o in &ins.outs {
                     let o = o as usize;
@@ -477,6 +486,9 @@ impl Machine<'_> {
         }
         let mut iv = start;
         while (step > 0 && iv < end) || (step < 0 && iv > end) {
+            if (self.stop)() {
+                return Err(ExecError::Interrupted);
+            }
             w.regs[iv_slot as usize].repr = splat_i32(iv);
             self.block(body, w, pid)?;
             transfer(&mut w.regs, &mut w.temps, body, carried);

@@ -5,7 +5,9 @@
 
 use crate::elementwise::{binary_fn, cast_fn, compare_fn, unary_fn, BinaryFn, UnaryFn};
 use crate::error::ExecError;
+use crate::poison::PoisonRule;
 use crate::reduce::{DotShape, ReduceShape};
+use crate::taint::Taint;
 use metile_ir::{DType, Elem, Function, Loc, Op, OpKind, ParamKind, ReduceOp, SwizzlePattern, Type, ValueId};
 use std::collections::HashSet;
 
@@ -38,6 +40,8 @@ pub(crate) struct Instr {
     /// Some result is a rank-0 number, which must end up held as a splat.
     pub scalar_result: bool,
     pub loc: Loc,
+    /// Poison bookkeeping, for the ops that touch values that may carry it.
+    pub poison: Option<Box<PoisonRule>>,
 }
 
 pub(crate) enum Exec {
@@ -166,6 +170,7 @@ struct Preparer<'f> {
     mem_names: Vec<String>,
     /// How many ops (yields included) use each value.
     uses: Vec<u32>,
+    taint: Taint,
 }
 
 fn count_uses(ops: &[Op], uses: &mut [u32]) {
@@ -196,6 +201,7 @@ pub(crate) fn prepare(f: &Function) -> Result<Program, ExecError> {
         shared: vec![],
         mem_names: f.params.iter().map(|p| p.name.clone()).collect(),
         uses,
+        taint: Taint::of(f),
     };
     for param in &f.params {
         if let ParamKind::Pointer(d) = param.kind {
@@ -377,6 +383,7 @@ impl<'f> Preparer<'f> {
             outs: slots(&op.results),
             numel,
             loc: op.loc.clone(),
+            poison: self.taint.rule(op, &self.f.values),
         })
     }
 
