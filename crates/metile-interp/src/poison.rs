@@ -105,9 +105,17 @@ impl Poison {
 #[derive(Debug)]
 pub(crate) enum Observed {
     /// Every lane of a value of `numel` elements.
-    All { operand: usize, numel: usize },
+    All {
+        operand: usize,
+        numel: usize,
+        role: &'static str,
+    },
     /// The lanes an access performs: those where its mask operand (if any) holds.
-    Masked { operand: usize, mask: Option<usize> },
+    Masked {
+        operand: usize,
+        mask: Option<usize>,
+        role: &'static str,
+    },
 }
 
 /// How an op's result gets its poison.
@@ -166,12 +174,12 @@ impl PoisonRule {
         scratch: &mut Scratch,
     ) -> Result<(), ExecError> {
         for observed in &self.observe {
-            let (operand, numel, hit) = match *observed {
-                Observed::All { operand, numel } => {
+            let (role, numel, hit) = match *observed {
+                Observed::All { operand, numel, role } => {
                     let hit = poison_of(regs, ins, operand).and_then(|p| p.first_observed(|_| true));
-                    (operand, numel, hit)
+                    (role, numel, hit)
                 }
-                Observed::Masked { operand, mask } => {
+                Observed::Masked { operand, mask, role } => {
                     let Some(p) = poison_of(regs, ins, operand) else {
                         continue;
                     };
@@ -182,24 +190,24 @@ impl PoisonRule {
                             p.first_observed(|i| active.get(i).copied().unwrap_or(false))
                         }
                     };
-                    (operand, ins.numel, hit)
+                    (role, ins.numel, hit)
                 }
             };
             if let Some((lane, fault)) = hit {
-                return Err(self.error(fault, ins, operand, lane, numel));
+                return Err(self.error(fault, ins, role, lane, numel));
             }
         }
         Ok(())
     }
 
-    fn error(&self, fault: &Fault, ins: &Instr, operand: usize, lane: usize, numel: usize) -> ExecError {
+    fn error(&self, fault: &Fault, ins: &Instr, role: &str, lane: usize, numel: usize) -> ExecError {
         let element = if numel > 1 {
-            format!(", element {lane} of its operand {operand}")
+            format!(" (element {lane})")
         } else {
             String::new()
         };
         let message = format!(
-            "{}; the result is used by `{}` at {}{element}",
+            "{}; the result is used as {role} of `{}` at {}{element}",
             fault.detail, self.op_name, ins.loc
         );
         match fault.kind {

@@ -178,6 +178,12 @@ impl Taint {
         let all = |i: usize| Observed::All {
             operand: i,
             numel: values[op.operands[i].index()].numel(),
+            role: role(&op.kind, i),
+        };
+        let masked = |i: usize, mask: Option<usize>| Observed::Masked {
+            operand: i,
+            mask,
+            role: role(&op.kind, i),
         };
         match &op.kind {
             // Element-wise ops and data movement pass poison on instead of observing it.
@@ -192,25 +198,27 @@ impl Taint {
             | OpKind::Yield
             | OpKind::CarryMerge
             | OpKind::SimdgroupRole { .. } => {}
+            // The mask first: which other lanes are observed depends on it.
             OpKind::Load { has_mask, .. } => {
                 let mask = has_mask.then_some(1);
-                if observed(0) {
-                    observe.push(Observed::Masked { operand: 0, mask });
-                }
                 if mask.is_some() && observed(1) {
                     observe.push(all(1));
+                }
+                if observed(0) {
+                    observe.push(masked(0, mask));
                 }
             }
             OpKind::Store { has_mask } => {
                 let mask = has_mask.then_some(2);
-                for i in [0, 1] {
-                    if observed(i) {
-                        observe.push(Observed::Masked { operand: i, mask });
-                    }
-                }
                 if mask.is_some() && observed(2) {
                     observe.push(all(2));
                 }
+                observe.extend(
+                    [0, 1]
+                        .into_iter()
+                        .filter(|&i| observed(i))
+                        .map(|i| masked(i, mask)),
+                );
             }
             // Loop bounds and conditions are observed; carried values travel with
             // their registers.
@@ -258,6 +266,33 @@ impl Taint {
             result,
             op_name: op.kind.name(),
         }))
+    }
+}
+
+/// What operand `i` of an op is, for error messages ("the value of `store`").
+fn role(kind: &OpKind, i: usize) -> &'static str {
+    match (kind, i) {
+        (
+            OpKind::Load { .. } | OpKind::Store { .. } | OpKind::TileLoad { .. } | OpKind::TileStore { .. },
+            0,
+        ) => "the address",
+        (OpKind::Load { .. }, 1) | (OpKind::Store { .. }, 2) => "the mask",
+        (OpKind::Store { .. }, 1) | (OpKind::TileStore { .. }, 4) => "the value",
+        (OpKind::TileLoad { .. } | OpKind::TileStore { .. }, 1) => "the row",
+        (OpKind::TileLoad { .. } | OpKind::TileStore { .. }, 2) => "the column",
+        (OpKind::TileLoad { .. } | OpKind::TileStore { .. }, 3) => "the stride",
+        (OpKind::For, 0) => "the start",
+        (OpKind::For, 1) => "the end",
+        (OpKind::For, 2) => "the step",
+        (OpKind::If, _) => "the condition",
+        (OpKind::SimdShuffleXor, _) => "the lane mask",
+        (OpKind::SimdBroadcast, _) => "the lane",
+        (OpKind::Dot, 0) => "the left operand",
+        (OpKind::Dot, 1) => "the right operand",
+        (OpKind::Dot, _) => "the accumulator",
+        (OpKind::Swizzle { .. }, 0) => "the row program id",
+        (OpKind::Swizzle { .. }, _) => "the column program id",
+        _ => "the operand",
     }
 }
 

@@ -63,7 +63,7 @@ fn a_stored_division_by_zero_is_an_error_naming_both_lines() {
     expect_division_error(
         err,
         "integer division by zero: 1 // 0 on i32",
-        "used by `store` at test_kernel.py:20, element 5",
+        "used as the value of `store` at test_kernel.py:20 (element 5)",
     );
     let rem = |b: &mut Builder, [x, y, _]: [ValueId; 3]| b.binary(BinaryOp::Rem, x.into(), y.into()).unwrap();
     let err = try_run(kernel(false, rem), &args(&X, &Y, 8), [1, 1, 1]).unwrap_err();
@@ -76,7 +76,7 @@ fn lanes_the_store_mask_skips_may_divide_by_zero() {
     let out = run1(kernel(true, floordiv), &args(&X, &Y, 5));
     assert_eq!(out[2].i32s(), vec![3, -2, 14, -1, 2, 0, 0, 0]);
     let err = try_run(kernel(true, floordiv), &args(&X, &Y, 6), [1, 1, 1]).unwrap_err();
-    expect_division_error(err, "1 // 0", "element 5");
+    expect_division_error(err, "1 // 0", "(element 5)");
 }
 
 #[test]
@@ -96,7 +96,7 @@ fn a_select_that_discards_the_lane_hides_it() {
         b.select(zero.into(), q.into(), Operand::Int(-1)).unwrap()
     };
     let err = try_run(kernel(false, picked), &args(&X, &Y, 8), [1, 1, 1]).unwrap_err();
-    expect_division_error(err, "1 // 0", "element 5");
+    expect_division_error(err, "1 // 0", "(element 5)");
 }
 
 #[test]
@@ -122,7 +122,7 @@ fn poison_follows_arithmetic_casts_and_comparisons() {
         b.select(big.into(), v[0].into(), v[1].into()).unwrap()
     };
     let err = try_run(kernel(false, chain), &args(&X, &Y, 8), [1, 1, 1]).unwrap_err();
-    expect_division_error(err, "1 // 0", "element 5");
+    expect_division_error(err, "1 // 0", "(element 5)");
 }
 
 #[test]
@@ -136,7 +136,7 @@ fn reductions_observe_every_lane() {
     expect_division_error(
         err,
         "1 // 0",
-        "used by `reduce_sum` at test_kernel.py:10, element 5",
+        "used as the operand of `reduce_sum` at test_kernel.py:10 (element 5)",
     );
 }
 
@@ -168,7 +168,11 @@ fn addresses_are_observed_where_the_access_happens() {
     let out = run1(kernel(true), &args(&X, &Y, 5));
     assert_eq!(out[2].i32s(), vec![7, 7, 7, 7, -7, 0, 0, 0]);
     let err = try_run(kernel(true), &args(&X, &Y, 6), [1, 1, 1]).unwrap_err();
-    expect_division_error(err, "5 // 0", "used by `load` at test_kernel.py:20, element 5");
+    expect_division_error(
+        err,
+        "5 // 0",
+        "used as the address of `load` at test_kernel.py:20 (element 5)",
+    );
     let err = try_run(kernel(false), &args(&X, &Y, 5), [1, 1, 1]).unwrap_err();
     expect_division_error(err, "5 // 0", "`load`");
 }
@@ -188,7 +192,7 @@ fn masked_loads_take_the_poison_of_other_where_the_mask_is_off() {
         }
     };
     let err = try_run(kernel(false, with_other(5)), &args(&X, &Y, 8), [1, 1, 1]).unwrap_err();
-    expect_division_error(err, "1 // 0", "element 5");
+    expect_division_error(err, "1 // 0", "(element 5)");
     let out = run1(kernel(false, with_other(3)), &args(&X, &Y, 8));
     assert_eq!(out[2].i32s(), vec![7, -7, 100, -1, 9, 1, 2, 3]);
 }
@@ -204,7 +208,7 @@ fn scalars_broadcast_their_poison() {
         b.binary(BinaryOp::Add, q.into(), v[0].into()).unwrap()
     };
     let err = try_run(kernel(false, scalar), &args(&X, &Y, 8), [1, 1, 1]).unwrap_err();
-    expect_division_error(err, "8 // 0", "element 0");
+    expect_division_error(err, "8 // 0", "(element 0)");
     let out = run1(kernel(false, scalar), &args(&X, &Y, 6));
     assert_eq!(out[2].i32s(), X.iter().map(|x| x - 3).collect::<Vec<_>>());
 }
@@ -218,7 +222,7 @@ fn a_constant_zero_divisor_is_an_error_and_a_constant_nonzero_one_is_not() {
         }
     };
     let err = try_run(kernel(false, by(0)), &args(&X, &Y, 8), [1, 1, 1]).unwrap_err();
-    expect_division_error(err, "7 // 0", "element 0");
+    expect_division_error(err, "7 // 0", "(element 0)");
     let out = run1(kernel(false, by(-2)), &args(&X, &Y, 8));
     assert_eq!(out[2].i32s(), X.iter().map(|x| x / -2).collect::<Vec<_>>());
     // Masked-off lanes only: no error.
@@ -326,7 +330,7 @@ fn loop_carried_values_carry_poison() {
         [1, 1, 1],
     )
     .unwrap_err();
-    expect_division_error(err, "1 // 0", "`store` at test_kernel.py:20, element 5");
+    expect_division_error(err, "1 // 0", "`store` at test_kernel.py:20 (element 5)");
     let out = run1(
         loop_kernel(true),
         &[i32s(&X), i32s(&y), Data::zeros(DType::I32, N)],
@@ -371,7 +375,11 @@ fn conditions_and_loop_bounds_observe_poison() {
     b.store(out.into(), res[0].into(), None).unwrap();
     let f = b.finish().unwrap();
     let err = try_run(f.clone(), &[Data::zeros(DType::I32, 1), scalar_i32(8)], [1, 1, 1]).unwrap_err();
-    expect_division_error(err, "8 // 0", "used by `if` at test_kernel.py:20");
+    expect_division_error(
+        err,
+        "8 // 0",
+        "used as the condition of `if` at test_kernel.py:20",
+    );
     assert!(
         !err_text(&f, 8).contains("element"),
         "a scalar has no element to name"
@@ -397,7 +405,7 @@ fn the_first_observed_lane_names_its_own_fault() {
         b.binary(BinaryOp::Add, q.into(), r.into()).unwrap()
     };
     let err = try_run(kernel(false, two), &args(&X, &Y, 8), [1, 1, 1]).unwrap_err();
-    expect_division_error(err, "integer remainder by zero: 100 % 0 on i32", "element 2");
+    expect_division_error(err, "integer remainder by zero: 100 % 0 on i32", "(element 2)");
 }
 
 #[test]
