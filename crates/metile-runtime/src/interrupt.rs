@@ -17,7 +17,7 @@
 use std::cell::Cell;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// How often the launching thread asks the poller while a launch runs.
@@ -65,7 +65,10 @@ pub type StopCheck<'a> = &'a (dyn Fn() -> bool + Sync);
 ///
 /// `on_this_thread`: the launch is too small to be worth a hand-off; it runs here
 /// and its own calls to the check poll the host, at most once per interval.
-pub fn run_interruptible<R: Send>(on_this_thread: bool, work: impl FnOnce(StopCheck<'_>) -> R + Send) -> R {
+pub fn run_interruptible<R: Send + 'static>(
+    on_this_thread: bool,
+    work: impl FnOnce(StopCheck<'_>) -> R + Send,
+) -> R {
     let never = || false;
     let Some(poll) = current_poller().filter(|_| rayon::current_thread_index().is_none()) else {
         return work(&never);
@@ -89,40 +92,65 @@ pub fn run_interruptible<R: Send>(on_this_thread: bool, work: impl FnOnce(StopCh
         };
         return work(&inline);
     }
-    let stop = AtomicBool::new(false);
-    let check = || stop.load(Ordering::Relaxed);
-    let done: Mutex<Option<std::thread::Result<R>>> = Mutex::new(None);
-    let finished = Condvar::new();
-    rayon::in_place_scope(|scope| {
-        scope.spawn(|_| {
-            let result = catch_unwind(AssertUnwindSafe(|| work(&check)));
-            *done.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
-            finished.notify_one();
-        });
-        let mut guard = done.lock().unwrap_or_else(|p| p.into_inner());
-        while guard.is_none() {
-            let (next, timeout) = finished
-                .wait_timeout(guard, POLL_INTERVAL)
-                .unwrap_or_else(|p| p.into_inner());
-            guard = next;
-            if guard.is_none() && timeout.timed_out() && !stop.load(Ordering::Relaxed) {
-                // Poll without holding the lock, so the worker can finish meanwhile.
-                drop(guard);
-                if poll() {
-                    stop.store(true, Ordering::Relaxed);
-                }
-                guard = done.lock().unwrap_or_else(|p| p.into_inner());
-            }
-        }
+    let shared = Arc::new(Handoff {
+        stop: AtomicBool::new(false),
+        done: Mutex::new(None),
+        finished: Condvar::new(),
     });
-    let result = done
-        .into_inner()
-        .unwrap_or_else(|p| p.into_inner())
-        .expect("the scope finished, so the work stored its result");
+    let job_shared = shared.clone();
+    let job: Box<dyn FnOnce() + Send + '_> = Box::new(move || {
+        let check = || job_shared.stop.load(Ordering::Relaxed);
+        let result = catch_unwind(AssertUnwindSafe(|| work(&check)));
+        // `work` and everything it borrowed are gone now; from here on only the
+        // shared state, which this job co-owns, is touched.
+        let mut done = job_shared.done.lock().unwrap_or_else(|p| p.into_inner());
+        *done = Some(result);
+        job_shared.finished.notify_one();
+    });
+    // SAFETY: only the lifetime is erased. This thread does not return (nor unwind:
+    // the poller's panics are caught) before the job has stored its result, and
+    // the job stores it after it dropped everything it borrowed from this frame.
+    let job: Box<dyn FnOnce() + Send + 'static> = unsafe { std::mem::transmute(job) };
+    // One hand-off and one wake-up, as a parallel iterator started from outside
+    // the pool costs anyway.
+    rayon::spawn(job);
+    let mut poll_panic = None;
+    let mut guard = shared.done.lock().unwrap_or_else(|p| p.into_inner());
+    let result = loop {
+        if let Some(result) = guard.take() {
+            break result;
+        }
+        let (next, timeout) = shared
+            .finished
+            .wait_timeout(guard, POLL_INTERVAL)
+            .unwrap_or_else(|p| p.into_inner());
+        guard = next;
+        if guard.is_none() && timeout.timed_out() && !shared.stop.load(Ordering::Relaxed) {
+            // Poll without holding the lock, so the job can finish meanwhile.
+            drop(guard);
+            let asked = catch_unwind(AssertUnwindSafe(poll)).unwrap_or_else(|panic| {
+                poll_panic = Some(panic);
+                true
+            });
+            shared.stop.store(asked, Ordering::Relaxed);
+            guard = shared.done.lock().unwrap_or_else(|p| p.into_inner());
+        }
+    };
+    drop(guard);
+    if let Some(panic) = poll_panic {
+        resume_unwind(panic);
+    }
     match result {
         Ok(r) => r,
         Err(panic) => resume_unwind(panic),
     }
+}
+
+/// What the launching thread and the job running its launch share.
+struct Handoff<R> {
+    stop: AtomicBool,
+    done: Mutex<Option<std::thread::Result<R>>>,
+    finished: Condvar,
 }
 
 /// Launch arguments (which hold raw pointers) handed to the thread that runs the
