@@ -31,10 +31,16 @@
 //! # Semantics
 //!
 //! * Integer arithmetic wraps. Integer `//` truncates toward zero and `%` takes the
-//!   dividend's sign (C); division or remainder by zero yields 0 (masked-off lanes
-//!   compute it routinely); `MIN // -1` wraps to `MIN`. Shift counts are taken modulo
-//!   the bit width; `>>` is arithmetic on signed types. An integer `div` (only
-//!   hand-built IR has one; the builder makes `/` float) truncates like `//`.
+//!   dividend's sign (C); `MIN // -1` wraps to `MIN`; `>>` is arithmetic on signed
+//!   types. An integer `div` (only hand-built IR has one; the builder makes `/` float)
+//!   truncates like `//`. Division or remainder by zero and shifts by a count outside
+//!   `[0, bits)` compute what the GPU backends' guarded code gives (0; the count
+//!   modulo the width) and *poison* the lane: using a poisoned lane (storing it,
+//!   addressing memory with it, reducing it, branching or looping on it, ...) fails
+//!   with [`ExecError::DivisionByZero`] or [`ExecError::InvalidShift`], naming the
+//!   faulting op and the use; lanes never used are no error (see `poison.rs`).
+//! * [`Executable::launch_interruptible`] asks a stop function between instances and
+//!   at every loop iteration, so a long launch can be abandoned.
 //! * f16/bf16 ops compute in f32 and round the result to the type (nearest-even).
 //!   Float `//` is `trunc(a / b)`, `%` is `fmod`; `max`/`min` are `fmax`/`fmin`
 //!   (a NaN operand yields the other), and so are max/min reductions.

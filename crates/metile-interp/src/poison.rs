@@ -55,10 +55,13 @@ pub(crate) struct Fault {
     detail: String,
 }
 
+/// Lanes of a value (true = poisoned) and the fault that poisoned them.
+type Source = (Vec<bool>, Arc<Fault>);
+
 /// The poisoned lanes of a value, by the fault that poisoned them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Poison {
-    sources: Vec<(Vec<bool>, Arc<Fault>)>,
+    sources: Vec<Source>,
 }
 
 impl Poison {
@@ -335,7 +338,7 @@ impl PoisonRule {
         ins: &Instr,
         regs: &[Val],
         scratch: &mut Scratch,
-    ) -> Result<Option<(Vec<bool>, Arc<Fault>)>, ExecError> {
+    ) -> Result<Option<Source>, ExecError> {
         let n = ins.numel;
         let (a, b) = (&regs[ins.ins[0] as usize].repr, &regs[ins.ins[1] as usize].repr);
         let int = |x: CastSource| match x {

@@ -441,7 +441,7 @@ fn a_launch_stops_when_asked_between_instances_and_in_loops() {
         let p = b.binary(BinaryOp::Add, out.into(), pid.into()).unwrap();
         b.store(p.into(), res[0].into(), None).unwrap();
         let exe = Executable::new(Arc::new(b.finish().unwrap())).unwrap();
-        let mut data = vec![Data::zeros(DType::I64, 64)];
+        let mut data = [Data::zeros(DType::I64, 64)];
         let kargs: Vec<KernelArg> = data.iter_mut().map(Data::arg).collect();
         let asked = AtomicUsize::new(0);
         let stop = || asked.fetch_add(1, Ordering::Relaxed) >= 10;
