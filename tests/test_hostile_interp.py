@@ -282,3 +282,34 @@ def test_ctrl_c_stops_a_long_launch_and_the_process_stays_usable(device, shape):
         pytest.skip(f"no {device} device here")
     delay = interrupt_long_launch(device, LONG_LAUNCHES[(device, shape)])
     assert delay < 2.0, f"KeyboardInterrupt came {delay:.2f} s after SIGINT"
+
+
+def test_an_exception_from_any_signal_handler_stops_the_launch():
+    # A timeout raised from a SIGALRM handler (as pytest-timeout's signal method does).
+    (r,) = run_case("""
+        import signal, time
+
+        def on_alarm(signum, frame):
+            raise TimeoutError("the alarm rang")
+
+        signal.signal(signal.SIGALRM, on_alarm)
+        out = np.zeros(128, np.int32)
+
+        def long_launch():
+            busy_grid[(1,)](out, BLOCK=128)  # compiled before the clock starts
+            signal.setitimer(signal.ITIMER_REAL, 0.5)
+            start = time.monotonic()
+            try:
+                busy_grid[(2**31 - 1,)](out, BLOCK=128)
+            except TimeoutError as e:
+                elapsed = time.monotonic() - start
+                busy_grid[(1,)](out, BLOCK=128)
+                return [elapsed, str(e), int(out[1])]
+            return ["finished"]
+
+        report(long_launch)
+    """)
+    elapsed, message, second = r["result"]
+    assert message == "the alarm rang"
+    assert 0.4 < float(elapsed) < 2.5, elapsed
+    assert int(second) == 6
