@@ -73,14 +73,15 @@ impl Taint {
             let Some(&result) = op.results.first() else {
                 continue;
             };
+            let int_dtype = values[result.index()].dtype().filter(|d| d.is_int());
             let value = match (&op.kind, op.operands.first()) {
-                (OpKind::Constant(Literal::Int(i)), _) => Some(*i),
+                // As the constant is held: wrapped to its dtype (`1 << 32` is an i32 zero).
+                (OpKind::Constant(Literal::Int(i)), _) => int_dtype.map(|d| wrap(*i, d)),
                 (OpKind::Constant(Literal::Bool(b)), _) => Some(i64::from(*b)),
                 (OpKind::Broadcast | OpKind::ExpandDims { .. }, Some(&src)) => self.constants[src.index()],
-                (OpKind::Cast, Some(&src)) => match values[result.index()].dtype() {
-                    Some(d) if d.is_int() => self.constants[src.index()].map(|v| wrap(v, d)),
-                    _ => None,
-                },
+                (OpKind::Cast, Some(&src)) => {
+                    int_dtype.and_then(|d| self.constants[src.index()].map(|v| wrap(v, d)))
+                }
                 _ => None,
             };
             self.constants[result.index()] = value;
@@ -355,7 +356,8 @@ mod tests {
 
     #[test]
     fn run_time_and_zero_divisors_are_tracked_to_where_they_are_used() {
-        for divisor in [Some(0), None] {
+        // 1 << 32 is an i32 zero.
+        for divisor in [Some(0), Some(1 << 32), None] {
             let (f, t, q) = divide_by(|_, n| divisor.map_or(n.into(), Operand::Int));
             assert!(t.tainted[q.index()]);
             // The division, the pointer arithmetic (both propagate) and the store
