@@ -5,7 +5,7 @@ use crate::elem::{with_elem, Element};
 use crate::elementwise::select;
 use crate::error::{internal, ExecError};
 use crate::memory::{self, Region, TileAddress};
-use crate::prepare::{Block, Exec, Instr, Program, Transfer, MAX_RANK};
+use crate::prepare::{Block, Exec, Instr, Program, Tracked, Transfer, MAX_RANK};
 use crate::reduce::{dot, reduce_exact, reduce_float};
 use crate::swizzle::swizzle;
 use crate::value::{put_vec, scalar_int, take_vec, Repr, Scratch, Val};
@@ -139,13 +139,7 @@ impl Machine<'_> {
 
     fn block(&self, block: &Block, w: &mut Worker, pid: [u32; 3]) -> Result<(), ExecError> {
         for ins in &block.instrs {
-            if let Some(rule) = &ins.poison {
-                rule.check_observed(ins, &w.regs, &mut w.scratch)?;
-            }
             self.step(ins, w, pid)?;
-            if let Some(rule) = &ins.poison {
-                rule.set_result(ins, &mut w.regs, &mut w.scratch)?;
-            }
             if ins.scalar_result {
                 for &o in &ins.outs {
                     let o = o as usize;
@@ -198,6 +192,9 @@ impl Machine<'_> {
 
     /// Runs `f` with the first result's value taken out of the register file, so
     /// operands can be read while it is written; it goes back even on error.
+    // Inlined by hand, as `step`: a launch of a small kernel is mostly this
+    // dispatch, and a call per op measurably slows it.
+    #[inline(always)]
     fn with_out(
         w: &mut Worker,
         ins: &Instr,
@@ -214,6 +211,8 @@ impl Machine<'_> {
         w.regs[ins.outs[0] as usize].repr = repr;
     }
 
+    // Inlined into `block` (its one hot caller; `tracked` is the other).
+    #[inline(always)]
     fn step(&self, ins: &Instr, w: &mut Worker, pid: [u32; 3]) -> Result<(), ExecError> {
         let n = ins.numel;
         let arg = |i: usize| -> usize { ins.ins[i] as usize };
@@ -458,8 +457,18 @@ impl Machine<'_> {
                 out.repr = Repr::Splat(0);
             }
             Exec::Nop => {}
+            Exec::Tracked(t) => self.tracked(t, w, pid)?,
         }
         Ok(())
+    }
+
+    /// An op with its poison bookkeeping around it (see `poison.rs`); out of line so
+    /// that the ops of kernels without poison run as if it did not exist.
+    #[inline(never)]
+    fn tracked(&self, t: &Tracked, w: &mut Worker, pid: [u32; 3]) -> Result<(), ExecError> {
+        t.rule.check_observed(&t.instr, &w.regs, &mut w.scratch)?;
+        self.step(&t.instr, w, pid)?;
+        t.rule.set_result(&t.instr, &mut w.regs, &mut w.scratch)
     }
 
     fn run_for(

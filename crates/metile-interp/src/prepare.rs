@@ -40,8 +40,23 @@ pub(crate) struct Instr {
     /// Some result is a rank-0 number, which must end up held as a splat.
     pub scalar_result: bool,
     pub loc: Loc,
-    /// Poison bookkeeping, for the ops that touch values that may carry it.
-    pub poison: Option<Box<PoisonRule>>,
+}
+
+impl Instr {
+    /// What the op does, looking through a `Tracked` wrapper.
+    fn exec_mut(&mut self) -> &mut Exec {
+        match &mut self.exec {
+            Exec::Tracked(t) => &mut t.instr.exec,
+            exec => exec,
+        }
+    }
+}
+
+/// An op that touches values that may carry poison, with its bookkeeping (see
+/// `taint.rs`). Wrapping it keeps every other op's path free of poison checks.
+pub(crate) struct Tracked {
+    pub rule: PoisonRule,
+    pub instr: Instr,
 }
 
 pub(crate) enum Exec {
@@ -137,6 +152,7 @@ pub(crate) enum Exec {
         index: usize,
     },
     Nop,
+    Tracked(Box<Tracked>),
 }
 
 pub(crate) struct SharedInfo {
@@ -278,11 +294,7 @@ fn mark_views(ops: &[Op], instrs: &mut [Instr], yields: &[u32]) {
             }
             write_seen |= writes_memory(later);
         }
-        if let Some(Instr {
-            exec: Exec::Load { view, .. },
-            ..
-        }) = instrs.get_mut(i)
-        {
+        if let Some(Exec::Load { view, .. }) = instrs.get_mut(i).map(Instr::exec_mut) {
             *view = ok;
         }
     }
@@ -357,7 +369,7 @@ impl<'f> Preparer<'f> {
             .filter(|op| !matches!(op.kind, OpKind::Yield))
             .zip(instrs)
         {
-            if let Exec::Select { steal, .. } = &mut instr.exec {
+            if let Exec::Select { steal, .. } = instr.exec_mut() {
                 let a = op.operands[1];
                 *steal = self.uses[a.index()] == 1 && local.contains(&a) && op.operands[2] != a;
             }
@@ -376,14 +388,24 @@ impl<'f> Preparer<'f> {
             .results
             .iter()
             .any(|&r| self.ty(r).is_scalar() && !self.ty(r).is_ptr());
-        Ok(Instr {
+        let instr = Instr {
             exec,
             scalar_result,
             ins: slots(&op.operands),
             outs: slots(&op.results),
             numel,
             loc: op.loc.clone(),
-            poison: self.taint.rule(op, &self.f.values),
+        };
+        Ok(match self.taint.rule(op, &self.f.values) {
+            None => instr,
+            Some(rule) => Instr {
+                ins: instr.ins.clone(),
+                outs: instr.outs.clone(),
+                numel,
+                scalar_result,
+                loc: instr.loc.clone(),
+                exec: Exec::Tracked(Box::new(Tracked { rule, instr })),
+            },
         })
     }
 

@@ -173,7 +173,7 @@ impl Taint {
     }
 
     /// The poison bookkeeping `op` needs, or `None` when it touches no tainted value.
-    pub(crate) fn rule(&self, op: &Op, values: &[Type]) -> Option<Box<PoisonRule>> {
+    pub(crate) fn rule(&self, op: &Op, values: &[Type]) -> Option<PoisonRule> {
         let observed = |i: usize| op.operands.get(i).is_some_and(|&v| self.is(v));
         let mut observe = vec![];
         let all = |i: usize| Observed::All {
@@ -262,11 +262,11 @@ impl Taint {
         if observe.is_empty() && matches!(result, ResultRule::Untracked | ResultRule::Transferred) {
             return None;
         }
-        Some(Box::new(PoisonRule {
+        Some(PoisonRule {
             observe,
             result,
             op_name: op.kind.name(),
-        }))
+        })
     }
 }
 

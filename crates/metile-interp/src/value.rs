@@ -47,6 +47,7 @@ pub(crate) enum Repr {
 
 impl Repr {
     /// Copies `src` into `self`, reusing `self`'s dense allocation where possible.
+    #[inline(always)]
     pub(crate) fn assign_from(&mut self, src: &Repr) {
         match (&mut *self, src) {
             (Repr::Dense(d), Repr::Dense(s)) => d.assign_from(s),
@@ -195,10 +196,14 @@ pub(crate) struct Val {
 }
 
 impl Val {
+    // Inlined: binding parameters copies a few of these per chunk of every launch.
+    #[inline(always)]
     pub(crate) fn assign_from(&mut self, src: &Val) {
         self.mem = src.mem;
         self.repr.assign_from(&src.repr);
-        self.poison.clone_from(&src.poison);
+        if self.poison.is_some() || src.poison.is_some() {
+            self.poison.clone_from(&src.poison);
+        }
     }
 }
 
