@@ -252,7 +252,8 @@ macro_rules! int_element {
                 Self::floordiv(a, b)
             }
             fn floordiv(a: Self, b: Self) -> Self {
-                // Division by zero yields 0: masked-off lanes compute it all the time.
+                // By zero: 0, as the GPU backends' guarded code gives; the lane is
+                // poisoned (`poison.rs`), so using it is an error.
                 if b == 0 {
                     0
                 } else {
@@ -282,7 +283,8 @@ macro_rules! int_element {
                 a ^ b
             }
             fn shl(a: Self, b: Self) -> Self {
-                // wrapping_shl masks the count to the bit width.
+                // wrapping_shl masks the count to the bit width, as the GPU backends'
+                // code does; a count outside [0, bits) poisons the lane (`poison.rs`).
                 a.wrapping_shl(b as u32)
             }
             fn shr(a: Self, b: Self) -> Self {

@@ -23,6 +23,17 @@ pub enum ExecError {
     /// A run-time value makes the op meaningless (a zero loop step, ...).
     #[error("{loc}: {message}")]
     InvalidValue { loc: Loc, message: String },
+    /// An integer division or remainder by zero whose result the kernel used.
+    #[error("{loc}: {message}")]
+    DivisionByZero { loc: Loc, message: String },
+    /// A shift by a negative count or by at least the bit width whose result the
+    /// kernel used.
+    #[error("{loc}: {message}")]
+    InvalidShift { loc: Loc, message: String },
+    /// The launch was stopped before every program instance ran, at the caller's
+    /// request (see `Executable::launch_interruptible`).
+    #[error("the launch was interrupted")]
+    Interrupted,
     /// The function failed the Tile IR verifier.
     #[error("invalid Tile IR: {0}")]
     InvalidIr(String),

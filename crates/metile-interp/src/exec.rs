@@ -5,7 +5,7 @@ use crate::elem::{with_elem, Element};
 use crate::elementwise::select;
 use crate::error::{internal, ExecError};
 use crate::memory::{self, Region, TileAddress};
-use crate::prepare::{Block, Exec, Instr, Program, Transfer, MAX_RANK};
+use crate::prepare::{Block, Exec, Instr, Program, Tracked, Transfer, MAX_RANK};
 use crate::reduce::{dot, reduce_exact, reduce_float};
 use crate::swizzle::swizzle;
 use crate::value::{put_vec, scalar_int, take_vec, Repr, Scratch, Val};
@@ -46,6 +46,9 @@ pub(crate) struct Machine<'a> {
     pub grid: [u32; 3],
     /// False in the dense-only mode: every tile result is materialised at once.
     pub lazy: bool,
+    /// Whether the launch should give up (asked between instances and at every
+    /// loop iteration, so a long loop can be interrupted too).
+    pub stop: &'a (dyn Fn() -> bool + Sync),
 }
 
 fn splat_i32(v: i64) -> Repr {
@@ -82,7 +85,7 @@ fn transfer(regs: &mut [Val], temps: &mut Vec<Val>, block: &Block, to: &[u32]) {
 }
 
 /// Dense numpy broadcast of `src` into `out` (see `Exec::Broadcast`).
-fn broadcast_dense<T: Element>(src: &[T], strides: &[usize], shape: &[usize], out: &mut [T]) {
+pub(crate) fn broadcast_dense<T: Element>(src: &[T], strides: &[usize], shape: &[usize], out: &mut [T]) {
     let rank = shape.len();
     let Some((&inner_len, outer_shape)) = shape.split_last() else {
         if let (Some(o), Some(&s)) = (out.first_mut(), src.first()) {
@@ -189,6 +192,9 @@ impl Machine<'_> {
 
     /// Runs `f` with the first result's value taken out of the register file, so
     /// operands can be read while it is written; it goes back even on error.
+    // Inlined by hand, as `step`: a launch of a small kernel is mostly this
+    // dispatch, and a call per op measurably slows it.
+    #[inline(always)]
     fn with_out(
         w: &mut Worker,
         ins: &Instr,
@@ -205,6 +211,8 @@ impl Machine<'_> {
         w.regs[ins.outs[0] as usize].repr = repr;
     }
 
+    // Inlined into `block` (its one hot caller; `tracked` is the other).
+    #[inline(always)]
     fn step(&self, ins: &Instr, w: &mut Worker, pid: [u32; 3]) -> Result<(), ExecError> {
         let n = ins.numel;
         let arg = |i: usize| -> usize { ins.ins[i] as usize };
@@ -449,8 +457,18 @@ impl Machine<'_> {
                 out.repr = Repr::Splat(0);
             }
             Exec::Nop => {}
+            Exec::Tracked(t) => self.tracked(t, w, pid)?,
         }
         Ok(())
+    }
+
+    /// An op with its poison bookkeeping around it (see `poison.rs`); out of line so
+    /// that the ops of kernels without poison run as if it did not exist.
+    #[inline(never)]
+    fn tracked(&self, t: &Tracked, w: &mut Worker, pid: [u32; 3]) -> Result<(), ExecError> {
+        t.rule.check_observed(&t.instr, &w.regs, &mut w.scratch)?;
+        self.step(&t.instr, w, pid)?;
+        t.rule.set_result(&t.instr, &mut w.regs, &mut w.scratch)
     }
 
     fn run_for(
@@ -477,6 +495,9 @@ impl Machine<'_> {
         }
         let mut iv = start;
         while (step > 0 && iv < end) || (step < 0 && iv > end) {
+            if (self.stop)() {
+                return Err(ExecError::Interrupted);
+            }
             w.regs[iv_slot as usize].repr = splat_i32(iv);
             self.block(body, w, pid)?;
             transfer(&mut w.regs, &mut w.temps, body, carried);

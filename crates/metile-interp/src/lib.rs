@@ -31,10 +31,16 @@
 //! # Semantics
 //!
 //! * Integer arithmetic wraps. Integer `//` truncates toward zero and `%` takes the
-//!   dividend's sign (C); division or remainder by zero yields 0 (masked-off lanes
-//!   compute it routinely); `MIN // -1` wraps to `MIN`. Shift counts are taken modulo
-//!   the bit width; `>>` is arithmetic on signed types. An integer `div` (only
-//!   hand-built IR has one; the builder makes `/` float) truncates like `//`.
+//!   dividend's sign (C); `MIN // -1` wraps to `MIN`; `>>` is arithmetic on signed
+//!   types. An integer `div` (only hand-built IR has one; the builder makes `/` float)
+//!   truncates like `//`. Division or remainder by zero and shifts by a count outside
+//!   `[0, bits)` compute what the GPU backends' guarded code gives (0; the count
+//!   modulo the width) and *poison* the lane: using a poisoned lane (storing it,
+//!   addressing memory with it, reducing it, branching or looping on it, ...) fails
+//!   with [`ExecError::DivisionByZero`] or [`ExecError::InvalidShift`], naming the
+//!   faulting op and the use; lanes never used are no error (see `poison.rs`).
+//! * [`Executable::launch_interruptible`] asks a stop function between instances and
+//!   at every loop iteration, so a long launch can be abandoned.
 //! * f16/bf16 ops compute in f32 and round the result to the type (nearest-even).
 //!   Float `//` is `trunc(a / b)`, `%` is `fmod`; `max`/`min` are `fmax`/`fmin`
 //!   (a NaN operand yields the other), and so are max/min reductions.
@@ -67,10 +73,12 @@ mod error;
 mod exec;
 mod math;
 mod memory;
+mod poison;
 mod prepare;
 mod reduce;
 mod simd;
 mod swizzle;
+mod taint;
 mod value;
 
 pub use error::ExecError;
@@ -81,7 +89,7 @@ use memory::Region;
 use metile_ir::{DType, Function, ParamKind};
 use prepare::Program;
 use rayon::prelude::*;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use value::{Repr, Val};
 
@@ -192,6 +200,25 @@ impl Executable {
     /// stay alive and are not accessed by anything else for the duration of the call
     /// (the same buffer may be passed for several parameters).
     pub unsafe fn launch(&self, args: &[KernelArg], grid: [u32; 3]) -> Result<(), ExecError> {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { self.launch_interruptible(args, grid, &|| false) }
+    }
+
+    /// `launch`, asking `stop` between program instances and at every loop
+    /// iteration whether to give up: once it returns true, the instances not yet
+    /// finished are abandoned and the launch fails with `ExecError::Interrupted`
+    /// (buffers then hold whatever the finished instances wrote). `stop` is called
+    /// from the pool's worker threads, and from the calling thread too when the
+    /// grid has a single instance.
+    ///
+    /// # Safety
+    /// As `launch`.
+    pub unsafe fn launch_interruptible(
+        &self,
+        args: &[KernelArg],
+        grid: [u32; 3],
+        stop: &(dyn Fn() -> bool + Sync),
+    ) -> Result<(), ExecError> {
         let (globals, param_values) = self.bind(args)?;
         if let Some(&g) = grid.iter().find(|&&g| g == 0 || g > i32::MAX as u32) {
             return Err(ExecError::BadArguments(format!(
@@ -199,11 +226,23 @@ impl Executable {
                 i32::MAX
             )));
         }
+        let stopped = AtomicBool::new(false);
+        let should_stop = || {
+            if stopped.load(Ordering::Relaxed) {
+                return true;
+            }
+            let now = stop();
+            if now {
+                stopped.store(true, Ordering::Relaxed);
+            }
+            now
+        };
         let machine = Machine {
             program: &self.program,
             globals: &globals,
             grid,
             lazy: self.options.lazy_values,
+            stop: &should_stop,
         };
         let total = grid.iter().map(|&g| u64::from(g)).product::<u64>();
         let pid_of = |l: u64| {
@@ -219,7 +258,7 @@ impl Executable {
                 worker.regs[*slot].assign_from(v);
             }
             for l in range {
-                if l > first_failure.load(Ordering::Relaxed) {
+                if l > first_failure.load(Ordering::Relaxed) || should_stop() {
                     break;
                 }
                 if let Err(e) = machine.run_instance(&mut worker, pid_of(l)) {
@@ -244,6 +283,10 @@ impl Executable {
                 let lo = c * chunk_len;
                 run_chunk(lo..(lo + chunk_len).min(total));
             });
+        }
+        if stopped.load(Ordering::Relaxed) {
+            // Instances were skipped: no failure found is the lowest one.
+            return Err(ExecError::Interrupted);
         }
         match failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
             Some((_, e)) => Err(e),
@@ -298,6 +341,7 @@ impl Executable {
                     let val = Val {
                         mem: i as u32,
                         repr: Repr::Splat(0),
+                        poison: None,
                     };
                     (Region { ptr, len }, val)
                 }
@@ -312,6 +356,7 @@ impl Executable {
                     let val = Val {
                         mem: 0,
                         repr: Repr::Splat(s.bits()),
+                        poison: None,
                     };
                     (
                         Region {

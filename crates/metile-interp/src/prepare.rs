@@ -5,7 +5,9 @@
 
 use crate::elementwise::{binary_fn, cast_fn, compare_fn, unary_fn, BinaryFn, UnaryFn};
 use crate::error::ExecError;
+use crate::poison::PoisonRule;
 use crate::reduce::{DotShape, ReduceShape};
+use crate::taint::Taint;
 use metile_ir::{DType, Elem, Function, Loc, Op, OpKind, ParamKind, ReduceOp, SwizzlePattern, Type, ValueId};
 use std::collections::HashSet;
 
@@ -38,6 +40,23 @@ pub(crate) struct Instr {
     /// Some result is a rank-0 number, which must end up held as a splat.
     pub scalar_result: bool,
     pub loc: Loc,
+}
+
+impl Instr {
+    /// What the op does, looking through a `Tracked` wrapper.
+    fn exec_mut(&mut self) -> &mut Exec {
+        match &mut self.exec {
+            Exec::Tracked(t) => &mut t.instr.exec,
+            exec => exec,
+        }
+    }
+}
+
+/// An op that touches values that may carry poison, with its bookkeeping (see
+/// `taint.rs`). Wrapping it keeps every other op's path free of poison checks.
+pub(crate) struct Tracked {
+    pub rule: PoisonRule,
+    pub instr: Instr,
 }
 
 pub(crate) enum Exec {
@@ -133,6 +152,7 @@ pub(crate) enum Exec {
         index: usize,
     },
     Nop,
+    Tracked(Box<Tracked>),
 }
 
 pub(crate) struct SharedInfo {
@@ -166,6 +186,7 @@ struct Preparer<'f> {
     mem_names: Vec<String>,
     /// How many ops (yields included) use each value.
     uses: Vec<u32>,
+    taint: Taint,
 }
 
 fn count_uses(ops: &[Op], uses: &mut [u32]) {
@@ -196,6 +217,7 @@ pub(crate) fn prepare(f: &Function) -> Result<Program, ExecError> {
         shared: vec![],
         mem_names: f.params.iter().map(|p| p.name.clone()).collect(),
         uses,
+        taint: Taint::of(f),
     };
     for param in &f.params {
         if let ParamKind::Pointer(d) = param.kind {
@@ -272,11 +294,7 @@ fn mark_views(ops: &[Op], instrs: &mut [Instr], yields: &[u32]) {
             }
             write_seen |= writes_memory(later);
         }
-        if let Some(Instr {
-            exec: Exec::Load { view, .. },
-            ..
-        }) = instrs.get_mut(i)
-        {
+        if let Some(Exec::Load { view, .. }) = instrs.get_mut(i).map(Instr::exec_mut) {
             *view = ok;
         }
     }
@@ -351,7 +369,7 @@ impl<'f> Preparer<'f> {
             .filter(|op| !matches!(op.kind, OpKind::Yield))
             .zip(instrs)
         {
-            if let Exec::Select { steal, .. } = &mut instr.exec {
+            if let Exec::Select { steal, .. } = instr.exec_mut() {
                 let a = op.operands[1];
                 *steal = self.uses[a.index()] == 1 && local.contains(&a) && op.operands[2] != a;
             }
@@ -370,13 +388,24 @@ impl<'f> Preparer<'f> {
             .results
             .iter()
             .any(|&r| self.ty(r).is_scalar() && !self.ty(r).is_ptr());
-        Ok(Instr {
+        let instr = Instr {
             exec,
             scalar_result,
             ins: slots(&op.operands),
             outs: slots(&op.results),
             numel,
             loc: op.loc.clone(),
+        };
+        Ok(match self.taint.rule(op, &self.f.values) {
+            None => instr,
+            Some(rule) => Instr {
+                ins: instr.ins.clone(),
+                outs: instr.outs.clone(),
+                numel,
+                scalar_result,
+                loc: instr.loc.clone(),
+                exec: Exec::Tracked(Box::new(Tracked { rule, instr })),
+            },
         })
     }
 

@@ -19,6 +19,7 @@
 
 use crate::elem::{int_value, Dense, Element};
 use crate::error::{internal, ExecError};
+use crate::poison::Poison;
 use half::{bf16, f16};
 use metile_ir::DType;
 
@@ -46,6 +47,7 @@ pub(crate) enum Repr {
 
 impl Repr {
     /// Copies `src` into `self`, reusing `self`'s dense allocation where possible.
+    #[inline(always)]
     pub(crate) fn assign_from(&mut self, src: &Repr) {
         match (&mut *self, src) {
             (Repr::Dense(d), Repr::Dense(s)) => d.assign_from(s),
@@ -183,18 +185,25 @@ fn dense_dtype(d: &Dense) -> DType {
     }
 }
 
-/// A value in a register: its elements, and for pointers the memory they point into
-/// (`repr` then holds `i64` element offsets).
+/// A value in a register: its elements, for pointers the memory they point into
+/// (`repr` then holds `i64` element offsets), and its poisoned lanes, if any (only
+/// ever set on the values `taint.rs` tracks).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Val {
     pub mem: u32,
     pub repr: Repr,
+    pub poison: Option<Box<Poison>>,
 }
 
 impl Val {
+    // Inlined: binding parameters copies a few of these per chunk of every launch.
+    #[inline(always)]
     pub(crate) fn assign_from(&mut self, src: &Val) {
         self.mem = src.mem;
         self.repr.assign_from(&src.repr);
+        if self.poison.is_some() || src.poison.is_some() {
+            self.poison.clone_from(&src.poison);
+        }
     }
 }
 

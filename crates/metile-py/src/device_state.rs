@@ -4,7 +4,9 @@
 
 use crate::errors::{compilation_error, with_location};
 use metile_runtime::{default_device_name, open_device, Device, RuntimeError};
-use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{
+    PyIndexError, PyKeyboardInterrupt, PyRuntimeError, PyTypeError, PyValueError, PyZeroDivisionError,
+};
 use pyo3::prelude::*;
 use std::sync::{Arc, RwLock};
 
@@ -23,6 +25,15 @@ pub fn runtime_error_to_py(py: Python<'_>, e: RuntimeError) -> PyErr {
         RuntimeError::BadArguments(m) => PyTypeError::new_err(m),
         RuntimeError::InvalidLaunch(m) => PyValueError::new_err(m),
         RuntimeError::Unavailable(m) => PyValueError::new_err(m),
+        RuntimeError::DivisionByZero { message, loc } => {
+            PyZeroDivisionError::new_err(with_location(py, &message, &loc))
+        }
+        RuntimeError::InvalidShift { message, loc } => {
+            PyValueError::new_err(with_location(py, &message, &loc))
+        }
+        // Only reached when no Python handler raised (the launch path returns that
+        // exception instead).
+        RuntimeError::Interrupted => PyKeyboardInterrupt::new_err("the launch was interrupted"),
         RuntimeError::Device(m) => PyRuntimeError::new_err(m),
     }
 }

@@ -12,7 +12,9 @@ use crate::tracing::PyTileFunction;
 use crate::value_key::{value_key, ValueKey, KEYED_VALUES};
 use metile_compiler::{AppleArch, Passes};
 use metile_interp::KernelArg;
-use metile_runtime::{check_grid, grid_is_empty, CompileOptions, CompiledKernel, Device, RuntimeError};
+use metile_runtime::{
+    check_grid, grid_is_empty, interrupt, CompileOptions, CompiledKernel, Device, RuntimeError,
+};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple};
@@ -721,17 +723,36 @@ impl Launcher {
             return launched.map_err(|e| runtime_error_to_py(py, e));
         }
         let send = SendArgs(kernel_args, staged);
-        let result = py.detach(move || {
-            let args = send;
-            // SAFETY: every buffer argument is a live, C-contiguous array owned by
-            // objects in `args` (the Python tuple), which outlive this call, or a
-            // device allocation staged for it.
-            unsafe { spec.launch(&args.0, grid, &device) }?;
-            match device.memory() {
-                Some(memory) => copy_back(memory, &args.1, &spec.written),
-                None => Ok(()),
+        // A CPU launch can run for long: Python's signals (Ctrl-C) are checked
+        // while it runs, and the first exception a handler raises stops it.
+        let raised: Mutex<Option<PyErr>> = Mutex::new(None);
+        let poll = || match Python::attach(|py| py.check_signals()) {
+            Ok(()) => false,
+            Err(e) => {
+                if let Ok(mut slot) = raised.lock() {
+                    slot.get_or_insert(e);
+                }
+                true
             }
+        };
+        let result = py.detach(|| {
+            let args = send;
+            interrupt::with_interrupt_poller(&poll, || {
+                // SAFETY: every buffer argument is a live, C-contiguous array owned by
+                // objects in `args` (the Python tuple), which outlive this call, or a
+                // device allocation staged for it.
+                unsafe { spec.launch(&args.0, grid, &device) }?;
+                match device.memory() {
+                    Some(memory) => copy_back(memory, &args.1, &spec.written),
+                    None => Ok(()),
+                }
+            })
         });
+        // A handler's exception wins even over a launch that finished meanwhile:
+        // the signal it answered has been consumed.
+        if let Some(e) = raised.into_inner().ok().flatten() {
+            return Err(e);
+        }
         result.map_err(|e| runtime_error_to_py(py, e))
     }
 

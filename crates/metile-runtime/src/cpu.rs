@@ -20,6 +20,15 @@ impl From<ExecError> for RuntimeError {
                 message: e.to_string(),
                 loc: loc.clone(),
             },
+            ExecError::DivisionByZero { ref loc, .. } => RuntimeError::DivisionByZero {
+                message: e.to_string(),
+                loc: loc.clone(),
+            },
+            ExecError::InvalidShift { ref loc, .. } => RuntimeError::InvalidShift {
+                message: e.to_string(),
+                loc: loc.clone(),
+            },
+            ExecError::Interrupted => RuntimeError::Interrupted,
             ExecError::BadArguments(m) => RuntimeError::BadArguments(m),
             other => RuntimeError::Device(other.to_string()),
         }
@@ -28,8 +37,13 @@ impl From<ExecError> for RuntimeError {
 
 impl CompiledKernel for CpuKernel {
     unsafe fn launch(&self, args: &[KernelArg], grid: [u32; 3]) -> Result<(), RuntimeError> {
+        let single_instance = grid.iter().all(|&g| g == 1);
+        let args = crate::interrupt::SendSlice(args);
         // SAFETY: forwarded from the caller's contract.
-        unsafe { self.exe.launch(args, grid) }.map_err(RuntimeError::from)
+        crate::interrupt::run_interruptible(single_instance, move |stop| unsafe {
+            self.exe.launch_interruptible(args.get(), grid, stop)
+        })
+        .map_err(RuntimeError::from)
     }
 }
 

@@ -6,6 +6,17 @@ pub enum RuntimeError {
     /// A kernel touched memory outside an argument's extent (CPU backends check every access).
     #[error("{message}")]
     OutOfBounds { message: String, loc: Loc },
+    /// An integer division or remainder by zero whose result the kernel used
+    /// (the cpu backend checks; `loc` is the division).
+    #[error("{message}")]
+    DivisionByZero { message: String, loc: Loc },
+    /// A shift by a negative count or by at least the bit width whose result the
+    /// kernel used (the cpu backend checks; `loc` is the shift).
+    #[error("{message}")]
+    InvalidShift { message: String, loc: Loc },
+    /// The host asked a running launch to stop (see `interrupt`).
+    #[error("the launch was interrupted")]
+    Interrupted,
     /// The backend cannot compile this kernel; `loc` is the offending op, when known.
     #[error("{message}")]
     Compile { message: String, loc: Option<Loc> },

@@ -6,6 +6,7 @@ pub mod debug;
 pub mod device;
 pub mod disk_cache;
 pub mod error;
+pub mod interrupt;
 #[cfg(any(target_os = "macos", metile_metal_check))]
 pub mod metal;
 pub mod msl_emu;

@@ -62,6 +62,7 @@ fn emu_error(e: EmuError, msl: &MslKernel) -> RuntimeError {
             loc: None,
         },
         EmuError::BadLaunch(m) => RuntimeError::BadArguments(m),
+        EmuError::Interrupted => RuntimeError::Interrupted,
         other => RuntimeError::Device(other.to_string()),
     }
 }

@@ -137,7 +137,10 @@ fn seed_softmax_matches_the_interpreter() {
 
 /// `out[k * BLOCK + i] = op_k(a[i], b[i])` for every binary op valid on `dtype`,
 /// then every comparison (as i32).
-fn binary_zoo(dtype: DType, block: usize) -> (Function, usize) {
+/// `guard_undefined`: integer divisions by zero and shifts by counts outside
+/// `[0, bits)` store 0 through a `select` (their results are undefined, and the
+/// interpreter fails where one is stored).
+fn binary_zoo(dtype: DType, block: usize, guard_undefined: bool) -> (Function, usize) {
     let mut ops = vec![
         BinaryOp::Add,
         BinaryOp::Sub,
@@ -169,8 +172,23 @@ fn binary_zoo(dtype: DType, block: usize) -> (Function, usize) {
     let pb = b.binary(BinaryOp::Add, v(bb), v(ar)).unwrap();
     let xa = b.load(v(pa), None, None).unwrap();
     let xb = b.load(v(pb), None, None).unwrap();
+    let bits = 8 * dtype.size_bytes() as i64;
     for (k, &op) in ops.iter().enumerate() {
-        let r = b.binary(op, v(xa), v(xb)).unwrap();
+        let mut r = b.binary(op, v(xa), v(xb)).unwrap();
+        let defined = match op {
+            BinaryOp::FloorDiv | BinaryOp::Rem if dtype.is_int() => {
+                Some(b.compare(CmpOp::Ne, v(xb), int(0)).unwrap())
+            }
+            BinaryOp::Shl | BinaryOp::Shr => {
+                let lo = b.compare(CmpOp::Ge, v(xb), int(0)).unwrap();
+                let hi = b.compare(CmpOp::Lt, v(xb), int(bits)).unwrap();
+                Some(b.binary(BinaryOp::And, v(lo), v(hi)).unwrap())
+            }
+            _ => None,
+        };
+        if let Some(ok) = defined.filter(|_| guard_undefined) {
+            r = b.select(v(ok), v(r), int(0)).unwrap();
+        }
         let off = b.binary(BinaryOp::Add, v(ar), int((k * block) as i64)).unwrap();
         let p = b.binary(BinaryOp::Add, v(out), v(off)).unwrap();
         b.store(v(p), v(r), None).unwrap();
@@ -200,7 +218,7 @@ fn every_binary_op_and_comparison_matches_on_every_dtype() {
     .enumerate()
     {
         let mut rng = Rng::new(20 + i as u64);
-        let (f, nops) = binary_zoo(dtype, block);
+        let (f, nops) = binary_zoo(dtype, block, true);
         let mut a = Buf::random(dtype, block, &mut rng);
         let mut bv = Buf::random(dtype, block, &mut rng);
         // Edge cases: division by zero, MIN // -1, shifts past the width, equal operands.
@@ -233,6 +251,69 @@ fn every_binary_op_and_comparison_matches_on_every_dtype() {
             [1, 1, 1],
         )
         .check();
+    }
+}
+
+#[test]
+fn undefined_integer_ops_give_the_guarded_values_on_the_emulator() {
+    // The interpreter fails where these are stored; the emitted MSL (and CUDA) guard
+    // them: 0 for division and remainder by zero, counts modulo the width for shifts.
+    let block = 32;
+    for dtype in [DType::I32, DType::U32, DType::I64] {
+        let (f, nops) = binary_zoo(dtype, block, false);
+        let bits = 8 * dtype.size_bytes() as i64;
+        let mut a = Buf::filled(dtype, block, 0.0);
+        let mut bv = Buf::filled(dtype, block, 0.0);
+        let counts = [0, bits, bits + 3, 2 * bits - 1, -1, -bits + 1, 5, 1];
+        for i in 0..block {
+            a.set(i, (i as f64 + 1.0) * 37.0 * if i % 3 == 0 { -1.0 } else { 1.0 });
+            let c = counts[i % counts.len()];
+            let c = if dtype == DType::U32 {
+                c.rem_euclid(1 << 32)
+            } else {
+                c
+            };
+            bv.set(i, c as f64);
+        }
+        let bufs = vec![
+            a.clone(),
+            bv.clone(),
+            Buf::filled(dtype, block * nops, 0.0),
+            Buf::filled(DType::I32, block * 6, -9.0),
+        ];
+        let case = Case::new(
+            f,
+            bufs,
+            vec![Arg::Buf(0), Arg::Buf(1), Arg::Buf(2), Arg::Buf(3)],
+            [1, 1, 1],
+        );
+        let Some(out) = case.run_emulator() else {
+            return;
+        };
+        // Ops 3..5 are `//` and `%`, the last two `<<` and `>>`.
+        let wrap = |x: i128| -> i128 {
+            let m = 1i128 << bits;
+            let r = x.rem_euclid(m);
+            if dtype.is_signed_int() && r >= m / 2 {
+                r - m
+            } else {
+                r
+            }
+        };
+        for i in 0..block {
+            let (x, y) = (a.get(i) as i128, bv.get(i) as i128);
+            let shift = (y & i128::from(bits as i32 - 1)) as u32;
+            let want = [
+                (3, if y == 0 { 0 } else { x / y }),
+                (4, if y == 0 { 0 } else { x % y }),
+                (nops - 2, wrap(x << shift)),
+                (nops - 1, x >> shift),
+            ];
+            for (k, w) in want {
+                let got = out[2].get(k * block + i) as i128;
+                assert_eq!(got, wrap(w), "{dtype} op {k}: {x} and {y}");
+            }
+        }
     }
 }
 

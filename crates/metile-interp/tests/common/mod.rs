@@ -21,7 +21,7 @@ pub enum Data {
 }
 
 impl Data {
-    fn arg(&mut self) -> KernelArg {
+    pub fn arg(&mut self) -> KernelArg {
         fn buf<T>(v: &mut [T], dtype: DType) -> KernelArg {
             KernelArg::Buffer {
                 ptr: v.as_mut_ptr() as *mut u8,

@@ -245,11 +245,18 @@ impl EmuKernel {
         let scratch_bytes = unsafe { (self.scratch_bytes)(threads_per_group) };
         if group_count == 1 {
             // No hand-off to the pool: the caller's thread stays warm across launches.
+            // (Nor a way to interrupt it: a threadgroup runs to its end.)
             return self.run_one(prepared, 0, scratch_bytes);
         }
-        (0..group_count)
-            .into_par_iter()
-            .try_for_each(|linear| self.run_one(prepared, linear, scratch_bytes))
+        // Between threadgroups the launch can be interrupted by the host.
+        crate::interrupt::run_interruptible(false, |stop| {
+            (0..group_count).into_par_iter().try_for_each(|linear| {
+                if stop() {
+                    return Err(EmuError::Interrupted);
+                }
+                self.run_one(prepared, linear, scratch_bytes)
+            })
+        })
     }
 
     /// Checks the arguments against the entry description and copies scalars

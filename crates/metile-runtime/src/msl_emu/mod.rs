@@ -69,6 +69,10 @@ pub enum EmuError {
     /// The kernel failed while running: deadlock, divergent barrier or SIMD-group call.
     #[error("MSL emulator: kernel `{kernel}` failed: {message}")]
     Kernel { kernel: String, message: String },
+    /// The host asked the launch to stop (see `crate::interrupt`); the
+    /// threadgroups not yet started did not run.
+    #[error("MSL emulator: the launch was interrupted")]
+    Interrupted,
     /// The compiled library could not be loaded or lacks the entry symbols.
     #[error("MSL emulator: cannot load {}: {message}", path.display())]
     Load { path: PathBuf, message: String },
