@@ -4,7 +4,7 @@
 use super::kernel::EmuKernel;
 use super::shim;
 use super::wrapper::{self, EntrySpec};
-use super::{lint, EmuError};
+use super::{instrument, threadgroup_vars, EmuError};
 use crate::disk_cache::{cache_root, hex};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -17,7 +17,7 @@ pub const MIN_CLANG_MAJOR: u32 = 18;
 const MIN_APPLE_CLANG_MAJOR: u32 = 16;
 
 /// Bumped when the compile flags or the cache layout change.
-const CACHE_FORMAT: &str = "metile-msl-emu-3";
+const CACHE_FORMAT: &str = "metile-msl-emu-4";
 
 const COMPILE_FLAGS: &[&str] = &[
     "-x",
@@ -45,6 +45,8 @@ const COMPILE_FLAGS: &[&str] = &[
     "-fstack-clash-protection",
     // Line tables only: lets a fault be traced back to the kernel's source line.
     "-gline-tables-only",
+    // binutils' addr2line (2.40) misreads DWARF 5 file tables in inlined frames.
+    "-gdwarf-4",
     // MSL attributes such as [[buffer(0)]] mean nothing to clang.
     "-Wno-unknown-attributes",
     "-Wno-user-defined-literals",
@@ -52,6 +54,40 @@ const COMPILE_FLAGS: &[&str] = &[
     "-Wno-unknown-pragmas",
     "-fdiagnostics-color=never",
 ];
+
+/// Added for a checked kernel's first step (MSL to unoptimised IR, see
+/// `instrument`). The -O2 front end with LLVM's passes off gives the IR the
+/// second step optimises as a one-step -O2 build would; frame pointers let a
+/// failed check find the kernel line through shim functions.
+const CHECKED_IR_FLAGS: &[&str] = &[
+    "-Xclang",
+    "-disable-llvm-passes",
+    "-S",
+    "-emit-llvm",
+    "-fno-omit-frame-pointer",
+    "-DMETILE_EMU_CHECKS=1",
+];
+
+/// A checked kernel's second step: instrumented IR to the shared object.
+const CHECKED_LINK_FLAGS: &[&str] = &[
+    "-x",
+    "ir",
+    "-O2",
+    "-fPIC",
+    "-shared",
+    "-nostdlib++",
+    "-ffp-contract=off",
+    "-fno-math-errno",
+    "-Wno-unused-command-line-argument",
+    "-fdiagnostics-color=never",
+];
+
+/// `METILE_EMU_CHECKS=0` turns memory checks off for kernels compiled from now on.
+pub const CHECKS_ENV: &str = "METILE_EMU_CHECKS";
+
+fn checks_from_env() -> bool {
+    std::env::var(CHECKS_ENV).map_or(true, |v| v.trim() != "0")
+}
 
 /// A clang version as printed by `--version`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,6 +135,8 @@ pub struct EmuCompiler {
     /// `--version` output: part of every cache key.
     identity: String,
     cache_dir: PathBuf,
+    /// Instrument kernels with memory checks (`checks.h`).
+    checks: bool,
 }
 
 impl EmuCompiler {
@@ -157,6 +195,7 @@ impl EmuCompiler {
             version,
             identity,
             cache_dir: default_cache_dir(),
+            checks: checks_from_env(),
         })
     }
 
@@ -164,6 +203,18 @@ impl EmuCompiler {
     pub fn with_cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.cache_dir = dir.into();
         self
+    }
+
+    /// Same compiler, building kernels with (`true`) or without memory
+    /// checks. The default is on unless `METILE_EMU_CHECKS=0`.
+    pub fn with_checks(mut self, checks: bool) -> Self {
+        self.checks = checks;
+        self
+    }
+
+    /// Whether kernels are built with memory checks.
+    pub fn checks(&self) -> bool {
+        self.checks
     }
 
     pub fn version(&self) -> &ClangVersion {
@@ -182,14 +233,16 @@ impl EmuCompiler {
     /// -O2 (cached on disk, keyed by a hash of the MSL text, the wrapper, the
     /// shim version and the compiler identity) and loads it.
     pub fn compile(&self, msl: &str, entry: &EntrySpec) -> Result<EmuKernel, EmuError> {
-        lint::check(msl)?;
-        let (wrapper_text, layout) = wrapper::generate(entry)?;
+        let (msl, variables) = threadgroup_vars::move_threadgroup_variables(msl)?;
+        let (wrapper_text, layout) = wrapper::generate(entry, &variables)?;
         let source = format!("{msl}{wrapper_text}");
         let shim_hash = shim::shim_hash();
+        let mode = if self.checks { "checked" } else { "unchecked" };
 
         let mut hasher = Sha256::new();
         for part in [
             CACHE_FORMAT,
+            mode,
             &self.identity,
             &COMPILE_FLAGS.join(" "),
             &shim_hash,
@@ -241,24 +294,47 @@ impl EmuCompiler {
         let output_path = work.join("kernel.so");
         std::fs::write(&source_path, source)
             .map_err(|e| EmuError::io(format!("writing {}", source_path.display()), e))?;
-        let output = Command::new(&self.command)
-            .current_dir(work)
-            .args(COMPILE_FLAGS)
-            .arg("-I")
-            .arg(shim_dir)
-            .arg(source_path.file_name().unwrap_or_default())
-            .arg("-o")
-            .arg(&output_path)
-            .arg("-lm")
-            .output()
-            .map_err(|e| EmuError::io(format!("running {}", self.command), e))?;
-        if !output.status.success() {
-            let mut diagnostics = String::from_utf8_lossy(&output.stderr).into_owned();
-            diagnostics.push_str(&String::from_utf8_lossy(&output.stdout));
-            return Err(EmuError::Compile {
-                kernel: kernel_name.into(),
-                diagnostics,
-            });
+        let source_name = source_path.file_name().unwrap_or_default();
+        if self.checks {
+            let ir_path = work.join("kernel.ll");
+            let mut command = Command::new(&self.command);
+            command
+                .current_dir(work)
+                .args(COMPILE_FLAGS.iter().filter(|&&f| f != "-shared"))
+                .args(CHECKED_IR_FLAGS)
+                .arg("-I")
+                .arg(shim_dir)
+                .arg(source_name)
+                .arg("-o")
+                .arg(&ir_path);
+            self.run(command, kernel_name)?;
+            let ir = std::fs::read_to_string(&ir_path)
+                .map_err(|e| EmuError::io(format!("reading {}", ir_path.display()), e))?;
+            let checked_path = work.join("kernel.checked.ll");
+            std::fs::write(&checked_path, instrument::instrument(&ir)?)
+                .map_err(|e| EmuError::io(format!("writing {}", checked_path.display()), e))?;
+            let mut command = Command::new(&self.command);
+            command
+                .current_dir(work)
+                .args(CHECKED_LINK_FLAGS)
+                .arg(&checked_path)
+                .arg("-o")
+                .arg(&output_path)
+                .arg("-lm");
+            self.run(command, kernel_name)?;
+        } else {
+            let mut command = Command::new(&self.command);
+            command
+                .current_dir(work)
+                .args(COMPILE_FLAGS)
+                .arg("-DMETILE_EMU_CHECKS=0")
+                .arg("-I")
+                .arg(shim_dir)
+                .arg(source_name)
+                .arg("-o")
+                .arg(&output_path)
+                .arg("-lm");
+            self.run(command, kernel_name)?;
         }
         match std::fs::rename(&output_path, library) {
             Ok(()) => Ok(()),
@@ -269,6 +345,24 @@ impl EmuCompiler {
                 e,
             )),
         }
+    }
+}
+
+impl EmuCompiler {
+    /// Runs one compiler step; its diagnostics become a compile error.
+    fn run(&self, mut command: Command, kernel_name: &str) -> Result<(), EmuError> {
+        let output = command
+            .output()
+            .map_err(|e| EmuError::io(format!("running {}", self.command), e))?;
+        if output.status.success() {
+            return Ok(());
+        }
+        let mut diagnostics = String::from_utf8_lossy(&output.stderr).into_owned();
+        diagnostics.push_str(&String::from_utf8_lossy(&output.stdout));
+        Err(EmuError::Compile {
+            kernel: kernel_name.into(),
+            diagnostics,
+        })
     }
 }
 

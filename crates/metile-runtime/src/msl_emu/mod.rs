@@ -28,18 +28,20 @@
 //! # Ok::<(), EmuError>(())
 //! ```
 
+mod access_report;
 mod compiler;
+mod extents;
 mod ffi;
+mod instrument;
 mod kernel;
-mod lint;
 mod shim;
 mod stacks;
-mod staging;
 mod symbolize;
+mod threadgroup_vars;
 mod trap;
 mod wrapper;
 
-pub use compiler::{ClangVersion, EmuCompiler, MIN_CLANG_MAJOR};
+pub use compiler::{ClangVersion, EmuCompiler, CHECKS_ENV, MIN_CLANG_MAJOR};
 pub use kernel::{EmuKernel, LaunchArg, MAX_THREADGROUP_MEMORY_BYTES, MAX_THREADS_PER_GROUP};
 pub use wrapper::{Builtin, EntryParam, EntrySpec};
 
