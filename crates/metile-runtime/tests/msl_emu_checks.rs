@@ -125,10 +125,10 @@ fn vector_accesses_and_64_bit_pointer_arithmetic_are_checked() {
     let mut out = vec![0f32; 32];
     launch(&k, &mut x, &mut out, 4, 7).expect("in bounds");
     assert_eq!(&out[..28], &x[..28]);
-    // Thread 7's float4 covers elements 28..32 of 30: its third component is out.
+    // Thread 7's float4 covers elements 28..32 of 30: checked as one 16-byte read.
     let message = error_of(launch(&k, &mut x, &mut out, 4, 8));
     assert!(
-        message.contains("thread 7: out-of-bounds access to buffer argument 0 (device const float*): a 4-byte device read at byte offset 120; the buffer has 120 bytes"),
+        message.contains("thread 7: out-of-bounds access to buffer argument 0 (device const float*): a 16-byte device read at byte offset 112; the buffer has 120 bytes"),
         "{message}"
     );
     assert_line(&message, 10, "vectors");

@@ -101,18 +101,67 @@ inline u64 tag_address(u64 address, u32 tag) {
 #endif
 }
 
+// The address of `bytes` bytes at `pointer` in memory space `flags`:
+// untagged threadgroup pointers are thread memory declared volatile, untagged
+// constant pointers must lie in a program-scope constant.
+__attribute__((always_inline, nodebug)) inline u64 checked_in_space(u64 pointer, u64 bytes, u32 flags) {
+  u32 space = flags & ~access_write;
+  if (space != access_space_device && (pointer >> tag_shift) == 0) {
+    if (space == access_space_threadgroup) return pointer;
+    return checked_constant_global(pointer, bytes, flags);
+  }
+  return checked_address(pointer, bytes, flags);
+}
+
 // A plain pointer to the object behind a checked pointer, for shim code that
 // must hand it to a compiler builtin (atomics): checks `sizeof(T)` bytes.
 template <class T, class P> inline T* checked_object(P* pointer, bool write, u32 space) {
 #if METILE_EMU_CHECKS
-  u64 bits = (u64)pointer;
-  if (space == access_space_threadgroup && (bits >> tag_shift) == 0) return (T*)bits;
-  return (T*)checked_address(bits, sizeof(T), (write ? access_write : 0) | space);
+  return (T*)checked_in_space((u64)pointer, sizeof(T), (write ? access_write : 0) | space);
 #else
   (void)write;
   (void)space;
   return (T*)pointer;
 #endif
+}
+
+// The memory space of an object type: device (1), constant (2), threadgroup
+// (3, spelled volatile), or -1 for thread memory.
+template <class T> inline constexpr int object_space = -1;
+template <class T, int N> inline constexpr int object_space<METILE_AS(N) T> = N;
+template <class T, int N> inline constexpr int object_space<const METILE_AS(N) T> = N;
+template <class T> inline constexpr int object_space<volatile T> = 3;
+template <class T> inline constexpr int object_space<const volatile T> = 3;
+
+constexpr u32 space_flags(int space) {
+  return space == 1 ? access_space_device : space == 2 ? access_space_constant : access_space_threadgroup;
+}
+
+// The object `object` refers to, in any memory space, as a plain reference
+// of type T after one check covering all of it: shim code that copies a
+// whole object (a vector) uses it instead of paying a check per element.
+template <class T, class Src> __attribute__((always_inline, nodebug)) inline const T& plain_read(const Src& object) {
+  if constexpr (object_space<Src> < 0) {
+    return object;
+  } else {
+#if METILE_EMU_CHECKS
+    return *(const T*)checked_in_space((u64)&object, sizeof(T), space_flags(object_space<Src>));
+#else
+    return *(const T*)(u64)&object;
+#endif
+  }
+}
+
+template <class T, class Dst> __attribute__((always_inline, nodebug)) inline T& plain_write(Dst& object) {
+  if constexpr (object_space<Dst> < 0) {
+    return object;
+  } else {
+#if METILE_EMU_CHECKS
+    return *(T*)checked_in_space((u64)&object, sizeof(T), access_write | space_flags(object_space<Dst>));
+#else
+    return *(T*)(u64)&object;
+#endif
+  }
 }
 
 }  // namespace metile_emu
@@ -128,11 +177,8 @@ metile_emu_check_device(void METILE_AS(1) * pointer, metile_emu::u64 bytes, meti
 
 extern "C" __attribute__((used, always_inline, nodebug, visibility("hidden"))) inline void METILE_AS(2) *
 metile_emu_check_constant(void METILE_AS(2) * pointer, metile_emu::u64 bytes, metile_emu::u32 flags) {
-  metile_emu::u64 bits = (metile_emu::u64)pointer;
-  flags |= metile_emu::access_space_constant;
-  if ((bits >> metile_emu::tag_shift) == 0)
-    return (void METILE_AS(2)*)metile_emu::checked_constant_global(bits, bytes, flags);
-  return (void METILE_AS(2)*)metile_emu::checked_address(bits, bytes, flags);
+  return (void METILE_AS(2)*)metile_emu::checked_in_space((metile_emu::u64)pointer, bytes,
+                                                          flags | metile_emu::access_space_constant);
 }
 
 // Threadgroup memory is `volatile` here, so every volatile access comes
@@ -140,8 +186,7 @@ metile_emu_check_constant(void METILE_AS(2) * pointer, metile_emu::u64 bytes, me
 // kernel declared volatile.
 extern "C" __attribute__((used, always_inline, nodebug, visibility("hidden"))) inline void*
 metile_emu_check_threadgroup(void* pointer, metile_emu::u64 bytes, metile_emu::u32 flags) {
-  metile_emu::u64 bits = (metile_emu::u64)pointer;
-  if ((bits >> metile_emu::tag_shift) == 0) return pointer;
-  return (void*)metile_emu::checked_address(bits, bytes, flags | metile_emu::access_space_threadgroup);
+  return (void*)metile_emu::checked_in_space((metile_emu::u64)pointer, bytes,
+                                             flags | metile_emu::access_space_threadgroup);
 }
 #endif
