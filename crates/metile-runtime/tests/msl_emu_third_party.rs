@@ -67,6 +67,17 @@ fn tree_reduction_with_a_threadgroup_array_declared_in_the_kernel() {
         let expected: f32 = input.iter().skip(g * 256).take(256).sum();
         assert_eq!(sums[g], expected, "group {g}");
     }
+    // Built without memory checks, the variable lives at the same place.
+    let unchecked = compile(&compiler.clone().with_checks(false), TREE_REDUCE, &spec);
+    assert!(!unchecked.is_checked());
+    let mut plain_sums = vec![0f32; 4];
+    run(
+        &unchecked,
+        &[buf(&mut input), buf(&mut plain_sums), bytes_of(&count)],
+        [4, 1, 1],
+        256,
+    );
+    assert_eq!(plain_sums, sums);
     // A group size above the array's 256 elements overruns it: caught.
     let mut sums = vec![0f32; 2];
     // SAFETY: the buffers outlive the launch.

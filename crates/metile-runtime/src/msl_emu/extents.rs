@@ -33,11 +33,6 @@ pub(crate) struct Extent {
 }
 
 impl Extent {
-    const UNUSED: Extent = Extent {
-        tagged_base: AtomicU64::new(0),
-        bytes: AtomicU64::new(0),
-    };
-
     fn set(&self, tag: usize, address: u64, bytes: u64) {
         self.tagged_base
             .store(((tag as u64) << TAG_SHIFT) | address, Ordering::Relaxed);
@@ -57,7 +52,12 @@ impl Extent {
     }
 }
 
-static TABLE: [Extent; TABLE_LEN] = [Extent::UNUSED; TABLE_LEN];
+static TABLE: [Extent; TABLE_LEN] = [const {
+    Extent {
+        tagged_base: AtomicU64::new(0),
+        bytes: AtomicU64::new(0),
+    }
+}; TABLE_LEN];
 
 /// The table's address, handed to every checked kernel library.
 pub(crate) fn table_address() -> *mut std::ffi::c_void {

@@ -464,8 +464,8 @@ fn type_len(text: &str) -> Option<usize> {
 
 /// Length of an identifier after its sigil: `"quoted name"` or `name.with-dots`.
 fn name_len(text: &str) -> Option<usize> {
-    if text.starts_with('"') {
-        return Some(text[1..].find('"')? + 2);
+    if let Some(quoted) = text.strip_prefix('"') {
+        return Some(quoted.find('"')? + 2);
     }
     let len = text
         .chars()
