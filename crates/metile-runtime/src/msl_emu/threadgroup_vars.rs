@@ -109,10 +109,16 @@ struct Declaration {
     declarators: Vec<(String, String)>,
 }
 
+/// The code (comments blanked) between two offsets at ASCII characters.
+fn code_text(code: &[u8], range: std::ops::Range<usize>) -> Result<&str, String> {
+    std::str::from_utf8(&code[range]).map_err(|_| "unreadable threadgroup declaration".to_string())
+}
+
 /// Parses a declaration starting at the `threadgroup` keyword at `at`; `None`
 /// when the keyword begins anything else (a pointer or reference type, a cast,
-/// an attribute). Errors are Metal rules the declaration breaks.
-fn parse_declaration(msl: &str, code: &[u8], at: usize) -> Result<Option<Declaration>, String> {
+/// an attribute). Errors are Metal rules the declaration breaks. The texts it
+/// keeps come from `code`, so comments inside the declaration are dropped.
+fn parse_declaration(code: &[u8], at: usize) -> Result<Option<Declaration>, String> {
     let type_start = skip_spaces(code, at + "threadgroup".len());
     // Type words, `::` and template arguments, up to the declarator's name.
     let mut i = type_start;
@@ -146,7 +152,10 @@ fn parse_declaration(msl: &str, code: &[u8], at: usize) -> Result<Option<Declara
     let Some(first_name) = last_word.filter(|_| words >= 2) else {
         return Ok(None);
     };
-    let type_text = msl[type_start..first_name.start].trim().to_string();
+    let type_text = code_text(code, type_start..first_name.start)?
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     let mut declarators = Vec::new();
     let mut name = first_name;
     let mut i = name.end;
@@ -160,8 +169,8 @@ fn parse_declaration(msl: &str, code: &[u8], at: usize) -> Result<Option<Declara
                 break;
             }
         }
-        let dims: String = msl[dims_start..i].split_whitespace().collect();
-        declarators.push((msl[name.clone()].to_string(), dims));
+        let dims: String = code_text(code, dims_start..i)?.split_whitespace().collect();
+        declarators.push((code_text(code, name.clone())?.to_string(), dims));
         i = skip_spaces(code, i);
         match code.get(i) {
             Some(b';') => break,
@@ -218,7 +227,7 @@ pub(crate) fn move_threadgroup_variables(
         }
         let line = code[..i].iter().filter(|&&b| b == b'\n').count() + 1;
         let unsupported = |reason: String| EmuError::Unsupported(format!("line {line}: {reason}"));
-        let Some(declaration) = parse_declaration(msl, &code, i).map_err(unsupported)? else {
+        let Some(declaration) = parse_declaration(&code, i).map_err(unsupported)? else {
             i += keyword.len();
             continue;
         };
@@ -321,6 +330,18 @@ mod tests {
                 .contains("line 1: threadgroup variables must be declared inside a kernel function"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn comments_inside_a_declaration_are_dropped() {
+        let msl =
+            "kernel void k() {\n  threadgroup float // partial sums\n    sums /* one per lane */ [32];\n}";
+        let (text, variables) = move_threadgroup_variables(msl).expect("rewrite");
+        assert_eq!(
+            text,
+            "kernel void k() {\n  threadgroup float (&sums)[32] = *::metile_emu::threadgroup_variable<float[32]>(0);\n\n}"
+        );
+        assert_eq!(variables[0].type_id, "float[32]");
     }
 
     #[test]
