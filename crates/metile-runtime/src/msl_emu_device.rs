@@ -74,19 +74,129 @@ impl CompiledKernel for MslEmuKernel {
 
     unsafe fn launch(&self, args: &[KernelArg], grid: [u32; 3]) -> Result<(), RuntimeError> {
         let bound = self.binding.bind(args)?;
+        // SAFETY: the caller's contract: live buffers of the stated length.
+        let staging = unsafe { AlignedStaging::stage(&bound, self.msl.buffer_alignment)? };
         let launch_args: Vec<LaunchArg> = bound
             .iter()
-            .map(|a| match a {
+            .enumerate()
+            .map(|(i, a)| match a {
                 BoundArg::Buffer { ptr, len_bytes, .. } => LaunchArg::Buffer {
-                    ptr: *ptr,
+                    ptr: staging.pointer(i).unwrap_or(*ptr),
                     len_bytes: *len_bytes,
                 },
                 BoundArg::Scalar { bytes, .. } => LaunchArg::Scalar(bytes),
             })
             .collect();
         // SAFETY: forwarded from the caller's contract (live buffers of the stated length).
-        unsafe { self.kernel.launch(&launch_args, grid, self.msl.threads_per_group) }
-            .map_err(|e| emu_error(e, &self.msl))
+        let result = unsafe { self.kernel.launch(&launch_args, grid, self.msl.threads_per_group) }
+            .map_err(|e| emu_error(e, &self.msl));
+        // SAFETY: as above; the launch has finished with the copies.
+        unsafe { staging.copy_back() };
+        result
+    }
+}
+
+/// Aligned copies of the buffers whose base address is not aligned as the
+/// kernel's vector accesses assume (a numpy slice such as `a[7:]`), made for
+/// one launch and copied back when the kernel may write them, as the cuda
+/// backend stages numpy arrays. Buffers whose host ranges overlap share one
+/// copy, so in-place kernels keep their meaning.
+struct AlignedStaging {
+    /// Per bound argument, its pointer into a copy.
+    pointers: Vec<Option<*mut u8>>,
+    copies: Vec<StagedCopy>,
+}
+
+struct StagedCopy {
+    host: *mut u8,
+    len: usize,
+    data: Vec<u128>,
+    writable: bool,
+}
+
+impl AlignedStaging {
+    /// # Safety
+    /// Every buffer of `bound` must be valid for reads of its length.
+    unsafe fn stage(bound: &[BoundArg], alignment: usize) -> Result<AlignedStaging, RuntimeError> {
+        let alignment = alignment.clamp(1, std::mem::align_of::<u128>());
+        let mut staging = AlignedStaging {
+            pointers: vec![None; bound.len()],
+            copies: Vec::new(),
+        };
+        let buffers: Vec<(usize, usize, usize, bool)> = bound
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| match a {
+                BoundArg::Buffer {
+                    ptr,
+                    len_bytes,
+                    writable,
+                    ..
+                } => Some((i, *ptr as usize, *len_bytes, *writable)),
+                BoundArg::Scalar { .. } => None,
+            })
+            .collect();
+        if buffers.iter().all(|&(_, start, _, _)| start % alignment == 0) {
+            return Ok(staging);
+        }
+        let mut order = buffers.clone();
+        order.sort_by_key(|&(_, start, _, _)| start);
+        let mut groups: Vec<Vec<(usize, usize, usize, bool)>> = Vec::new();
+        for buffer in order {
+            match groups.last_mut() {
+                Some(group) if buffer.1 < group.iter().map(|b| b.1 + b.2).max().unwrap_or(0) => {
+                    group.push(buffer)
+                }
+                _ => groups.push(vec![buffer]),
+            }
+        }
+        for group in groups {
+            let start = group[0].1;
+            if group.iter().all(|&(_, s, _, _)| s % alignment == 0) {
+                continue;
+            }
+            if let Some(&(i, s, _, _)) = group.iter().find(|&&(_, s, _, _)| (s - start) % alignment != 0) {
+                let parameter = |position: usize| match &bound[position] {
+                    BoundArg::Buffer { index, .. } | BoundArg::Scalar { index, .. } => *index,
+                };
+                return Err(RuntimeError::BadArguments(format!(
+                    "arguments {} and {} overlap at addresses {} bytes apart, which cannot both be \
+                     {alignment}-byte aligned as the kernel's vector accesses need",
+                    parameter(group[0].0),
+                    parameter(i),
+                    s - start
+                )));
+            }
+            let end = group.iter().map(|&(_, s, len, _)| s + len).max().unwrap_or(start);
+            let len = end - start;
+            let mut data = vec![0u128; len.div_ceil(16)];
+            // SAFETY: the caller promises the buffers (hence their union) are readable.
+            unsafe { std::ptr::copy_nonoverlapping(start as *const u8, data.as_mut_ptr().cast::<u8>(), len) };
+            let base = data.as_mut_ptr().cast::<u8>();
+            for &(i, s, _, _) in &group {
+                staging.pointers[i] = Some(base.wrapping_add(s - start));
+            }
+            staging.copies.push(StagedCopy {
+                host: start as *mut u8,
+                len,
+                data,
+                writable: group.iter().any(|b| b.3),
+            });
+        }
+        Ok(staging)
+    }
+
+    fn pointer(&self, argument: usize) -> Option<*mut u8> {
+        self.pointers.get(argument).copied().flatten()
+    }
+
+    /// # Safety
+    /// The staged buffers must still be valid for writes.
+    unsafe fn copy_back(&self) {
+        for copy in self.copies.iter().filter(|c| c.writable) {
+            // SAFETY: the caller's promise; the copy holds `len` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(copy.data.as_ptr().cast::<u8>(), copy.host, copy.len) };
+        }
     }
 }
 

@@ -308,16 +308,6 @@ fn address_spaces_are_checked() {
 }
 
 #[test]
-fn threadgroup_variables_are_refused() {
-    let compiler = require_compiler!();
-    let msl = format!("{HEADER}kernel void local_tg(device float* x [[buffer(0)]])\n{{\n    threadgroup float tmp[32];\n    x[0] = tmp[0];\n}}\n");
-    let err = compiler
-        .compile(&msl, &entry("local_tg", vec![buffer("device float*")]))
-        .expect_err("refused");
-    assert!(matches!(err, EmuError::Unsupported(_)), "{err}");
-}
-
-#[test]
 fn disk_cache_reuses_the_shared_object() {
     let Some(compiler) = compiler() else { return };
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))

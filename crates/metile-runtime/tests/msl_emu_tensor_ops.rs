@@ -126,6 +126,31 @@ fn matmul2d_multiplies_and_accumulates_per_simdgroup() {
 }
 
 #[test]
+fn cooperative_tensor_fills_are_checked() {
+    // Two simdgroups, buffers for one and a bit: the second simdgroup's fill
+    // of its left operand runs past `a`.
+    let compiler = require_compiler!();
+    let desc = "16, 32, 16, false, false, true, matmul2d_descriptor::mode::multiply_accumulate";
+    let kernel = compile(
+        &compiler,
+        &matmul_kernel("mm_short", "half", desc),
+        &entry("mm_short", params()),
+    );
+    let (mut a, mut b, mut c) = operands(2);
+    // SAFETY: the buffers outlive the launch; the overrun is checked.
+    let result = unsafe { kernel.launch(&[buf(&mut a[..300]), buf(&mut b), buf(&mut c)], [1, 1, 1], 64) };
+    match result {
+        Err(metile_runtime::msl_emu::EmuError::Kernel { message, .. }) => assert!(
+            message.contains(
+                "out-of-bounds access to buffer argument 0 (device const float*): a 4-byte device read"
+            ) && message.contains("the buffer has 1200 bytes"),
+            "{message}"
+        ),
+        other => panic!("expected an out-of-bounds error, got {other:?}"),
+    }
+}
+
+#[test]
 fn cooperative_tensors_follow_the_atoms_layouts() {
     // Every lane fills and reads its cooperative tensors at the positions the
     // compiler's atom gives (index tables computed here, in Rust): the product

@@ -1,7 +1,8 @@
 // Metal atomics: atomic<T> for int, uint, bool, ulong and float, with the
 // *_explicit free functions on device and threadgroup objects. Threadgroups
 // run on different OS threads, so device atomics are real CPU atomics; Metal
-// only allows memory_order_relaxed, which is what they use.
+// only allows memory_order_relaxed, which is what they use. Each function
+// checks the object's address (checks.h) before the builtin touches it.
 #pragma once
 
 namespace metal {
@@ -46,49 +47,49 @@ template <class T> inline T atomic_max_update(T* p, T v) {
 }
 }  // namespace detail
 
-#define METILE_ATOMIC_FUNCTIONS(AS)                                                                     \
+#define METILE_ATOMIC_FUNCTIONS(AS, SPACE)                                                                     \
   template <class T> inline T atomic_load_explicit(const AS atomic<T>* obj, memory_order) {              \
-    return __atomic_load_n((T*)&obj->value, __ATOMIC_RELAXED);                                           \
+    return __atomic_load_n(metile_emu::checked_object<T>(&obj->value, false, SPACE), __ATOMIC_RELAXED);                                           \
   }                                                                                                     \
   template <class T> inline void atomic_store_explicit(AS atomic<T>* obj, typename atomic<T>::value_type v, memory_order) {           \
-    __atomic_store_n((T*)&obj->value, v, __ATOMIC_RELAXED);                                             \
+    __atomic_store_n(metile_emu::checked_object<T>(&obj->value, true, SPACE), v, __ATOMIC_RELAXED);                                             \
   }                                                                                                     \
   template <class T> inline T atomic_exchange_explicit(AS atomic<T>* obj, typename atomic<T>::value_type v, memory_order) {           \
-    return __atomic_exchange_n((T*)&obj->value, v, __ATOMIC_RELAXED);                                   \
+    return __atomic_exchange_n(metile_emu::checked_object<T>(&obj->value, true, SPACE), v, __ATOMIC_RELAXED);                                   \
   }                                                                                                     \
   template <class T>                                                                                    \
   inline bool atomic_compare_exchange_weak_explicit(AS atomic<T>* obj, thread T* expected, typename atomic<T>::value_type desired,    \
                                                     memory_order, memory_order) {                       \
-    return __atomic_compare_exchange_n((T*)&obj->value, expected, desired, true, __ATOMIC_RELAXED,      \
+    return __atomic_compare_exchange_n(metile_emu::checked_object<T>(&obj->value, true, SPACE), expected, desired, true, __ATOMIC_RELAXED,      \
                                        __ATOMIC_RELAXED);                                               \
   }                                                                                                     \
   template <class T> inline T atomic_fetch_add_explicit(AS atomic<T>* obj, typename atomic<T>::value_type v, memory_order) {          \
     if constexpr (metile_emu::is_same<T, float>)                                                         \
-      return detail::atomic_float_update((float*)&obj->value, [v](float old) { return old + v; });      \
-    else return __atomic_fetch_add((T*)&obj->value, v, __ATOMIC_RELAXED);                               \
+      return detail::atomic_float_update(metile_emu::checked_object<float>(&obj->value, true, SPACE), [v](float old) { return old + v; });      \
+    else return __atomic_fetch_add(metile_emu::checked_object<T>(&obj->value, true, SPACE), v, __ATOMIC_RELAXED);                               \
   }                                                                                                     \
   template <class T> inline T atomic_fetch_sub_explicit(AS atomic<T>* obj, typename atomic<T>::value_type v, memory_order) {          \
     if constexpr (metile_emu::is_same<T, float>)                                                         \
-      return detail::atomic_float_update((float*)&obj->value, [v](float old) { return old - v; });      \
-    else return __atomic_fetch_sub((T*)&obj->value, v, __ATOMIC_RELAXED);                               \
+      return detail::atomic_float_update(metile_emu::checked_object<float>(&obj->value, true, SPACE), [v](float old) { return old - v; });      \
+    else return __atomic_fetch_sub(metile_emu::checked_object<T>(&obj->value, true, SPACE), v, __ATOMIC_RELAXED);                               \
   }                                                                                                     \
   template <class T> inline T atomic_fetch_and_explicit(AS atomic<T>* obj, typename atomic<T>::value_type v, memory_order) {          \
-    return __atomic_fetch_and((T*)&obj->value, v, __ATOMIC_RELAXED);                                    \
+    return __atomic_fetch_and(metile_emu::checked_object<T>(&obj->value, true, SPACE), v, __ATOMIC_RELAXED);                                    \
   }                                                                                                     \
   template <class T> inline T atomic_fetch_or_explicit(AS atomic<T>* obj, typename atomic<T>::value_type v, memory_order) {           \
-    return __atomic_fetch_or((T*)&obj->value, v, __ATOMIC_RELAXED);                                     \
+    return __atomic_fetch_or(metile_emu::checked_object<T>(&obj->value, true, SPACE), v, __ATOMIC_RELAXED);                                     \
   }                                                                                                     \
   template <class T> inline T atomic_fetch_xor_explicit(AS atomic<T>* obj, typename atomic<T>::value_type v, memory_order) {          \
-    return __atomic_fetch_xor((T*)&obj->value, v, __ATOMIC_RELAXED);                                    \
+    return __atomic_fetch_xor(metile_emu::checked_object<T>(&obj->value, true, SPACE), v, __ATOMIC_RELAXED);                                    \
   }                                                                                                     \
   template <class T> inline T atomic_fetch_min_explicit(AS atomic<T>* obj, typename atomic<T>::value_type v, memory_order) {          \
-    return detail::atomic_min_update((T*)&obj->value, v);                                                \
+    return detail::atomic_min_update(metile_emu::checked_object<T>(&obj->value, true, SPACE), v);                                                \
   }                                                                                                     \
   template <class T> inline T atomic_fetch_max_explicit(AS atomic<T>* obj, typename atomic<T>::value_type v, memory_order) {          \
-    return detail::atomic_max_update((T*)&obj->value, v);                                                \
+    return detail::atomic_max_update(metile_emu::checked_object<T>(&obj->value, true, SPACE), v);                                                \
   }
-METILE_ATOMIC_FUNCTIONS(device)
-METILE_ATOMIC_FUNCTIONS(threadgroup)
+METILE_ATOMIC_FUNCTIONS(device, metile_emu::access_space_device)
+METILE_ATOMIC_FUNCTIONS(threadgroup, metile_emu::access_space_threadgroup)
 #undef METILE_ATOMIC_FUNCTIONS
 
 }  // namespace metal

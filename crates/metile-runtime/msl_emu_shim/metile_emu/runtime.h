@@ -53,6 +53,17 @@ inline void simd_sync(SimdCompute compute, const void* in, u32 in_bytes, u32 par
 
 inline u32 lane_index() { return current_thread_index() % simd_width; }
 
+// Threadgroup variables declared inside a kernel (`threadgroup float buf[256];`)
+// are rewritten by the emulator into references to this: the variable's
+// storage in the group's threadgroup memory, after the parameters'. Offsets
+// and the parameter count come from the entry wrapper.
+extern "C" const unsigned long metile_emu_threadgroup_variable_offsets[];
+extern "C" const u32 metile_emu_threadgroup_parameter_count;
+inline unsigned char* threadgroup_variable_address(u32 variable);
+template <class T> inline threadgroup T* threadgroup_variable(u32 variable) {
+  return (threadgroup T*)threadgroup_variable_address(variable);
+}
+
 template <class T> inline T load_slot(const unsigned char* bytes) {
   static_assert(sizeof(T) <= slot_bytes, "value too large for a SIMD-group exchange slot");
   T v;

@@ -15,7 +15,7 @@ struct MetileEmuLaunch {
   unsigned abi_version;
   unsigned threads_per_group;
   unsigned grid[3];
-  unsigned reserved;
+  unsigned threadgroup_tag_base;  // tag of threadgroup allocation 0 (then 1, 2, ...); 0: untagged
   const void* const* args;
   unsigned char* stacks;  // fiber i uses [stacks + i*stack_stride, stacks + (i+1)*stack_stride)
   size_t stack_stride;
@@ -25,12 +25,13 @@ struct MetileEmuLaunch {
   size_t scratch_bytes;
   char* error_message;
   size_t error_capacity;
+  metile_emu::AccessRecord* access_record;  // filled by a failed access check (status 3)
 };
 }
 
 namespace metile_emu {
 
-constexpr u32 abi_version = 2;
+constexpr u32 abi_version = 3;
 constexpr u32 max_threads_per_group = 1024;
 
 // Saved execution state of a fiber or of the scheduler (METILE_EMU_ASM_SWITCH
@@ -73,7 +74,7 @@ struct Group {
   u32 barrier_site;
   u32 position[3];
   Context scheduler;
-  int status;  // 0: all threads returned; 1: error in the launch's message buffer; 2: fault
+  int status;  // 0: all threads returned; 1: error in the launch's message buffer; 2: fault; 3: access check
 };
 
 }  // namespace metile_emu
@@ -290,6 +291,49 @@ inline void switch_away(Group* g, Fiber* self) {
   __builtin_unreachable();
 }
 
+// A failed access check: records the access and the return addresses on the
+// fiber's stack (kernels are built with frame pointers, so the host can find
+// the MSL line even when the access was in a shim function), then ends the
+// group. Status 3 tells the host to read the record.
+[[noreturn]] __attribute__((noinline, cold)) inline void access_fault(u64 pointer, u64 bytes, u32 flags) {
+  Group* g = current_group;
+  AccessRecord* record = g->launch->access_record;
+  if (record) {
+    record->pointer = pointer;
+    record->bytes = bytes;
+    record->flags = flags;
+    record->thread_index = g->current;
+    for (u32 i = 0; i < access_frames; ++i) record->frames[i] = 0;
+    unsigned char* stack_low = g->launch->stacks + (size_t)g->current * g->launch->stack_stride;
+    unsigned char* stack_high = stack_low + g->launch->stack_stride;
+    void** frame = (void**)__builtin_frame_address(0);
+    for (u32 i = 0; i < access_frames; ++i) {
+      if ((unsigned char*)frame < stack_low || (unsigned char*)(frame + 2) > stack_high) break;
+      record->frames[i] = (u64)frame[1];
+      void** caller = (void**)frame[0];
+      if (caller <= frame) break;
+      frame = caller;
+    }
+  }
+  g->status = 3;
+  switch_context(&g->fibers[g->current].context, &g->scheduler);
+  __builtin_unreachable();
+}
+
+// Threadgroup memory as the kernel sees it: `offset` bytes into the group's
+// block, tagged as allocation `allocation` (parameters first, then variables
+// declared in the kernel).
+inline unsigned char* threadgroup_address(Group* g, u32 allocation, size_t offset) {
+  u64 address = (u64)(g->launch->threadgroup_memory + offset);
+  u32 base = g->launch->threadgroup_tag_base;
+  return (unsigned char*)(base == 0 ? address : tag_address(address, base + allocation));
+}
+
+inline unsigned char* threadgroup_variable_address(u32 variable) {
+  return threadgroup_address(current_group, metile_emu_threadgroup_parameter_count + variable,
+                             metile_emu_threadgroup_variable_offsets[variable]);
+}
+
 [[noreturn]] inline void fail(const char* message, u32 site) {
   Group* g = current_group;
   MessageWriter w = begin_message(g);
@@ -459,7 +503,10 @@ inline int run_group(const MetileEmuLaunch* launch, u32 gx, u32 gy, u32 gz, Entr
   g->position[0] = gx;
   g->position[1] = gy;
   g->position[2] = gz;
-  if (launch->threadgroup_memory_bytes) __builtin_memset(launch->threadgroup_memory, 0, launch->threadgroup_memory_bytes);
+  // Poison, as a GPU's threadgroup memory holds garbage: all-ones bytes read
+  // as NaN in every float type and -1 in signed integers.
+  if (launch->threadgroup_memory_bytes)
+    __builtin_memset(launch->threadgroup_memory, 0xff, launch->threadgroup_memory_bytes);
 
   Group* previous = current_group;
   current_group = g;

@@ -172,11 +172,13 @@ template <class T, int N> struct vec : metile_emu::vec_storage<T, N> {
   vec() = default;
   vec(const vec&) = default;
 
-  // Loads a vector of the same type from device/threadgroup/constant memory.
+  // Loads a vector of the same type from device/threadgroup/constant memory
+  // (one access check for the whole vector).
   template <class Src>
     requires(metile_emu::is_same<metile_emu::bare<Src>, vec> && !metile_emu::is_same<Src, vec>)
   vec(const Src& other) {
-    for (int i = 0; i < N; ++i) this->e[i] = other.e[i];
+    const vec& source = metile_emu::plain_read<vec>(other);
+    for (int i = 0; i < N; ++i) this->e[i] = source.e[i];
   }
 
   // A scalar converts implicitly to a vector by replicating it (MSL 2.12).
@@ -223,7 +225,8 @@ template <class T, int N> struct vec : metile_emu::vec_storage<T, N> {
               (metile_emu::component_count<R> == N && metile_emu::is_same<metile_emu::element_of<R>, T>)))
   Self&& operator=(this Self&& self, const R& rhs) {
     vec v(rhs);
-    for (int i = 0; i < N; ++i) self.e[i] = v.e[i];
+    vec& target = metile_emu::plain_write<vec>(self);
+    for (int i = 0; i < N; ++i) target.e[i] = v.e[i];
     return static_cast<Self&&>(self);
   }
 

@@ -11,7 +11,7 @@
 use super::kernel::EmuKernel;
 use super::shim;
 use super::wrapper::{self, EntrySpec};
-use super::{lint, EmuError};
+use super::{instrument, threadgroup_vars, EmuError};
 use crate::disk_cache::{self, cache_key, DiskCache, WorkFolder};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -23,7 +23,7 @@ pub const MIN_CLANG_MAJOR: u32 = 18;
 const MIN_APPLE_CLANG_MAJOR: u32 = 16;
 
 /// Bumped when the compile flags or the cache layout change.
-const CACHE_FORMAT: &str = "metile-msl-emu-4";
+const CACHE_FORMAT: &str = "metile-msl-emu-5";
 
 const COMPILE_FLAGS: &[&str] = &[
     "-x",
@@ -51,6 +51,8 @@ const COMPILE_FLAGS: &[&str] = &[
     "-fstack-clash-protection",
     // Line tables only: lets a fault be traced back to the kernel's source line.
     "-gline-tables-only",
+    // binutils' addr2line (2.40) misreads DWARF 5 file tables in inlined frames.
+    "-gdwarf-4",
     // MSL attributes such as [[buffer(0)]] mean nothing to clang.
     "-Wno-unknown-attributes",
     "-Wno-user-defined-literals",
@@ -58,6 +60,40 @@ const COMPILE_FLAGS: &[&str] = &[
     "-Wno-unknown-pragmas",
     "-fdiagnostics-color=never",
 ];
+
+/// Added for a checked kernel's first step (MSL to unoptimised IR, see
+/// `instrument`). The -O2 front end with LLVM's passes off gives the IR the
+/// second step optimises as a one-step -O2 build would; frame pointers let a
+/// failed check find the kernel line through shim functions.
+const CHECKED_IR_FLAGS: &[&str] = &[
+    "-Xclang",
+    "-disable-llvm-passes",
+    "-S",
+    "-emit-llvm",
+    "-fno-omit-frame-pointer",
+    "-DMETILE_EMU_CHECKS=1",
+];
+
+/// A checked kernel's second step: instrumented IR to the shared object.
+const CHECKED_LINK_FLAGS: &[&str] = &[
+    "-x",
+    "ir",
+    "-O2",
+    "-fPIC",
+    "-shared",
+    "-nostdlib++",
+    "-ffp-contract=off",
+    "-fno-math-errno",
+    "-Wno-unused-command-line-argument",
+    "-fdiagnostics-color=never",
+];
+
+/// `METILE_EMU_CHECKS=0` turns memory checks off for kernels compiled from now on.
+pub const CHECKS_ENV: &str = "METILE_EMU_CHECKS";
+
+fn checks_from_env() -> bool {
+    std::env::var(CHECKS_ENV).map_or(true, |v| v.trim() != "0")
+}
 
 /// A clang version as printed by `--version`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,6 +141,8 @@ pub struct EmuCompiler {
     /// `--version` output: part of every cache key.
     identity: String,
     cache: DiskCache,
+    /// Instrument kernels with memory checks (`checks.h`).
+    checks: bool,
 }
 
 impl EmuCompiler {
@@ -162,6 +200,7 @@ impl EmuCompiler {
             version,
             identity,
             cache: DiskCache::open("msl-emu"),
+            checks: checks_from_env(),
         })
     }
 
@@ -176,6 +215,18 @@ impl EmuCompiler {
     pub fn without_disk_cache(mut self) -> Self {
         self.cache = DiskCache::disabled();
         self
+    }
+
+    /// Same compiler, building kernels with (`true`) or without memory
+    /// checks. The default is on unless `METILE_EMU_CHECKS=0`.
+    pub fn with_checks(mut self, checks: bool) -> Self {
+        self.checks = checks;
+        self
+    }
+
+    /// Whether kernels are built with memory checks.
+    pub fn checks(&self) -> bool {
+        self.checks
     }
 
     pub fn version(&self) -> &ClangVersion {
@@ -195,13 +246,15 @@ impl EmuCompiler {
     /// -O2 (cached on disk, keyed by a hash of the MSL text, the wrapper, the
     /// shim version and the compiler identity) and loads it.
     pub fn compile(&self, msl: &str, entry: &EntrySpec) -> Result<EmuKernel, EmuError> {
-        lint::check(msl)?;
-        let (wrapper_text, layout) = wrapper::generate(entry)?;
+        let (msl, variables) = threadgroup_vars::move_threadgroup_variables(msl)?;
+        let (wrapper_text, layout) = wrapper::generate(entry, &variables)?;
         let source = format!("{msl}{wrapper_text}");
         let shim_hash = shim::shim_hash();
         let flags = COMPILE_FLAGS.join(" ");
+        let mode = if self.checks { "checked" } else { "unchecked" };
         let key = cache_key(&[
             CACHE_FORMAT.as_bytes(),
+            mode.as_bytes(),
             self.identity.as_bytes(),
             flags.as_bytes(),
             shim_hash.as_bytes(),
@@ -242,31 +295,71 @@ impl EmuCompiler {
         let output_path = work.join("kernel.so");
         std::fs::write(&source_path, source)
             .map_err(|e| EmuError::io(format!("writing {}", source_path.display()), e))?;
-        let output = Command::new(&self.command)
-            .current_dir(work)
-            // clang's intermediate object goes to TMPDIR: keep it in the work
-            // folder, which is removed whatever happens to this process.
-            .env("TMPDIR", work)
-            .env("TMP", work)
-            .env("TEMP", work)
-            .args(COMPILE_FLAGS)
-            .arg("-I")
-            .arg(&shim_dir)
-            .arg(source_path.file_name().unwrap_or_default())
-            .arg("-o")
-            .arg(&output_path)
-            .arg("-lm")
-            .output()
-            .map_err(|e| EmuError::io(format!("running {}", self.command), e))?;
-        if !output.status.success() {
-            let mut diagnostics = String::from_utf8_lossy(&output.stderr).into_owned();
-            diagnostics.push_str(&String::from_utf8_lossy(&output.stdout));
-            return Err(EmuError::Compile {
-                kernel: kernel_name.into(),
-                diagnostics,
-            });
+        let source_name = source_path.file_name().unwrap_or_default();
+        // clang's intermediate files go to TMPDIR: keep them in the work folder,
+        // which is removed whatever happens to this process.
+        let step = || {
+            let mut command = Command::new(&self.command);
+            command.current_dir(work).env("TMPDIR", work).env("TMP", work).env("TEMP", work);
+            command
+        };
+        if self.checks {
+            let ir_path = work.join("kernel.ll");
+            let mut command = step();
+            command
+                .args(COMPILE_FLAGS.iter().filter(|&&f| f != "-shared"))
+                .args(CHECKED_IR_FLAGS)
+                .arg("-I")
+                .arg(&shim_dir)
+                .arg(source_name)
+                .arg("-o")
+                .arg(&ir_path);
+            self.run(command, kernel_name)?;
+            let ir = std::fs::read_to_string(&ir_path)
+                .map_err(|e| EmuError::io(format!("reading {}", ir_path.display()), e))?;
+            let checked_path = work.join("kernel.checked.ll");
+            std::fs::write(&checked_path, instrument::instrument(&ir)?)
+                .map_err(|e| EmuError::io(format!("writing {}", checked_path.display()), e))?;
+            let mut command = step();
+            command
+                .args(CHECKED_LINK_FLAGS)
+                .arg(&checked_path)
+                .arg("-o")
+                .arg(&output_path)
+                .arg("-lm");
+            self.run(command, kernel_name)?;
+        } else {
+            let mut command = step();
+            command
+                .args(COMPILE_FLAGS)
+                .arg("-DMETILE_EMU_CHECKS=0")
+                .arg("-I")
+                .arg(&shim_dir)
+                .arg(source_name)
+                .arg("-o")
+                .arg(&output_path)
+                .arg("-lm");
+            self.run(command, kernel_name)?;
         }
         Ok(output_path)
+    }
+}
+
+impl EmuCompiler {
+    /// Runs one compiler step; its diagnostics become a compile error.
+    fn run(&self, mut command: Command, kernel_name: &str) -> Result<(), EmuError> {
+        let output = command
+            .output()
+            .map_err(|e| EmuError::io(format!("running {}", self.command), e))?;
+        if output.status.success() {
+            return Ok(());
+        }
+        let mut diagnostics = String::from_utf8_lossy(&output.stderr).into_owned();
+        diagnostics.push_str(&String::from_utf8_lossy(&output.stdout));
+        Err(EmuError::Compile {
+            kernel: kernel_name.into(),
+            diagnostics,
+        })
     }
 }
 

@@ -4,14 +4,15 @@
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
 
 /// Bumped together with `metile_emu::abi_version` in the shim.
-pub(crate) const ABI_VERSION: u32 = 2;
+pub(crate) const ABI_VERSION: u32 = 3;
 
 #[repr(C)]
 pub(crate) struct LaunchDesc {
     pub abi_version: c_uint,
     pub threads_per_group: c_uint,
     pub grid: [c_uint; 3],
-    pub reserved: c_uint,
+    /// Tag of threadgroup allocation 0 (then 1, 2, ...) for this worker; 0 leaves them untagged.
+    pub threadgroup_tag_base: c_uint,
     pub args: *const *const c_void,
     pub stacks: *mut u8,
     pub stack_stride: usize,
@@ -21,6 +22,27 @@ pub(crate) struct LaunchDesc {
     pub scratch_bytes: usize,
     pub error_message: *mut c_char,
     pub error_capacity: usize,
+    /// Filled by a failed access check (status `STATUS_ACCESS`).
+    pub access_record: *mut AccessRecord,
+}
+
+/// Return addresses an access record keeps.
+pub(crate) const ACCESS_FRAMES: usize = 16;
+/// `access_write` and the space bits of `metile_emu::AccessRecord::flags`.
+pub(crate) const ACCESS_WRITE: u32 = 1;
+pub(crate) const ACCESS_SPACE_SHIFT: u32 = 1;
+
+/// Mirrors `metile_emu::AccessRecord` (checks.h): a failed access check.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct AccessRecord {
+    /// The tagged pointer the kernel accessed.
+    pub pointer: u64,
+    pub bytes: u64,
+    pub flags: u32,
+    pub thread_index: u32,
+    /// Return addresses on the fiber's stack, innermost first; 0 past the last.
+    pub frames: [u64; ACCESS_FRAMES],
 }
 
 pub(crate) type RunGroupFn = unsafe extern "C" fn(*const LaunchDesc, c_uint, c_uint, c_uint) -> c_int;
@@ -33,9 +55,19 @@ pub(crate) type AbortAfterFaultFn = unsafe extern "C" fn();
 /// `run_group` statuses.
 pub(crate) const STATUS_OK: i32 = 0;
 pub(crate) const STATUS_FAULT: i32 = 2;
+pub(crate) const STATUS_ACCESS: i32 = 3;
 
 pub(crate) const RUN_GROUP_SYMBOL: &[u8] = b"metile_emu_run_group\0";
 pub(crate) const SCRATCH_BYTES_SYMBOL: &[u8] = b"metile_emu_scratch_bytes\0";
 pub(crate) const ABI_VERSION_SYMBOL: &[u8] = b"metile_emu_abi_version\0";
 pub(crate) const SCALAR_BYTES_SYMBOL: &[u8] = b"metile_emu_scalar_param_bytes\0";
 pub(crate) const ABORT_AFTER_FAULT_SYMBOL: &[u8] = b"metile_emu_abort_after_fault\0";
+pub(crate) const CHECKS_SYMBOL: &[u8] = b"metile_emu_checks\0";
+pub(crate) const SET_EXTENT_TABLE_SYMBOL: &[u8] = b"metile_emu_set_extent_table\0";
+pub(crate) const THREADGROUP_ALLOCATION_COUNT_SYMBOL: &[u8] = b"metile_emu_threadgroup_allocation_count\0";
+pub(crate) const THREADGROUP_ALLOCATION_SYMBOL: &[u8] = b"metile_emu_threadgroup_allocation\0";
+
+pub(crate) type ChecksFn = unsafe extern "C" fn() -> c_int;
+pub(crate) type SetExtentTableFn = unsafe extern "C" fn(*mut c_void);
+pub(crate) type AllocationCountFn = unsafe extern "C" fn() -> c_uint;
+pub(crate) type AllocationFn = unsafe extern "C" fn(c_uint, *mut c_ulong, *mut c_ulong);

@@ -2,11 +2,16 @@
 //!
 //! The exact MSL text is compiled, unchanged, by clang++ against a Metal shim
 //! (`msl_emu_shim/`, embedded in this crate and written into each compile's work folder)
-//! with a generated entry wrapper appended after it. The resulting shared
-//! object runs each threadgroup on one worker thread, with every GPU thread a
-//! fiber; SIMD-group functions, `simdgroup_matrix` and barriers behave as on an
-//! Apple GPU (32-lane simdgroups, hardware matrix lane layout, returned threads
-//! leave barriers). See `docs/msl-emu.md`.
+//! with a generated entry wrapper appended after it (only threadgroup variables
+//! declared inside a kernel, which meTile never emits, are rewritten in place,
+//! line for line). The resulting shared object runs each threadgroup on one
+//! worker thread, with every GPU thread a fiber; SIMD-group functions,
+//! `simdgroup_matrix` and barriers behave as on an Apple GPU (32-lane
+//! simdgroups, hardware matrix lane layout, returned threads leave barriers),
+//! and threadgroup memory starts poisoned. By default every device, constant
+//! and threadgroup access is checked against the buffer or allocation its
+//! pointer came from (`instrument`, `extents`, `checks.h`). See
+//! `docs/msl-emu.md`.
 //!
 //! ```no_run
 //! use metile_runtime::msl_emu::*;
@@ -28,18 +33,20 @@
 //! # Ok::<(), EmuError>(())
 //! ```
 
+mod access_report;
 mod compiler;
+mod extents;
 mod ffi;
+mod instrument;
 mod kernel;
-mod lint;
 mod shim;
 mod stacks;
-mod staging;
 mod symbolize;
+mod threadgroup_vars;
 mod trap;
 mod wrapper;
 
-pub use compiler::{ClangVersion, EmuCompiler, MIN_CLANG_MAJOR};
+pub use compiler::{ClangVersion, EmuCompiler, CHECKS_ENV, MIN_CLANG_MAJOR};
 pub use kernel::{EmuKernel, LaunchArg, MAX_THREADGROUP_MEMORY_BYTES, MAX_THREADS_PER_GROUP};
 pub use wrapper::{Builtin, EntryParam, EntrySpec};
 
@@ -66,7 +73,8 @@ pub enum EmuError {
     /// Launch arguments or geometry do not fit the kernel.
     #[error("MSL emulator: bad launch: {0}")]
     BadLaunch(String),
-    /// The kernel failed while running: deadlock, divergent barrier or SIMD-group call.
+    /// The kernel failed while running: deadlock, divergent barrier or SIMD-group
+    /// call, out-of-bounds access, fault.
     #[error("MSL emulator: kernel `{kernel}` failed: {message}")]
     Kernel { kernel: String, message: String },
     /// The host asked the launch to stop (see `crate::interrupt`); the

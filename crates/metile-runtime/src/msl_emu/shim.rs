@@ -29,6 +29,7 @@ pub(crate) const SHIM_FILES: &[(&str, &str)] = &[
     shim_file!("metal_tensor"),
     shim_file!("MetalPerformancePrimitives/MetalPerformancePrimitives.h"),
     shim_file!("metile_emu/base.h"),
+    shim_file!("metile_emu/checks.h"),
     shim_file!("metile_emu/swizzles.h"),
     shim_file!("metile_emu/vec.h"),
     shim_file!("metile_emu/math.h"),

@@ -23,13 +23,50 @@ pub(crate) fn kernel_line(library: &Path, pc: usize, source_file: &str) -> Optio
         return None;
     }
     let text = String::from_utf8_lossy(&output.stdout);
-    text.lines().find_map(|line| {
-        // "path/to/name.metal:12" or "name.metal:12 (discriminator 3)"
-        let location = line.split_whitespace().next()?;
-        let (file, number) = location.rsplit_once(':')?;
-        let file_name = file.rsplit('/').next()?;
-        (file_name == source_file).then(|| number.parse().ok()).flatten()
-    })
+    text.lines().find_map(|line| line_in(line, source_file))
+}
+
+/// The line of `source_file` that the first of `return_addresses` (innermost
+/// call first, as a frame-pointer walk finds them) with one in the kernel
+/// source was called from: the access check that failed may sit in a shim
+/// function that the kernel called.
+pub(crate) fn kernel_line_of_return_addresses(
+    library: &Path,
+    return_addresses: &[usize],
+    source_file: &str,
+) -> Option<u32> {
+    let base = library_base(*return_addresses.first()?)?;
+    // A return address points after the call; look up the call itself.
+    let offsets: Vec<String> = return_addresses
+        .iter()
+        .filter_map(|&pc| pc.checked_sub(base + 1))
+        .map(|offset| format!("{offset:#x}"))
+        .collect();
+    let output = Command::new("addr2line")
+        .arg("-a")
+        .arg("-i")
+        .arg("-e")
+        .arg(library)
+        .args(&offsets)
+        .output()
+        .ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    // "-a" prints each address on its own line before its (inlined) frames.
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|line| !line.starts_with("0x"))
+        .find_map(|line| line_in(line, source_file))
+}
+
+/// The line number of "path/to/name.metal:12" or "name.metal:12 (discriminator 3)"
+/// when the file is `source_file`.
+fn line_in(line: &str, source_file: &str) -> Option<u32> {
+    let location = line.split_whitespace().next()?;
+    let (file, number) = location.rsplit_once(':')?;
+    let file_name = file.rsplit('/').next()?;
+    (file_name == source_file).then(|| number.parse().ok()).flatten()
 }
 
 #[cfg(unix)]

@@ -3,8 +3,9 @@
 //! While a threadgroup runs, a thread-local record describes it. A process
 //! signal handler (SIGSEGV, SIGBUS, SIGFPE; installed once, chaining to the
 //! previous handler for every fault that is not ours) classifies a fault in
-//! kernel code — an access to the guard zone around a staged buffer, a fiber
-//! stack overflow, a wild address, an integer division by zero — stores that
+//! kernel code — a fiber stack overflow, a wild address (including a tagged
+//! pointer that reached memory without a check), an integer division by
+//! zero — stores that
 //! in the record, and redirects the faulting thread to the kernel library's
 //! `metile_emu_abort_after_fault` on a spare stack. That function ends the
 //! group like any other error and `run_group` returns normally.
@@ -16,8 +17,6 @@ use std::cell::Cell;
 /// What went wrong, as the handler saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Fault {
-    /// Access `offset` bytes from the start of staged region `region`.
-    OutOfBounds { region: usize, offset: isize },
     /// A fiber ran into the guard page below its stack.
     StackOverflow { thread: usize },
     /// Any other bad address.
@@ -26,22 +25,12 @@ pub(crate) enum Fault {
     Arithmetic,
 }
 
-/// A staged buffer region as the handler needs it: the whole mapping
-/// (guards included) and where the data starts.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct GuardedRange {
-    pub map_start: usize,
-    pub map_end: usize,
-    pub data_start: usize,
-}
-
 /// The threadgroup running on this thread, for the fault handler.
-pub(crate) struct ActiveGroup<'a> {
+pub(crate) struct ActiveGroup {
     /// Address of the kernel library's `metile_emu_abort_after_fault`.
     pub resume_at: usize,
     /// Top of a stack no fiber uses, 16-byte aligned.
     pub spare_stack_top: usize,
-    pub regions: &'a [GuardedRange],
     /// Fiber stacks: base, stride, guard bytes at the bottom of each, count.
     pub fiber_base: usize,
     pub fiber_stride: usize,
@@ -52,21 +41,13 @@ pub(crate) struct ActiveGroup<'a> {
     pub fault_pc: Cell<usize>,
 }
 
-impl ActiveGroup<'_> {
+impl ActiveGroup {
     fn classify(&self, signal: i32, address: usize) -> Fault {
         #[cfg(target_os = "linux")]
         if signal == libc::SIGFPE {
             return Fault::Arithmetic;
         }
         let _ = signal;
-        for (region, r) in self.regions.iter().enumerate() {
-            if (r.map_start..r.map_end).contains(&address) {
-                return Fault::OutOfBounds {
-                    region,
-                    offset: address as isize - r.data_start as isize,
-                };
-            }
-        }
         if address >= self.fiber_base && self.fiber_stride > 0 {
             let thread = (address - self.fiber_base) / self.fiber_stride;
             let within = (address - self.fiber_base) % self.fiber_stride;
@@ -79,7 +60,7 @@ impl ActiveGroup<'_> {
 }
 
 thread_local! {
-    static ACTIVE: Cell<*const ActiveGroup<'static>> = const { Cell::new(std::ptr::null()) };
+    static ACTIVE: Cell<*const ActiveGroup> = const { Cell::new(std::ptr::null()) };
 }
 
 /// Clears the thread's record when the group ends, however it ends.
@@ -98,11 +79,11 @@ pub(crate) const SUPPORTED: bool = cfg!(all(
 ));
 
 /// Runs `f` (one `run_group` call) with `active` visible to the fault handler.
-pub(crate) fn with_active<R>(active: &ActiveGroup<'_>, f: impl FnOnce() -> R) -> R {
+pub(crate) fn with_active<R>(active: &ActiveGroup, f: impl FnOnce() -> R) -> R {
     if !SUPPORTED || !install_handlers() {
         return f();
     }
-    let pointer = (active as *const ActiveGroup<'_>).cast::<ActiveGroup<'static>>();
+    let pointer = (active as *const ActiveGroup).cast::<ActiveGroup>();
     ACTIVE.with(|a| a.set(pointer));
     let _scope = ActiveScope;
     f()

@@ -4,6 +4,7 @@
 //! memory the emulator allocates and the builtin values of each thread, and
 //! exports the C entry points of `ffi.rs`.
 
+use super::threadgroup_vars::ThreadgroupVariable;
 use super::EmuError;
 use std::fmt::Write as _;
 
@@ -24,8 +25,10 @@ pub enum EntryParam {
     Buffer { msl_type: String },
     /// `constant T&`; the launch passes the scalar's bytes.
     Scalar { msl_type: String },
-    /// `threadgroup T*`, allocated by the emulator per threadgroup, zero-filled.
-    /// `bytes` is rounded up to a multiple of 16, as Metal requires.
+    /// `threadgroup T*`, allocated by the emulator per threadgroup and filled
+    /// with a poison pattern (all bytes 0xFF). Allocations are placed at
+    /// multiples of 16 bytes, as Metal requires; accesses are checked against
+    /// `bytes`.
     Threadgroup { msl_type: String, bytes: usize },
     /// A builtin attribute; the wrapper passes the right value in the type the
     /// kernel declared (`uint`, `ushort`, `uint3`, ...).
@@ -72,12 +75,11 @@ impl Builtin {
 pub(crate) struct EntryLayout {
     /// Kind of each launch argument (Buffer/Scalar params in order): true for a scalar.
     pub arg_is_scalar: Vec<bool>,
-    /// Per launch argument: a buffer the kernel may write (not `const`, not `constant`).
-    pub arg_writable: Vec<bool>,
     /// Per launch argument: its MSL type, for error messages.
     pub arg_types: Vec<String>,
-    /// Total threadgroup memory per group, each allocation rounded up to 16 bytes.
-    pub threadgroup_bytes: usize,
+    /// Per threadgroup allocation (parameters, then variables declared in the
+    /// kernel), what error messages call it.
+    pub threadgroup_labels: Vec<String>,
 }
 
 fn round_up_16(n: usize) -> Option<usize> {
@@ -116,25 +118,26 @@ fn check_type(msl_type: &str, what: &str, ending: char, address_spaces: &[&str])
     Ok(t.to_string())
 }
 
-/// Generates the wrapper appended after the MSL text.
-pub(crate) fn generate(entry: &EntrySpec) -> Result<(String, EntryLayout), EmuError> {
+/// Generates the wrapper appended after the MSL text; `variables` are the
+/// kernel's own threadgroup variables (see `threadgroup_vars`).
+pub(crate) fn generate(
+    entry: &EntrySpec,
+    variables: &[ThreadgroupVariable],
+) -> Result<(String, EntryLayout), EmuError> {
     check_identifier_path(&entry.kernel_name)?;
     let mut call_args = Vec::new();
     let mut scalar_cases = String::new();
     let mut arg_is_scalar = Vec::new();
-    let mut arg_writable = Vec::new();
     let mut arg_types = Vec::new();
     let mut threadgroup_bytes = 0usize;
+    let mut threadgroup_params: Vec<(usize, usize)> = Vec::new();
+    let mut threadgroup_labels = Vec::new();
     for param in &entry.params {
         match param {
             EntryParam::Buffer { msl_type } => {
                 let t = check_type(msl_type, "buffer", '*', &["device", "constant"])?;
                 call_args.push(format!("({t})args[{}]", arg_is_scalar.len()));
                 arg_is_scalar.push(false);
-                let read_only = t
-                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                    .any(|w| w == "const" || w == "constant");
-                arg_writable.push(!read_only);
                 arg_types.push(t);
             }
             EntryParam::Scalar { msl_type } => {
@@ -144,7 +147,6 @@ pub(crate) fn generate(entry: &EntrySpec) -> Result<(String, EntryLayout), EmuEr
                 call_args.push(format!("*({pointee}*)args[{index}]"));
                 let _ = writeln!(scalar_cases, "    case {index}: return sizeof({pointee});");
                 arg_is_scalar.push(true);
-                arg_writable.push(false);
                 arg_types.push(t);
             }
             EntryParam::Threadgroup { msl_type, bytes } => {
@@ -154,7 +156,15 @@ pub(crate) fn generate(entry: &EntrySpec) -> Result<(String, EntryLayout), EmuEr
                         "threadgroup parameter {t:?} has zero bytes"
                     )));
                 }
-                call_args.push(format!("({t})(tg + {threadgroup_bytes})"));
+                call_args.push(format!(
+                    "({t})metile_emu::threadgroup_address(group, {}, {threadgroup_bytes})",
+                    threadgroup_params.len()
+                ));
+                threadgroup_labels.push(format!(
+                    "threadgroup parameter {} ({t})",
+                    threadgroup_params.len()
+                ));
+                threadgroup_params.push((threadgroup_bytes, *bytes));
                 threadgroup_bytes = round_up_16(*bytes)
                     .and_then(|b| threadgroup_bytes.checked_add(b))
                     .ok_or_else(|| EmuError::BadEntry("threadgroup memory size overflows".into()))?;
@@ -175,8 +185,7 @@ pub(crate) fn generate(entry: &EntrySpec) -> Result<(String, EntryLayout), EmuEr
     text.push_str("namespace metile_emu_generated {\n");
     text.push_str("static void entry(metile_emu::Group* group, metile_emu::u32 tid) {\n");
     text.push_str("  const void* const* args = group->launch->args;\n");
-    text.push_str("  unsigned char* tg = group->launch->threadgroup_memory;\n");
-    text.push_str("  (void)args;\n  (void)tg;\n  (void)tid;\n");
+    text.push_str("  (void)args;\n  (void)tid;\n");
     let _ = writeln!(text, "  ::{}(", entry.kernel_name);
     let joined = call_args
         .iter()
@@ -185,7 +194,17 @@ pub(crate) fn generate(entry: &EntrySpec) -> Result<(String, EntryLayout), EmuEr
         .join(",\n");
     text.push_str(&joined);
     text.push_str(");\n}\n}  // namespace metile_emu_generated\n\n");
-    text.push_str("#define METILE_EXPORT extern \"C\" __attribute__((visibility(\"default\")))\n");
+    text.push_str(&threadgroup_tables(
+        entry,
+        &threadgroup_params,
+        threadgroup_bytes,
+        variables,
+    ));
+    threadgroup_labels.extend(
+        variables
+            .iter()
+            .map(|v| format!("threadgroup variable `{}` (declared at line {})", v.name, v.line)),
+    );
     text.push_str(
         "METILE_EXPORT int metile_emu_run_group(const MetileEmuLaunch* launch, unsigned x, unsigned y, unsigned z) {\n\
          \x20 return metile_emu::run_group(launch, x, y, z, &metile_emu_generated::entry);\n}\n",
@@ -203,15 +222,100 @@ pub(crate) fn generate(entry: &EntrySpec) -> Result<(String, EntryLayout), EmuEr
     text.push_str("  switch (index) {\n");
     text.push_str(&scalar_cases);
     text.push_str("    default: return 0;\n  }\n}\n");
+    text.push_str(
+        "METILE_EXPORT int metile_emu_checks(void) { return METILE_EMU_CHECKS; }\n\
+         METILE_EXPORT void metile_emu_set_extent_table(void* table) { metile_emu::extent_table = (metile_emu::Extent*)table; }\n",
+    );
     Ok((
         text,
         EntryLayout {
             arg_is_scalar,
-            arg_writable,
             arg_types,
-            threadgroup_bytes,
+            threadgroup_labels,
         },
     ))
+}
+
+/// The threadgroup allocations as C++: the parameters' offsets and sizes
+/// (known here), then the variables declared in the kernel, whose sizes only
+/// the compiler knows (`sizeof` of their types, written in the kernel's
+/// namespace so the names resolve as they do in the kernel), each at the next
+/// multiple of 16 bytes. Exported so the host learns the layout.
+fn threadgroup_tables(
+    entry: &EntrySpec,
+    params: &[(usize, usize)],
+    params_end: usize,
+    variables: &[ThreadgroupVariable],
+) -> String {
+    let mut text = String::new();
+    let namespace = entry.kernel_name.rsplit_once("::").map(|(ns, _)| ns);
+    let sizes: Vec<String> = variables
+        .iter()
+        .map(|v| format!("sizeof({})", v.type_id))
+        .collect();
+    let sizes_list = if sizes.is_empty() {
+        "0".to_string()
+    } else {
+        sizes.join(", ")
+    };
+    let open = namespace
+        .map(|ns| format!("namespace {ns} {{\n"))
+        .unwrap_or_default();
+    let close = if namespace.is_some() { "}\n" } else { "" };
+    let _ = write!(
+        text,
+        "{open}constexpr unsigned long metile_emu_threadgroup_variable_sizes[] = {{{sizes_list}}};\n{close}"
+    );
+    let sizes_name = match namespace {
+        Some(ns) => format!("{ns}::metile_emu_threadgroup_variable_sizes"),
+        None => "::metile_emu_threadgroup_variable_sizes".to_string(),
+    };
+    let _ = write!(
+        text,
+        "namespace metile_emu_generated {{\n\
+         constexpr unsigned long variable_offset(unsigned k) {{\n\
+         \x20 unsigned long offset = {params_end};\n\
+         \x20 for (unsigned i = 0; i < k; ++i) offset += ({sizes_name}[i] + 15) & ~15ul;\n\
+         \x20 return offset;\n}}\n\
+         constexpr unsigned long param_offsets[] = {{{}}};\n\
+         constexpr unsigned long param_bytes[] = {{{}}};\n\
+         }}  // namespace metile_emu_generated\n",
+        params
+            .iter()
+            .map(|p| p.0.to_string())
+            .chain(["0".into()])
+            .collect::<Vec<_>>()
+            .join(", "),
+        params
+            .iter()
+            .map(|p| p.1.to_string())
+            .chain(["0".into()])
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    let offsets: Vec<String> = (0..=variables.len())
+        .map(|k| format!("metile_emu_generated::variable_offset({k})"))
+        .collect();
+    let _ = write!(
+        text,
+        "extern \"C\" __attribute__((visibility(\"hidden\"))) const metile_emu::u32 \
+         metile_emu_threadgroup_parameter_count = {};\n\
+         extern \"C\" __attribute__((visibility(\"hidden\"))) const unsigned long \
+         metile_emu_threadgroup_variable_offsets[] = {{{}}};\n",
+        params.len(),
+        offsets.join(", ")
+    );
+    let _ = write!(
+        text,
+        "#define METILE_EXPORT extern \"C\" __attribute__((visibility(\"default\")))\n\
+         METILE_EXPORT unsigned metile_emu_threadgroup_allocation_count(void) {{ return {}; }}\n\
+         METILE_EXPORT void metile_emu_threadgroup_allocation(unsigned i, unsigned long* offset, unsigned long* bytes) {{\n\
+         \x20 if (i < {p}) {{ *offset = metile_emu_generated::param_offsets[i]; *bytes = metile_emu_generated::param_bytes[i]; }}\n\
+         \x20 else {{ *offset = metile_emu_threadgroup_variable_offsets[i - {p}]; *bytes = {sizes_name}[i - {p}]; }}\n}}\n",
+        params.len() + variables.len(),
+        p = params.len(),
+    );
+    text
 }
 
 #[cfg(test)]
@@ -240,17 +344,30 @@ mod tests {
                 EntryParam::Builtin(Builtin::ThreadIndexInSimdgroup),
             ],
         };
-        let (text, layout) = generate(&entry).expect("valid entry");
+        let variables = [ThreadgroupVariable {
+            name: "partial".into(),
+            type_id: "float[256]".into(),
+            line: 7,
+        }];
+        let (text, layout) = generate(&entry, &variables).expect("valid entry");
         assert!(text.contains("(device const float*)args[0]"));
         assert!(text.contains("*(constant int*)args[1]"));
-        assert!(text.contains("(threadgroup float*)(tg + 0)"));
-        assert!(text.contains("(threadgroup half*)(tg + 112)"));
+        assert!(text.contains("(threadgroup float*)metile_emu::threadgroup_address(group, 0, 0)"));
+        assert!(text.contains("(threadgroup half*)metile_emu::threadgroup_address(group, 1, 112)"));
+        assert!(text.contains("metile_emu_threadgroup_variable_sizes[] = {sizeof(float[256])}"));
+        assert!(text.contains("unsigned long offset = 128;"));
         assert!(text.contains("BuiltinKind::thread_index_in_simdgroup"));
         assert!(text.contains("case 1: return sizeof(constant int);"));
         assert!(text.contains("metile_emu_abort_after_fault"));
         assert_eq!(layout.arg_is_scalar, vec![false, true]);
-        assert_eq!(layout.arg_writable, vec![false, false]);
-        assert_eq!(layout.threadgroup_bytes, 128);
+        assert_eq!(
+            layout.threadgroup_labels,
+            [
+                "threadgroup parameter 0 (threadgroup float*)",
+                "threadgroup parameter 1 (threadgroup half*)",
+                "threadgroup variable `partial` (declared at line 7)"
+            ]
+        );
     }
 
     #[test]
@@ -261,18 +378,18 @@ mod tests {
                 msl_type: "device float*); evil(".into(),
             }],
         };
-        assert!(matches!(generate(&entry), Err(EmuError::BadEntry(_))));
+        assert!(matches!(generate(&entry, &[]), Err(EmuError::BadEntry(_))));
         let entry = EntrySpec {
             kernel_name: "k".into(),
             params: vec![EntryParam::Scalar {
                 msl_type: "device int&".into(),
             }],
         };
-        assert!(matches!(generate(&entry), Err(EmuError::BadEntry(_))));
+        assert!(matches!(generate(&entry, &[]), Err(EmuError::BadEntry(_))));
         let entry = EntrySpec {
             kernel_name: "1k".into(),
             params: vec![],
         };
-        assert!(matches!(generate(&entry), Err(EmuError::BadEntry(_))));
+        assert!(matches!(generate(&entry, &[]), Err(EmuError::BadEntry(_))));
     }
 }
