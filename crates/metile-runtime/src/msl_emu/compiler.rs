@@ -300,7 +300,11 @@ impl EmuCompiler {
         // which is removed whatever happens to this process.
         let step = || {
             let mut command = Command::new(&self.command);
-            command.current_dir(work).env("TMPDIR", work).env("TMP", work).env("TEMP", work);
+            command
+                .current_dir(work)
+                .env("TMPDIR", work)
+                .env("TMP", work)
+                .env("TEMP", work);
             command
         };
         if self.checks {
