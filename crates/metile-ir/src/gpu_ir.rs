@@ -514,6 +514,10 @@ pub enum GpuParamKind {
     /// An `i32`: 1 when the runtime could build the tensor map of the same
     /// spec (the kernel then copies with it), else 0.
     TensorMapReady(TensorMapSpec),
+    /// An `i32` the runtime passes as -1, a value the device compiler cannot
+    /// see: 32-bit integer negation multiplies by it on NVIDIA GPUs
+    /// (`lower/elementwise.rs` says why).
+    MinusOne,
 }
 
 /// A value the runtime knows at launch: a scalar argument (by Tile IR
@@ -688,7 +692,7 @@ impl GpuBuilder {
             GpuParamKind::Buffer(d) => GpuType::Ptr(d, MemSpace::Device),
             GpuParamKind::Scalar(d) => GpuType::Scalar(d),
             GpuParamKind::TensorMap(spec) => GpuType::Ptr(spec.dtype, MemSpace::TensorMap),
-            GpuParamKind::TensorMapReady(_) => GpuType::Scalar(DType::I32),
+            GpuParamKind::TensorMapReady(_) | GpuParamKind::MinusOne => GpuType::Scalar(DType::I32),
         };
         let value = self.new_value(ty);
         self.func.params.push(GpuParam {

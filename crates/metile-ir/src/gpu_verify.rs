@@ -42,7 +42,7 @@ pub fn verify_gpu(f: &GpuFunction) -> IrResult<()> {
             GpuParamKind::Buffer(d) => GpuType::Ptr(d, MemSpace::Device),
             GpuParamKind::Scalar(d) => GpuType::Scalar(d),
             GpuParamKind::TensorMap(spec) => GpuType::Ptr(spec.dtype, MemSpace::TensorMap),
-            GpuParamKind::TensorMapReady(_) => GpuType::Scalar(DType::I32),
+            GpuParamKind::TensorMapReady(_) | GpuParamKind::MinusOne => GpuType::Scalar(DType::I32),
         };
         if f.ty(p.value) != expected {
             return Err(IrError(format!(

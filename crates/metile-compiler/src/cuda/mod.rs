@@ -45,6 +45,8 @@ pub enum CudaParam {
     /// An `int`: 1 when the runtime built the tensor map of this spec, 0 when
     /// the arguments do not allow one (the kernel then copies another way).
     TensorMapReady(TensorMapSpec),
+    /// An `int` the runtime passes as -1 (`GpuParamKind::MinusOne`).
+    MinusOne,
 }
 
 /// An emitted kernel and what the runtime needs to launch it.
@@ -196,6 +198,10 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
             GpuParamKind::TensorMapReady(spec) => {
                 signature.push(format!("int {name}"));
                 params.push(CudaParam::TensorMapReady(spec));
+            }
+            GpuParamKind::MinusOne => {
+                signature.push(format!("int {name}"));
+                params.push(CudaParam::MinusOne);
             }
         }
     }

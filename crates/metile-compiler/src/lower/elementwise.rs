@@ -6,7 +6,8 @@ use crate::dist_layout::{row_major_strides, DistLayout};
 use crate::error::CompileResult;
 use crate::layout_assign::{Class, LayoutId};
 use metile_ir::gpu_ir::*;
-use metile_ir::{BinaryOp, DType, Literal, Op, OpKind};
+use crate::target::TargetKind;
+use metile_ir::{BinaryOp, DType, Literal, Op, OpKind, UnaryOp};
 
 /// Maps an element of a tile of `dst_shape` to the element of the broadcast
 /// source (same rank, size-1 axes where it was broadcast) that it copies.
@@ -130,6 +131,10 @@ impl<'f> Lowering<'f> {
     pub(super) fn scalar_op(&mut self, kind: &OpKind, xs: &[GpuValue], dtype: DType) -> GpuValue {
         let scalar = GpuType::Scalar(dtype);
         match kind {
+            OpKind::Unary(UnaryOp::Neg) if self.opaque_negation(dtype) => {
+                let m = self.minus_one(dtype);
+                self.binary(BinaryOp::Mul, xs[0], m)
+            }
             OpKind::Unary(u) => self.emit1(GpuOpKind::Unary(*u), [xs[0]], scalar),
             OpKind::Binary(b) => self.emit1(GpuOpKind::Binary(*b), [xs[0], xs[1]], scalar),
             OpKind::Compare(c) => self.compare(*c, xs[0], xs[1]),
@@ -141,6 +146,35 @@ impl<'f> Lowering<'f> {
             }
             // Broadcasts and reshapes of one element are the element.
             _ => xs[0],
+        }
+    }
+
+    /// Whether negating a `dtype` multiplies by an opaque -1 instead. ptxas
+    /// (CUDA 12.8 to 13.3 at least, sm_90 and later, any -O above 0) fuses
+    /// chains of 32-bit integer min/max into a three-input `VIMNMX3` and can
+    /// drop a negation it folded into one of the operands: `max(-a, -b, -c)`
+    /// becomes `max(-a, b, -c)`. Found by the differential fuzzer on an H200
+    /// (a row max of `-x` returned `max(x)` in one lane); the PTX is right and
+    /// `-Xptxas -O0` gives the right answer. A multiplier the compiler cannot
+    /// see is an instruction of its own, never an operand modifier.
+    fn opaque_negation(&self, dtype: DType) -> bool {
+        matches!(dtype, DType::I32 | DType::U32) && matches!(self.a.target.kind, TargetKind::Nvidia { .. })
+    }
+
+    /// -1 as a `dtype` the device compiler cannot fold (a launch parameter).
+    fn minus_one(&mut self, dtype: DType) -> GpuValue {
+        let m = match self.minus_one {
+            Some(m) => m,
+            None => {
+                let m = self.b.add_param("metile_minus_one", GpuParamKind::MinusOne, 0);
+                self.minus_one = Some(m);
+                m
+            }
+        };
+        if dtype == DType::I32 {
+            m
+        } else {
+            self.cast(m, dtype)
         }
     }
 

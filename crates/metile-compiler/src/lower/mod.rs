@@ -130,6 +130,8 @@ pub struct Lowering<'f> {
     ring_aliases: Vec<(GpuValue, DType, GpuValue)>,
     /// Tensor maps declared as parameters: spec, map and ready flag.
     tensor_maps: Vec<(TensorMapSpec, GpuValue, GpuValue)>,
+    /// The `GpuParamKind::MinusOne` parameter, once declared.
+    minus_one: Option<GpuValue>,
     /// The Tile IR op being lowered, for errors.
     loc: Loc,
     op_name: String,
@@ -163,6 +165,7 @@ pub fn lower(f: &Function, threads: u32, target: &Target) -> CompileResult<GpuFu
         ring_loads: FxHashMap::default(),
         ring_aliases: vec![],
         tensor_maps: vec![],
+        minus_one: None,
         loc: Loc::unknown(),
         op_name: "kernel".into(),
     };

@@ -129,7 +129,7 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
                     tile_param_index: p.tile_index,
                 });
             }
-            GpuParamKind::TensorMap(_) | GpuParamKind::TensorMapReady(_) => {
+            GpuParamKind::TensorMap(_) | GpuParamKind::TensorMapReady(_) | GpuParamKind::MinusOne => {
                 return Err(CompileError::new(
                     "kernel",
                     "internal MSL emitter error: tensor maps are CUDA's",

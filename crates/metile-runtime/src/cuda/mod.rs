@@ -457,6 +457,10 @@ impl CompiledKernel for CudaLaunchable {
                     values.push(0);
                     continue;
                 }
+                CudaParam::MinusOne => {
+                    values.push(u64::from((-1i32) as u32));
+                    continue;
+                }
                 CudaParam::TensorMapReady(spec) => {
                     values.push(u64::from(built.iter().any(|(s, ok)| s == spec && *ok)));
                     continue;
