@@ -92,7 +92,7 @@ fn block(
         for r in &mut b.ops[i].regions {
             changed |= block(r, values, consts, carry);
         }
-        if matches!(b.ops[i].kind, OpKind::For) {
+        if matches!(b.ops[i].kind, OpKind::For { .. }) {
             if let Some(prologue) = pipeline(&mut b.ops[i], values, consts, carry) {
                 let n = prologue.len();
                 b.ops.splice(i..i, prologue);
@@ -586,7 +586,7 @@ mod tests {
         for op in &f.body.ops {
             match op.kind {
                 OpKind::If => top_ifs += 1,
-                OpKind::For => {
+                OpKind::For { .. } => {
                     for_carried = op.results.len();
                     // The loads for the next iteration come first, under a guard.
                     assert!(matches!(

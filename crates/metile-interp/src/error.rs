@@ -23,6 +23,9 @@ pub enum ExecError {
     /// A run-time value makes the op meaningless (a zero loop step, ...).
     #[error("{loc}: {message}")]
     InvalidValue { loc: Loc, message: String },
+    /// A `device_assert` found its condition false (`at`: the program and element).
+    #[error("{loc}: device_assert failed: {message} ({at})")]
+    AssertionFailed { loc: Loc, message: String, at: String },
     /// The function failed the Tile IR verifier.
     #[error("invalid Tile IR: {0}")]
     InvalidIr(String),

@@ -20,6 +20,10 @@ impl From<ExecError> for RuntimeError {
                 message: e.to_string(),
                 loc: loc.clone(),
             },
+            ExecError::AssertionFailed { ref loc, .. } => RuntimeError::AssertionFailed {
+                message: e.to_string(),
+                loc: loc.clone(),
+            },
             ExecError::BadArguments(m) => RuntimeError::BadArguments(m),
             other => RuntimeError::Device(other.to_string()),
         }

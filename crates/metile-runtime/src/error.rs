@@ -6,6 +6,9 @@ pub enum RuntimeError {
     /// A kernel touched memory outside an argument's extent (CPU backends check every access).
     #[error("{message}")]
     OutOfBounds { message: String, loc: Loc },
+    /// A `device_assert` failed; `loc` is its line, when known.
+    #[error("{message}")]
+    AssertionFailed { message: String, loc: Loc },
     /// The backend cannot compile this kernel; `loc` is the offending op, when known.
     #[error("{message}")]
     Compile { message: String, loc: Option<Loc> },

@@ -56,6 +56,12 @@ fn emu_error(e: EmuError, msl: &MslKernel) -> RuntimeError {
                 message: e.to_string(),
             }
         }
+        EmuError::Kernel { ref message, .. } if message.contains("device_assert failed") => {
+            RuntimeError::AssertionFailed {
+                loc: fault_loc(message, msl),
+                message: e.to_string(),
+            }
+        }
         EmuError::Compile { ref diagnostics, .. } => msl_compile_failure("clang", diagnostics, msl),
         EmuError::Unsupported(_) | EmuError::BadEntry(_) => RuntimeError::Compile {
             message: e.to_string(),

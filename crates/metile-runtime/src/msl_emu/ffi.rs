@@ -4,7 +4,7 @@
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
 
 /// Bumped together with `metile_emu::abi_version` in the shim.
-pub(crate) const ABI_VERSION: u32 = 2;
+pub(crate) const ABI_VERSION: u32 = 3;
 
 #[repr(C)]
 pub(crate) struct LaunchDesc {
@@ -21,7 +21,12 @@ pub(crate) struct LaunchDesc {
     pub scratch_bytes: usize,
     pub error_message: *mut c_char,
     pub error_capacity: usize,
+    pub print: Option<PrintFn>,
+    pub print_context: *mut c_void,
 }
+
+/// Receives one logged line (without its newline) for `context`.
+pub(crate) type PrintFn = unsafe extern "C" fn(context: *mut c_void, text: *const c_char, length: usize);
 
 pub(crate) type RunGroupFn = unsafe extern "C" fn(*const LaunchDesc, c_uint, c_uint, c_uint) -> c_int;
 pub(crate) type ScratchBytesFn = unsafe extern "C" fn(c_uint) -> usize;
