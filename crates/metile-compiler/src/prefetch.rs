@@ -41,6 +41,11 @@
 //! (when at most 64 accumulators a thread leave registers for two), or
 //! failing that three quarters of it (seven eighths for one threadgroup).
 //!
+//! A loop's `num_stages` hint (`tile_range(..., num_stages=n)`) sets the depth
+//! instead: `n` stages where they fit in seven eighths of the threadgroup
+//! memory (the most that fit otherwise), and `num_stages=1` turns the pass off
+//! for that loop (registers included).
+//!
 //! Loops are left alone unless their step is a positive constant and
 //! their body (nested regions included) has no stores, barriers, shared memory
 //! or thread-level ops, so no write can change what a load ahead of time reads.
@@ -319,6 +324,7 @@ fn select(
     iv: ValueId,
     values: &[Type],
     carry: &Carry<'_>,
+    num_stages: Option<u32>,
 ) -> Option<Selection> {
     let mut prefetched: Vec<ValueId> = vec![];
     let mut slice: Vec<usize> = vec![];
@@ -380,12 +386,17 @@ fn select(
         Carry::Async {
             budget, max_stages, ..
         } => {
-            let stages = |bytes: usize| (bytes / stage_total.max(1)).min(*max_stages);
+            let fit = |bytes: usize| bytes / stage_total.max(1);
+            let stages = |bytes: usize| fit(bytes).min(*max_stages);
             // More than 64 accumulators a thread leave registers for one
             // block only, which may take seven eighths (a fourth stage of
             // 128x256x64 f16 tiles: +3% on the H100, benchmarks/gemm.py);
             // else leave a quarter for the kernel's other threadgroup memory.
-            let s = if max_accumulators > 64 {
+            // The kernel's `num_stages` hint replaces the choice, as far as
+            // seven eighths of the memory hold its stages.
+            let s = if let Some(n) = num_stages {
+                fit(budget * 7 / 8).min(n as usize)
+            } else if max_accumulators > 64 {
                 stages(budget * 7 / 8)
             } else if stages(budget / 2) >= 2 {
                 stages(budget / 2)
@@ -430,6 +441,13 @@ fn pipeline(
     carry: &Carry<'_>,
 ) -> Option<Vec<Op>> {
     let (start, end, step) = (op.operands[0], op.operands[1], op.operands[2]);
+    let OpKind::For { num_stages } = op.kind else {
+        return None;
+    };
+    // `num_stages=1`: the kernel asks for no operands in flight ahead.
+    if num_stages == Some(1) {
+        return None;
+    }
     let step = match consts.get(&step) {
         Some(Literal::Int(s)) if *s > 0 => *s,
         _ => return None,
@@ -449,7 +467,7 @@ fn pipeline(
         prefetched,
         slice,
         depth,
-    } = select(body, &defs, iv, values, carry)?;
+    } = select(body, &defs, iv, values, carry, num_stages)?;
 
     let loc = op.loc.clone();
     let mut e = Emitter { values, loc };

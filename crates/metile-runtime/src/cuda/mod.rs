@@ -18,7 +18,7 @@ mod tensor_map;
 pub use driver::load_libraries;
 
 use crate::debug::debug_enabled;
-use crate::device::{CompileOptions, CompiledKernel, Device, DeviceMemory};
+use crate::device::{CompileOptions, CompiledKernel, Device, DeviceMemory, KernelResources};
 use crate::disk_cache::{cache_key, DiskCache};
 use crate::error::RuntimeError;
 use cudarc::driver::sys as cu;
@@ -321,6 +321,10 @@ impl CudaDevice {
 
 /// A driver failure; a sticky one names the kernel and the process state.
 fn fault_error(code: cu::CUresult, what: &str, last_kernel: &Mutex<Arc<str>>) -> RuntimeError {
+    if code == cu::CUresult::CUDA_ERROR_ASSERT {
+        let kernel = last_kernel.lock().map(|k| k.to_string()).unwrap_or_default();
+        return memory::assert_error(&format!("kernel `{kernel}` (the last one launched before this {what})"));
+    }
     if is_sticky(code) {
         let kernel = last_kernel.lock().map(|k| k.to_string()).unwrap_or_default();
         RuntimeError::Device(format!(
@@ -536,6 +540,25 @@ impl CompiledKernel for CudaLaunchable {
 
     fn max_grid(&self) -> [u32; 3] {
         self.grid_limits
+    }
+
+    fn resources(&self) -> KernelResources {
+        use cu::CUfunction_attribute::*;
+        let attribute = |which| -> Option<u32> {
+            let mut value: std::ffi::c_int = 0;
+            self.context.bind().ok()?;
+            // SAFETY: the function is loaded in the bound context; the driver
+            // writes one int.
+            let code = unsafe { cu::cuFuncGetAttribute(&mut value, which, self.loaded.function) };
+            (code == cu::CUresult::CUDA_SUCCESS).then(|| u32::try_from(value).ok()).flatten()
+        };
+        let static_shared = attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES).unwrap_or(0);
+        KernelResources {
+            registers: attribute(CU_FUNC_ATTRIBUTE_NUM_REGS),
+            local_bytes: attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
+            shared_bytes: Some(self.shared_bytes as usize + static_shared as usize),
+            threads_per_group: Some(self.threads),
+        }
     }
 }
 
