@@ -299,6 +299,7 @@ impl CudaDevice {
                     buffer_alignment: 1,
                     repack_operands: false,
                     line_locs: Vec::new(),
+                    prints: false,
                 };
                 // The device the pool keys its workspace by: this one, as
                 // launches and split-K see it.
@@ -361,6 +362,14 @@ struct CudaLaunchable {
     /// `METILE_DEBUG=repack`: the first launch that copies operands says so
     /// (set at compile time; cleared once said).
     report_repack: AtomicBool,
+    /// The kernel prints: each launch is waited for and stdout flushed.
+    prints: bool,
+}
+
+extern "C" {
+    /// C's `fflush`; with a null stream it flushes every output stream,
+    /// `printf`'s buffered lines from the GPU included.
+    fn fflush(stream: *mut c_void) -> std::ffi::c_int;
 }
 
 /// A scalar's bits, low bytes first, as the kernel parameter reads them.
@@ -535,6 +544,16 @@ impl CompiledKernel for CudaLaunchable {
         if code != cu::CUresult::CUDA_SUCCESS {
             return Err(fault_error(code, "launch", &self.last_kernel));
         }
+        if self.prints {
+            // SAFETY: the context is bound; the driver writes the kernel's
+            // printf lines to stdout when it finishes.
+            let code = unsafe { cu::cuCtxSynchronize() };
+            if code != cu::CUresult::CUDA_SUCCESS {
+                return Err(fault_error(code, "launch", &self.last_kernel));
+            }
+            // SAFETY: flushing every C output stream has no preconditions.
+            unsafe { fflush(std::ptr::null_mut()) };
+        }
         Ok(())
     }
 
@@ -614,6 +633,7 @@ impl Device for CudaDevice {
             grid_limits: self.target.grid_limits(kernel.threads_per_group),
             repacker,
             report_repack: AtomicBool::new(debug_enabled("repack")),
+            prints: kernel.prints,
         }))
     }
 
