@@ -192,7 +192,8 @@ def test_range_takes_num_stages(device):
 @pytest.mark.parametrize(
     "kernel, constexprs, error, message",
     [
-        (range_with_stages, {"S": 0}, metile.CompilationError, "num_stages must be an int from 1 (no pipelining) to 16, got 0"),
+        (range_with_stages, {"S": 0}, metile.CompilationError,
+         "num_stages must be an int from 1 (no pipelining) to 16, got 0"),
         (range_with_other_keywords, {}, metile.CompilationError,
          "range() in a kernel takes one keyword argument, num_stages"),
         (tile_range_traced_stages, {}, metile.CompilationError, "num_stages must be known when the kernel is compiled"),

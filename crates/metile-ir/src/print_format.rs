@@ -52,7 +52,7 @@ pub fn format_g(x: f64) -> String {
     let scientific = format!("{:.*e}", (PRECISION - 1) as usize, x);
     let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
     let exponent: i32 = exponent.parse().unwrap_or(0);
-    if exponent < -4 || exponent >= PRECISION {
+    if !(-4..PRECISION).contains(&exponent) {
         let sign = if exponent < 0 { '-' } else { '+' };
         format!("{}e{sign}{:02}", strip_zeros(mantissa), exponent.abs())
     } else {
@@ -87,7 +87,7 @@ mod tests {
             (999999.5, "1e+06"),
             (f64::INFINITY, "inf"),
             (1e100, "1e+100"),
-            (3.14159265, "3.14159"),
+            (1.23456789, "1.23457"),
         ];
         for (x, want) in cases {
             assert_eq!(format_g(x), want, "{x}");

@@ -108,8 +108,6 @@ struct Uses {
     release_counts: bool,
     /// Pairs of f32 values narrowed into one vector (`metile_narrow2`).
     narrow: bool,
-    /// `device_assert`s (the runtime's `__assertfail`).
-    asserts: bool,
     /// `device_print`s (`printf`).
     prints: bool,
     builtins: [bool; 5],
@@ -136,7 +134,6 @@ fn uses(f: &GpuFunction) -> Uses {
     }
     f.walk(&mut |op| match op.kind {
         GpuOpKind::SimdReduce(_) => u.reductions = true,
-        GpuOpKind::Assert { .. } => u.asserts = true,
         GpuOpKind::Print { .. } => u.prints = true,
         GpuOpKind::MbarrierInit { .. } | GpuOpKind::TmaLoad => u.tma = true,
         GpuOpKind::AtomicAdd => {
@@ -310,7 +307,6 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
         (used.wgmma, "wgmma"),
         (used.tma, "tma"),
         (used.release_counts, "release_counts"),
-        (used.asserts, "assert"),
     ];
     for (wanted, name) in sections {
         if wanted {

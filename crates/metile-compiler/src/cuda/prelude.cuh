@@ -145,9 +145,3 @@ static __device__ __forceinline__ int metile_atomic_add(int* counts, int value) 
                : "memory");
   return old;
 }
-// @section assert
-// The CUDA runtime's device-side assert: prints the message with the file,
-// line and thread, and stops the kernel (the launch then fails with
-// CUDA_ERROR_ASSERT, which leaves the context unusable).
-extern "C" __device__ void __assertfail(const char* message, const char* file, unsigned line, const char* function,
-                                        unsigned long char_size);

@@ -905,9 +905,11 @@ impl<'a> BodyWriter<'a> {
         Ok(())
     }
 
-    /// A failing `device_assert`: in CUDA, the runtime's device-side assert
-    /// (the launch fails with "device-side assert triggered", which poisons the
-    /// CUDA context); in MSL, `metile_device_assert_failed` (see `MSL_DEBUG_PREAMBLE`).
+    /// A failing `device_assert`: in CUDA, the device-side assert that `assert`
+    /// calls (`__assertfail`, which NVRTC declares, as it does `printf`): the
+    /// GPU prints the message, file, line and thread, and the launch fails with
+    /// CUDA_ERROR_ASSERT, which poisons the CUDA context; in MSL,
+    /// `metile_device_assert_failed` (see `MSL_DEBUG_PREAMBLE`).
     fn device_assert(&mut self, op: &GpuOp, cond: &Name, message: &str, depth: usize) {
         match self.lang {
             Lang::Msl => {

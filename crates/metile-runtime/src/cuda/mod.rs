@@ -324,7 +324,9 @@ impl CudaDevice {
 fn fault_error(code: cu::CUresult, what: &str, last_kernel: &Mutex<Arc<str>>) -> RuntimeError {
     if code == cu::CUresult::CUDA_ERROR_ASSERT {
         let kernel = last_kernel.lock().map(|k| k.to_string()).unwrap_or_default();
-        return memory::assert_error(&format!("kernel `{kernel}` (the last one launched before this {what})"));
+        return memory::assert_error(&format!(
+            "kernel `{kernel}` (the last one launched before this {what})"
+        ));
     }
     if is_sticky(code) {
         let kernel = last_kernel.lock().map(|k| k.to_string()).unwrap_or_default();
@@ -569,7 +571,9 @@ impl CompiledKernel for CudaLaunchable {
             // SAFETY: the function is loaded in the bound context; the driver
             // writes one int.
             let code = unsafe { cu::cuFuncGetAttribute(&mut value, which, self.loaded.function) };
-            (code == cu::CUresult::CUDA_SUCCESS).then(|| u32::try_from(value).ok()).flatten()
+            (code == cu::CUresult::CUDA_SUCCESS)
+                .then(|| u32::try_from(value).ok())
+                .flatten()
         };
         let static_shared = attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES).unwrap_or(0);
         KernelResources {
