@@ -414,6 +414,18 @@ def static_assert_of_run_time_value(Out, N):
     metile.store(Out, 1.0)
 
 
+@metile.kernel
+def max_of_one_tile(Out, N):
+    metile.store(Out, max(metile.arange(0, 4)))
+
+
+def test_max_of_one_tile_suggests_a_reduction():
+    with pytest.raises(metile.CompilationError) as e:
+        max_of_one_tile[(1,)](np.zeros(4, np.int32), 3)
+    assert "max() of one tile would iterate over it; reduce it with metile.max(x)" in str(e.value)
+    assert f"line {line_of(max_of_one_tile, 'max(metile.arange')}" in str(e.value)
+
+
 @pytest.mark.parametrize(
     "kernel, message, marker",
     [

@@ -91,6 +91,22 @@ def test_warmup_returns_the_compiled_kernel(device):
     assert "n_regs=" in repr(compiled)
 
 
+def test_warmup_takes_tritons_num_warps_and_init_handles():
+    if not metile.device_available("msl-emu"):
+        pytest.skip("no msl-emu device here")
+    previous = metile.get_device()
+    metile.set_device("msl-emu")
+    try:
+        x = np.zeros(256, np.float32)
+        compiled = add_one.warmup(x, x, 256, BLOCK=256, num_warps=2, grid=(1,))
+        compiled._init_handles()
+        assert compiled.metadata.num_warps == 2
+        with pytest.raises(TypeError, match="num_sgs and num_warps name the same launch option"):
+            add_one[(1,)](x, x, 256, BLOCK=256, num_warps=2, num_sgs=2)
+    finally:
+        metile.set_device(previous)
+
+
 @metile.kernel
 def reduce_rows(X, Out, N, BLOCK: metile.constexpr):
     row = metile.program_id(0)

@@ -98,6 +98,11 @@ impl CompiledKernelInfo {
         self.metadata.clone_ref(py)
     }
 
+    /// Triton's compiled kernels load their module here; a meTile kernel is
+    /// loaded when it is compiled, so this does nothing (Triton code calls it
+    /// before reading `n_regs`).
+    fn _init_handles(&self) {}
+
     /// The pointer parameters the kernel may store to.
     #[getter]
     fn written(&self) -> Vec<String> {

@@ -24,11 +24,14 @@ use std::sync::{Arc, Mutex};
 /// Launch keywords that are options rather than kernel parameters: `num_sgs`,
 /// the GEMM pass switches (`Passes::NAMES`) and the Apple GPU family `arch`.
 const OPTION_NUM_SGS: &str = "num_sgs";
+/// Triton's name for `num_sgs` (a warp is a simdgroup of 32 threads).
+const OPTION_NUM_WARPS: &str = "num_warps";
 const OPTION_ARCH: &str = "arch";
 const MAX_NUM_SGS: i64 = 32;
 const OPTIONS_TEXT: &str =
     "the launch options num_sgs, matrix_atoms, prefetch, async_copy, pad_dot_scratch, \
-     ldmatrix, serpentine, tf32, occupancy, l2_order, wgmma, tma, stage_stores, repack_operands, split_k and arch";
+     ldmatrix, serpentine, tf32, occupancy, l2_order, wgmma, tma, stage_stores, repack_operands, split_k and arch \
+     (num_warps is Triton's name for num_sgs)";
 
 /// The launch options of one launch, and which of them were given.
 #[derive(Clone, Copy, Debug, Default)]
@@ -42,7 +45,12 @@ struct LaunchOptions {
 impl LaunchOptions {
     /// Takes `key=value` when `key` names a launch option (false otherwise).
     fn take(&mut self, key: &str, value: &Bound<'_, PyAny>) -> PyResult<bool> {
-        if key == OPTION_NUM_SGS {
+        if key == OPTION_NUM_SGS || key == OPTION_NUM_WARPS {
+            if self.num_sgs.is_some() {
+                return Err(PyTypeError::new_err(
+                    "num_sgs and num_warps name the same launch option (simdgroups of 32 threads); give one",
+                ));
+            }
             self.num_sgs = Some(parse_num_sgs(value)?);
             return Ok(true);
         }

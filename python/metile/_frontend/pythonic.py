@@ -63,6 +63,8 @@ def checked(cond: Any, message: Callable[[], Any] | None) -> Any:
 
 def _extreme(name: str, combine: Callable[[Any, Any], Any], builtin: Callable) -> Callable:
     def pick(*args: Any, **kwargs: Any) -> Any:
+        if len(args) == 1 and isinstance(args[0], _Tile):
+            raise TypeError(f"{name}() of one tile would iterate over it; reduce it with metile.{name}(x)")
         values = args[0] if len(args) == 1 and isinstance(args[0], (list, tuple)) else args
         if kwargs or not values or not any(isinstance(v, _Tile) for v in values):
             return builtin(*args, **kwargs)
