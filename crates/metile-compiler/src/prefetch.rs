@@ -127,6 +127,7 @@ fn is_slice_op(kind: &OpKind) -> bool {
             | OpKind::NumPrograms { .. }
             | OpKind::Load { .. }
             | OpKind::TileLoad { .. }
+            | OpKind::Assume { .. }
     )
 }
 
