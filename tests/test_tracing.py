@@ -540,14 +540,14 @@ def test_edsl_calls_outside_a_kernel_raise_runtime_error():
 
 def bool_of_tile(X, BLOCK: metile.constexpr):
     x = metile.load(X + metile.arange(0, BLOCK))
-    y = x > 0 and x < 1
+    y = 0 < x < 1
     metile.store(X + metile.arange(0, BLOCK), y)
 
 
 def test_bool_of_a_tile_suggests_bitwise_operators():
     msg = compile_error(bool_of_tile, [ptr("X")], BLOCK=8)
-    assert "no truth value" in msg and "`&`" in msg and "metile.where" in msg
-    assert "y = x > 0 and x < 1" in msg
+    assert "no truth value" in msg and "(a < x) & (x < b)" in msg and "metile.where" in msg
+    assert "y = 0 < x < 1" in msg
 
 
 def while_traced(X, N):
@@ -557,10 +557,26 @@ def while_traced(X, N):
     metile.store(X, i)
 
 
-def test_while_on_a_traced_value_is_refused():
-    msg = compile_error(while_traced, [ptr("X", "i32"), scalar("N")])
-    assert "`while` loop needs a condition known when the kernel is compiled" in msg
-    assert "metile.tile_range" in msg and "while i < N:" in msg
+def while_traced_with_break(X, N):
+    i = 0
+    while i < N:
+        if i == 3:
+            break
+        i = i + 1
+    metile.store(X, i)
+
+
+def test_while_on_a_traced_value_becomes_a_loop():
+    ir = trace(while_traced, [ptr("X", "i32"), scalar("N")]).text
+    assert re.search(r"= while %\d+ : i32 \{ \^\(%\d+: i32\)", ir)
+    assert re.search(r"\} do \{ \^\(%\d+: i32\)", ir)
+    assert re.search(rf"^  }}  // test_tracing\.py:{line_of(while_traced, 'while i < N:')}$", ir, re.MULTILINE)
+
+
+def test_while_with_break_on_a_traced_value_is_refused():
+    msg = compile_error(while_traced_with_break, [ptr("X", "i32"), scalar("N")])
+    assert "this `while` loop depends on a value computed at run time and contains `break`" in msg
+    assert "while i < N:" in msg
 
 
 def break_in_tile_range(X, N, BLOCK: metile.constexpr):
@@ -645,9 +661,18 @@ def ternary(X, BLOCK: metile.constexpr):
     metile.store(X + metile.arange(0, BLOCK), y)
 
 
-def test_ternary_on_a_traced_condition_suggests_where():
-    msg = compile_error(ternary, [ptr("X")], BLOCK=8)
-    assert "metile.where(c, x, y)" in msg and "y = x if s > 0 else -x" in msg
+def ternary_with_walrus(X, BLOCK: metile.constexpr):
+    x = metile.load(X + metile.arange(0, BLOCK))
+    s = metile.sum(x)
+    y = (z := x) if s > 0 else -x
+    metile.store(X + metile.arange(0, BLOCK), y + z)
+
+
+def test_ternary_on_a_traced_condition_selects():
+    ir = trace(ternary, [ptr("X")], BLOCK=8).text
+    assert "select" in ops_at(ir, ternary, "y = x if s > 0 else -x")
+    msg = compile_error(ternary_with_walrus, [ptr("X")], BLOCK=8)
+    assert "metile.where(c, x, y)" in msg and "y = (z := x) if s > 0 else -x" in msg
 
 
 def leaked_from_role(X):
@@ -661,13 +686,27 @@ def _helper_with_a_loop(X, n):
         metile.store(X + k, 0.0)
 
 
+def _plain_python_helper_with_a_loop(X, n):
+    try:
+        for k in metile.tile_range(0, n, 1):
+            metile.store(X + k, 0.0)
+    finally:
+        pass
+
+
 def tile_range_in_helper(X, N):
     _helper_with_a_loop(X, N)
 
 
-def test_tile_range_in_a_helper_function_is_refused():
-    msg = compile_error(tile_range_in_helper, [ptr("X"), scalar("N")])
-    assert "must be written in the @metile.kernel function itself" in msg
+def tile_range_in_plain_python_helper(X, N):
+    _plain_python_helper_with_a_loop(X, N)
+
+
+def test_tile_range_in_a_helper_function_compiles():
+    ir = trace(tile_range_in_helper, [ptr("X"), scalar("N")]).text
+    assert re.search(rf"^  }}  // test_tracing\.py:{line_of(_helper_with_a_loop, 'for k in')}$", ir, re.MULTILINE)
+    msg = compile_error(tile_range_in_plain_python_helper, [ptr("X"), scalar("N")])
+    assert "must be a `for` statement of the kernel or of a helper function it calls" in msg
     assert "for k in metile.tile_range(0, n, 1):" in msg
 
 

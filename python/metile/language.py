@@ -41,8 +41,25 @@ full = _metile.full
 dot = _metile.dot
 cast = _metile.cast
 
-# Control flow.
+# Control flow. `range` is Triton's `tl.range`: a compiled loop like
+# `tile_range`, with the pipelining hint `num_stages=`; `static_range` unrolls.
 tile_range = _metile.tile_range
+range = _metile.tile_range  # noqa: A001 - Triton's name, used as `metile.range`
+static_range = _metile.static_range
+
+# Compile-time checks, debugging and compiler hints.
+static_assert = _metile.static_assert
+device_print = _metile.device_print
+device_assert = _metile.device_assert
+multiple_of = _metile.multiple_of
+max_contiguous = _metile.max_contiguous
+max_constancy = _metile.max_constancy
+
+
+def static_print(*values: object, **kwargs: object) -> None:
+    """Python's print, while the kernel is traced (Triton's `tl.static_print`)."""
+    print(*values, **kwargs)  # noqa: T201 - printing is what it does
+
 
 # Element-wise math.
 exp = _metile.exp
@@ -93,6 +110,8 @@ __all__ = [
     "cast",
     "cdiv",
     "constexpr",
+    "device_assert",
+    "device_print",
     "dot",
     "exp",
     "float16",
@@ -103,17 +122,24 @@ __all__ = [
     "load",
     "log",
     "max",
+    "max_constancy",
+    "max_contiguous",
     "maximum",
     "min",
     "minimum",
+    "multiple_of",
     "next_power_of_2",
     "num_programs",
     "program_id",
+    "range",
     "shared",
     "simd_broadcast",
     "simd_lane_id",
     "simd_shuffle_xor",
     "simdgroup_role",
+    "static_assert",
+    "static_print",
+    "static_range",
     "sqrt",
     "store",
     "sum",

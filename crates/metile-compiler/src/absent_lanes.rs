@@ -16,8 +16,10 @@
 //!   a `for` yield becomes `select(presence, new, block_arg)`, and the frontend's
 //!   `carry_merge(new, old)` (unrolled iterations and `if` joins) becomes
 //!   `select(presence, new, old)`; carried values have no absent lanes;
-//! - everywhere else a value is observed (stored, `dot` operands, loop bounds and
-//!   inits, conditions, shuffles, ...) its absent lanes read 0: `select(presence,
+//! - `device_assert` checks present lanes only: its condition becomes
+//!   `select(presence, cond, true)`;
+//! - everywhere else a value is observed (stored, printed, `dot` operands, loop
+//!   bounds and inits, conditions, shuffles, ...) its absent lanes read 0: `select(presence,
 //!   x, 0)`. A masked load's value already reads 0 where it is absent, and a
 //!   store whose mask is the value's presence skips those lanes, so neither
 //!   needs a select.
@@ -261,7 +263,11 @@ impl Pass {
                     self.set(r, Some(mask), p.zero_where_absent);
                 }
             }
-            OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Compare(_) | OpKind::AddPtr => {
+            OpKind::Unary(_)
+            | OpKind::Binary(_)
+            | OpKind::Compare(_)
+            | OpKind::AddPtr
+            | OpKind::Assume { .. } => {
                 let mut present = None;
                 for i in all {
                     let m = self.mask_of(op.operands[i]);
@@ -313,11 +319,28 @@ impl Pass {
                     };
                 }
             }
-            OpKind::For => {
+            OpKind::For { .. } => {
                 self.observe_operands(out, &mut op, all);
                 let body = std::mem::take(&mut op.regions[0]);
                 let args = body.args.get(1..).unwrap_or(&[]).to_vec();
                 op.regions[0] = self.block(body, Some(&args));
+            }
+            OpKind::While => {
+                self.observe_operands(out, &mut op, all);
+                let cond = std::mem::take(&mut op.regions[0]);
+                op.regions[0] = self.block(cond, None);
+                let body = std::mem::take(&mut op.regions[1]);
+                let args = body.args.clone();
+                op.regions[1] = self.block(body, Some(&args));
+            }
+            // An assert checks the present lanes only (absent ones pass).
+            OpKind::Assert { .. } => {
+                let c = op.operands[0];
+                if let Some(p) = self.presence(c) {
+                    let ty = self.ty(c).clone();
+                    let yes = self.splat(out, Literal::Bool(true), &ty, &loc);
+                    op.operands[0] = self.select(out, p.mask, c, yes, &loc);
+                }
             }
             OpKind::If | OpKind::SimdgroupRole { .. } => {
                 self.observe_operands(out, &mut op, all);

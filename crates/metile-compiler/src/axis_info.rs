@@ -15,7 +15,7 @@
 //! values get `1, 1, 1`. Pointers are their element offsets from the buffer base
 //! (0 for a parameter or a shared allocation).
 
-use metile_ir::{BinaryOp, Block, CmpOp, DType, Elem, Function, Literal, OpKind, ValueId};
+use metile_ir::{AssumeFact, BinaryOp, Block, CmpOp, DType, Elem, Function, Literal, OpKind, ValueId};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AxisInfo {
@@ -184,7 +184,8 @@ fn block(f: &Function, b: &Block, a: &mut AxisInfos) {
                 constancy: ins.iter().map(|i| i.constancy).min().unwrap_or(1),
                 ..UNKNOWN
             },
-            OpKind::For => {
+            OpKind::Assume { fact, value } => assume(ins[0], *fact, *value),
+            OpKind::For { .. } => {
                 // The induction variable is start + k * step.
                 if let Some(body) = op.regions.first() {
                     if let Some(&iv) = body.args.first() {
@@ -226,6 +227,34 @@ fn clip(info: AxisInfo, last: u64, dtype: Option<DType>) -> AxisInfo {
         contiguity: info.contiguity.min(last),
         divisibility: info.divisibility,
         constancy: info.constancy.min(last.max(1)),
+    }
+}
+
+/// What a kernel's promise (`multiple_of`, `max_contiguous`, `max_constancy`)
+/// adds to what is known of `x`. Each promise covers aligned runs whose length
+/// is the largest power of two dividing `n` (the interpreter checks the same
+/// runs); a divisibility promise holds at the positions that are multiples of
+/// that length, which covers every contiguity run's start when the runs are
+/// at least that long, and every element of runs of one value.
+fn assume(x: AxisInfo, fact: AssumeFact, n: u64) -> AxisInfo {
+    let run = pow2_factor(i64::try_from(n).unwrap_or(0)).min(BIG);
+    match fact {
+        AssumeFact::MultipleOf if x.contiguity >= run || x.constancy >= run => AxisInfo {
+            divisibility: x.divisibility.max(run),
+            ..x
+        },
+        AssumeFact::MultipleOf => x,
+        AssumeFact::Contiguous => AxisInfo {
+            // Longer runs start at a subset of the old runs' starts, where the
+            // known divisibility holds.
+            contiguity: x.contiguity.max(run),
+            divisibility: x.divisibility,
+            constancy: if run > 1 { 1 } else { x.constancy },
+        },
+        AssumeFact::Constant => AxisInfo {
+            constancy: x.constancy.max(run),
+            ..x
+        },
     }
 }
 

@@ -179,7 +179,7 @@ mod tests {
     fn a_fresh_clone_defines_only_new_values() {
         let mut values = vec![Type::scalar(DType::I32); 3];
         let op = Op {
-            kind: OpKind::For,
+            kind: OpKind::For { num_stages: None },
             operands: vec![ValueId(0), ValueId(0), ValueId(0)],
             results: vec![],
             regions: vec![Block {

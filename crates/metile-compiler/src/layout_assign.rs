@@ -425,6 +425,7 @@ fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
                 | OpKind::Select
                 | OpKind::AddPtr
                 | OpKind::Load { .. }
+                | OpKind::Assume { .. }
         )
     {
         for &r in &op.results {
@@ -489,7 +490,8 @@ fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
         | OpKind::Binary(_)
         | OpKind::Compare(_)
         | OpKind::Select
-        | OpKind::AddPtr => {
+        | OpKind::AddPtr
+        | OpKind::Assume { .. } => {
             if matches!(op.kind, OpKind::Select) {
                 same_root(f, a, op, op.operands[1], op.operands[2])?;
             }
@@ -544,7 +546,16 @@ fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
             set(f, a, r, Class::Fixed(l));
             a.thread_level[r.index()] = true;
         }
-        OpKind::For => for_op(f, op, a)?,
+        OpKind::For { .. } => {
+            if let Some(body) = op.regions.first() {
+                carried_loop(f, op, a, &op.operands[3..], None, body, &body.args[1..])?;
+            }
+        }
+        OpKind::While => {
+            if let [cond, body] = op.regions.as_slice() {
+                carried_loop(f, op, a, &op.operands, Some(cond), body, &body.args)?;
+            }
+        }
         OpKind::If => if_op(f, op, a)?,
         OpKind::SimdgroupRole { role, num_roles } => {
             let domain = enter_role(a, op, *role, *num_roles)?;
@@ -595,12 +606,19 @@ pub fn enter_role(a: &Assignment, op: &Op, role: u32, num_roles: u32) -> Compile
     })
 }
 
-fn for_op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
-    let Some(body) = op.regions.first() else {
-        return Ok(());
-    };
-    let inits = &op.operands[3..];
-    let args = &body.args[1..];
+/// The classes of a loop's carried values (`inits`, the body's arguments
+/// `args` and, for a `while`, its condition region's arguments), settled over
+/// the body.
+fn carried_loop(
+    f: &Function,
+    op: &Op,
+    a: &mut Assignment,
+    inits: &[ValueId],
+    cond: Option<&Block>,
+    body: &Block,
+    args: &[ValueId],
+) -> CompileResult<()> {
+    let cond_args = cond.map_or(&[][..], |c| &c.args[..]);
     let mut classes = Vec::with_capacity(inits.len());
     for &init in inits {
         let c = join(
@@ -612,15 +630,22 @@ fn for_op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
         )?;
         classes.push(c);
     }
-    for (&init, &arg) in inits.iter().zip(args) {
-        a.roots[arg.index()] = a.root(init);
-        a.thread_level[arg.index()] = a.is_thread_level(init);
+    for (i, &init) in inits.iter().enumerate() {
+        for &arg in [args.get(i), cond_args.get(i)].into_iter().flatten() {
+            a.roots[arg.index()] = a.root(init);
+            a.thread_level[arg.index()] = a.is_thread_level(init);
+        }
     }
     // Classes only move up (Uniform -> Fixed) and a Fixed class never changes,
     // so this settles within one pass per carried value.
     for _ in 0..=inits.len() + 1 {
-        for (&arg, &c) in args.iter().zip(&classes) {
-            set(f, a, arg, c);
+        for (i, &c) in classes.iter().enumerate() {
+            for &arg in [args.get(i), cond_args.get(i)].into_iter().flatten() {
+                set(f, a, arg, c);
+            }
+        }
+        if let Some(cond) = cond {
+            block(f, cond, a)?;
         }
         block(f, body, a)?;
         let Some(yield_op) = body.ops.last() else {

@@ -41,6 +41,11 @@
 //! (when at most 64 accumulators a thread leave registers for two), or
 //! failing that three quarters of it (seven eighths for one threadgroup).
 //!
+//! A loop's `num_stages` hint (`tile_range(..., num_stages=n)`) sets the depth
+//! instead: `n` stages where they fit in seven eighths of the threadgroup
+//! memory (the most that fit otherwise), and `num_stages=1` turns the pass off
+//! for that loop (registers included).
+//!
 //! Loops are left alone unless their step is a positive constant and
 //! their body (nested regions included) has no stores, barriers, shared memory
 //! or thread-level ops, so no write can change what a load ahead of time reads.
@@ -92,7 +97,7 @@ fn block(
         for r in &mut b.ops[i].regions {
             changed |= block(r, values, consts, carry);
         }
-        if matches!(b.ops[i].kind, OpKind::For) {
+        if matches!(b.ops[i].kind, OpKind::For { .. }) {
             if let Some(prologue) = pipeline(&mut b.ops[i], values, consts, carry) {
                 let n = prologue.len();
                 b.ops.splice(i..i, prologue);
@@ -122,6 +127,7 @@ fn is_slice_op(kind: &OpKind) -> bool {
             | OpKind::NumPrograms { .. }
             | OpKind::Load { .. }
             | OpKind::TileLoad { .. }
+            | OpKind::Assume { .. }
     )
 }
 
@@ -319,6 +325,7 @@ fn select(
     iv: ValueId,
     values: &[Type],
     carry: &Carry<'_>,
+    num_stages: Option<u32>,
 ) -> Option<Selection> {
     let mut prefetched: Vec<ValueId> = vec![];
     let mut slice: Vec<usize> = vec![];
@@ -380,12 +387,17 @@ fn select(
         Carry::Async {
             budget, max_stages, ..
         } => {
-            let stages = |bytes: usize| (bytes / stage_total.max(1)).min(*max_stages);
+            let fit = |bytes: usize| bytes / stage_total.max(1);
+            let stages = |bytes: usize| fit(bytes).min(*max_stages);
             // More than 64 accumulators a thread leave registers for one
             // block only, which may take seven eighths (a fourth stage of
             // 128x256x64 f16 tiles: +3% on the H100, benchmarks/gemm.py);
             // else leave a quarter for the kernel's other threadgroup memory.
-            let s = if max_accumulators > 64 {
+            // The kernel's `num_stages` hint replaces the choice, as far as
+            // seven eighths of the memory hold its stages.
+            let s = if let Some(n) = num_stages {
+                fit(budget * 7 / 8).min(n as usize)
+            } else if max_accumulators > 64 {
                 stages(budget * 7 / 8)
             } else if stages(budget / 2) >= 2 {
                 stages(budget / 2)
@@ -430,6 +442,13 @@ fn pipeline(
     carry: &Carry<'_>,
 ) -> Option<Vec<Op>> {
     let (start, end, step) = (op.operands[0], op.operands[1], op.operands[2]);
+    let OpKind::For { num_stages } = op.kind else {
+        return None;
+    };
+    // `num_stages=1`: the kernel asks for no operands in flight ahead.
+    if num_stages == Some(1) {
+        return None;
+    }
     let step = match consts.get(&step) {
         Some(Literal::Int(s)) if *s > 0 => *s,
         _ => return None,
@@ -449,7 +468,7 @@ fn pipeline(
         prefetched,
         slice,
         depth,
-    } = select(body, &defs, iv, values, carry)?;
+    } = select(body, &defs, iv, values, carry, num_stages)?;
 
     let loc = op.loc.clone();
     let mut e = Emitter { values, loc };
@@ -586,7 +605,7 @@ mod tests {
         for op in &f.body.ops {
             match op.kind {
                 OpKind::If => top_ifs += 1,
-                OpKind::For => {
+                OpKind::For { .. } => {
                     for_carried = op.results.len();
                     // The loads for the next iteration come first, under a guard.
                     assert!(matches!(

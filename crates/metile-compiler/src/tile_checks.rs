@@ -46,13 +46,14 @@ fn mark_block(f: &Function, block: &Block, level: &mut [bool]) {
             | OpKind::Select
             | OpKind::AddPtr
             | OpKind::Load { .. }
+            | OpKind::Assume { .. }
                 if any_in =>
             {
                 for r in &op.results {
                     level[r.index()] = !f.ty(*r).is_scalar();
                 }
             }
-            OpKind::For => {
+            OpKind::For { .. } => {
                 let body = &op.regions[0];
                 let yields = body.ops.last().map(|y| y.operands.as_slice()).unwrap_or(&[]);
                 for (i, r) in op.results.iter().enumerate() {
@@ -62,6 +63,20 @@ fn mark_block(f: &Function, block: &Block, level: &mut [bool]) {
                         level[r.index()] = true;
                         if let Some(arg) = body.args.get(i + 1) {
                             level[arg.index()] = true;
+                        }
+                    }
+                }
+            }
+            OpKind::While => {
+                let body = &op.regions[1];
+                let yields = body.ops.last().map(|y| y.operands.as_slice()).unwrap_or(&[]);
+                for (i, r) in op.results.iter().enumerate() {
+                    if level[op.operands[i].index()] || yields.get(i).is_some_and(|y| level[y.index()]) {
+                        level[r.index()] = true;
+                        for region in &op.regions {
+                            if let Some(arg) = region.args.get(i) {
+                                level[arg.index()] = true;
+                            }
                         }
                     }
                 }

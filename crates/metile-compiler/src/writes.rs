@@ -57,7 +57,7 @@ impl Analysis {
     fn block(&mut self, block: &Block) {
         for op in &block.ops {
             match op.kind {
-                OpKind::AddPtr | OpKind::Broadcast | OpKind::ExpandDims { .. } => {
+                OpKind::AddPtr | OpKind::Broadcast | OpKind::ExpandDims { .. } | OpKind::Assume { .. } => {
                     self.flow(op.operands[0], op.results[0]);
                 }
                 OpKind::Select => {
@@ -69,7 +69,7 @@ impl Analysis {
                         self.written[p] = true;
                     }
                 }
-                OpKind::For => {
+                OpKind::For { .. } => {
                     let body = &op.regions[0];
                     for (i, &init) in op.operands.iter().skip(3).enumerate() {
                         if let Some(&arg) = body.args.get(i + 1) {
@@ -82,6 +82,30 @@ impl Analysis {
                         if let (Some(&y), Some(&arg)) = (yields.get(i), body.args.get(i + 1)) {
                             self.flow(y, arg);
                             self.flow(arg, r);
+                        }
+                    }
+                }
+                OpKind::While => {
+                    // Carried pointers reach both regions' arguments and the results.
+                    let (cond, body) = (&op.regions[0], &op.regions[1]);
+                    for (i, &init) in op.operands.iter().enumerate() {
+                        for args in [&cond.args, &body.args] {
+                            if let Some(&arg) = args.get(i) {
+                                self.flow(init, arg);
+                            }
+                        }
+                    }
+                    self.block(cond);
+                    self.block(body);
+                    let yields = body.ops.last().map(|y| y.operands.clone()).unwrap_or_default();
+                    for (i, &r) in op.results.iter().enumerate() {
+                        if let (Some(&y), Some(&arg), Some(&cond_arg)) =
+                            (yields.get(i), body.args.get(i), cond.args.get(i))
+                        {
+                            self.flow(y, arg);
+                            self.flow(y, cond_arg);
+                            self.flow(arg, r);
+                            self.flow(cond_arg, r);
                         }
                     }
                 }

@@ -34,6 +34,9 @@ pub enum ExecError {
     /// request (see `Executable::launch_interruptible`).
     #[error("the launch was interrupted")]
     Interrupted,
+    /// A `device_assert` found its condition false (`at`: the program and element).
+    #[error("{loc}: device_assert failed: {message} ({at})")]
+    AssertionFailed { loc: Loc, message: String, at: String },
     /// The function failed the Tile IR verifier.
     #[error("invalid Tile IR: {0}")]
     InvalidIr(String),

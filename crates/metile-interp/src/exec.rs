@@ -20,6 +20,8 @@ pub(crate) struct Worker {
     temps: Vec<Val>,
     /// Offsets widened to i64 by `add_ptr`.
     widened: Repr,
+    /// Lines printed by the current program instance (`device_print`).
+    pub printed: String,
 }
 
 impl Worker {
@@ -34,6 +36,7 @@ impl Worker {
                 .collect(),
             temps: vec![],
             widened: Repr::Uninit,
+            printed: String::new(),
         }
     }
 }
@@ -424,6 +427,28 @@ impl Machine<'_> {
                 transfer(&mut w.regs, &mut w.temps, block, &ins.outs);
             }
             Exec::Region { body } => self.block(body, w, pid)?,
+            Exec::While { cond, body } => self.run_while(ins, cond, body, w, pid)?,
+            Exec::Print {
+                prefix,
+                hex,
+                items,
+                shape,
+            } => {
+                let values: Vec<&Repr> = ins.ins.iter().map(|&v| &w.regs[v as usize].repr).collect();
+                crate::debug::print(&mut w.printed, pid, prefix, *hex, items, shape, &values)?;
+            }
+            Exec::Assert { message, shape } => {
+                crate::debug::check_assert(&w.regs[arg(0)].repr, shape, pid, message, &ins.loc)?;
+            }
+            Exec::Assume {
+                fact,
+                value,
+                storage,
+                shape,
+            } => {
+                crate::debug::check_assume(&w.regs[arg(0)].repr, *storage, shape, *fact, *value, &ins.loc)?;
+                copy_slot(&mut w.regs, ins.outs[0] as usize, arg(0));
+            }
             Exec::ThreadId => Self::set(w, ins, Repr::Affine { start: 0, step: 1 }),
             Exec::SimdLaneId => Self::with_out(w, ins, |_, out, _| {
                 let mut v = take_vec::<i32>(out, n);
@@ -469,6 +494,41 @@ impl Machine<'_> {
         t.rule.check_observed(&t.instr, &w.regs, &mut w.scratch)?;
         self.step(&t.instr, w, pid)?;
         t.rule.set_result(&t.instr, &mut w.regs, &mut w.scratch)
+    }
+
+    /// `while`: the body's arguments hold the carried values; each iteration
+    /// copies them to the condition's arguments, runs the condition, and ends
+    /// the loop when it yields false.
+    fn run_while(
+        &self,
+        ins: &Instr,
+        cond: &Block,
+        body: &Block,
+        w: &mut Worker,
+        pid: [u32; 3],
+    ) -> Result<(), ExecError> {
+        for (k, &arg) in body.args.iter().enumerate() {
+            copy_slot(&mut w.regs, arg as usize, ins.ins[k] as usize);
+        }
+        loop {
+            for (&from, &to) in body.args.iter().zip(&cond.args) {
+                copy_slot(&mut w.regs, to as usize, from as usize);
+            }
+            self.block(cond, w, pid)?;
+            let flag = cond
+                .yields
+                .first()
+                .ok_or_else(|| internal("a while condition yields nothing"))?;
+            if w.regs[*flag as usize].repr.scalar_bits()? == 0 {
+                break;
+            }
+            self.block(body, w, pid)?;
+            transfer(&mut w.regs, &mut w.temps, body, &body.args);
+        }
+        for (&result, &arg) in ins.outs.iter().zip(&body.args) {
+            w.regs.swap(result as usize, arg as usize);
+        }
+        Ok(())
     }
 
     fn run_for(

@@ -67,6 +67,7 @@
 //!   element race, as on a GPU. When several instances fail, the error of the
 //!   lowest-numbered failing instance is reported.
 
+mod debug;
 mod elem;
 mod elementwise;
 mod error;
@@ -89,6 +90,7 @@ use memory::Region;
 use metile_ir::{DType, Function, ParamKind};
 use prepare::Program;
 use rayon::prelude::*;
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use value::{Repr, Val};
@@ -252,6 +254,8 @@ impl Executable {
         // Lowest failing instance so far; instances above it are skipped.
         let first_failure = AtomicU64::new(u64::MAX);
         let failure: Mutex<Option<(u64, ExecError)>> = Mutex::new(None);
+        // What each instance printed, written in program order after the launch.
+        let printed: Mutex<Vec<(u64, String)>> = Mutex::new(Vec::new());
         let run_chunk = |range: std::ops::Range<u64>| {
             let mut worker = self.take_worker();
             for (slot, v) in &param_values {
@@ -261,7 +265,12 @@ impl Executable {
                 if l > first_failure.load(Ordering::Relaxed) || should_stop() {
                     break;
                 }
-                if let Err(e) = machine.run_instance(&mut worker, pid_of(l)) {
+                let result = machine.run_instance(&mut worker, pid_of(l));
+                if !worker.printed.is_empty() {
+                    let lines = std::mem::take(&mut worker.printed);
+                    printed.lock().unwrap_or_else(|p| p.into_inner()).push((l, lines));
+                }
+                if let Err(e) = result {
                     first_failure.fetch_min(l, Ordering::Relaxed);
                     let mut f = failure.lock().unwrap_or_else(|p| p.into_inner());
                     if f.as_ref().is_none_or(|(at, _)| l < *at) {
@@ -284,11 +293,25 @@ impl Executable {
                 run_chunk(lo..(lo + chunk_len).min(total));
             });
         }
+        let failure = failure.into_inner().unwrap_or_else(|p| p.into_inner());
+        let mut printed = printed.into_inner().unwrap_or_else(|p| p.into_inner());
+        if !printed.is_empty() {
+            // Instances past a failure ran or not depending on timing: their
+            // lines are dropped, so what is printed does not depend on it.
+            let last = failure.as_ref().map_or(u64::MAX, |(at, _)| *at);
+            printed.retain(|(l, _)| *l <= last);
+            printed.sort_by_key(|(l, _)| *l);
+            let mut out = std::io::stdout().lock();
+            for (_, lines) in &printed {
+                let _ = out.write_all(lines.as_bytes());
+            }
+            let _ = out.flush();
+        }
         if stopped.load(Ordering::Relaxed) {
             // Instances were skipped: no failure found is the lowest one.
             return Err(ExecError::Interrupted);
         }
-        match failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        match failure {
             Some((_, e)) => Err(e),
             None => Ok(()),
         }

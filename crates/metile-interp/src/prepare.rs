@@ -138,6 +138,27 @@ pub(crate) enum Exec {
     Region {
         body: Block,
     },
+    While {
+        cond: Block,
+        body: Block,
+    },
+    Print {
+        prefix: String,
+        hex: bool,
+        items: Vec<crate::debug::PrintItem>,
+        /// The printed tiles' shape (empty when every value is a scalar).
+        shape: Vec<usize>,
+    },
+    Assert {
+        message: String,
+        shape: Vec<usize>,
+    },
+    Assume {
+        fact: metile_ir::AssumeFact,
+        value: u64,
+        storage: DType,
+        shape: Vec<usize>,
+    },
     ThreadId,
     SimdLaneId,
     SimdShuffleXor {
@@ -550,7 +571,7 @@ impl<'f> Preparer<'f> {
                 pattern: *pattern,
                 block_size: *block_size,
             },
-            OpKind::For => {
+            OpKind::For { .. } => {
                 let [body] = op.regions.as_slice() else {
                     return Err(unsupported(op, "a loop needs exactly one region"));
                 };
@@ -580,6 +601,45 @@ impl<'f> Preparer<'f> {
                     body: self.block(&body.args, &body.ops)?,
                 }
             }
+            OpKind::While => {
+                let [cond, body] = op.regions.as_slice() else {
+                    return Err(unsupported(op, "a while needs exactly two regions"));
+                };
+                Exec::While {
+                    cond: self.block(&cond.args, &cond.ops)?,
+                    body: self.block(&body.args, &body.ops)?,
+                }
+            }
+            OpKind::Print { prefix, hex } => Exec::Print {
+                prefix: prefix.clone(),
+                hex: *hex,
+                items: op
+                    .operands
+                    .iter()
+                    .map(|&v| {
+                        Ok(crate::debug::PrintItem {
+                            dtype: self.dtype(op, v)?,
+                            tile: !self.ty(v).is_scalar(),
+                        })
+                    })
+                    .collect::<Result<_, ExecError>>()?,
+                shape: op
+                    .operands
+                    .iter()
+                    .map(|&v| self.ty(v).shape.clone())
+                    .find(|s| !s.is_empty())
+                    .unwrap_or_default(),
+            },
+            OpKind::Assert { message } => Exec::Assert {
+                message: message.clone(),
+                shape: in_ty(0).shape.clone(),
+            },
+            OpKind::Assume { fact, value } => Exec::Assume {
+                fact: *fact,
+                value: *value,
+                storage: storage_dtype(in_ty(0)),
+                shape: in_ty(0).shape.clone(),
+            },
             OpKind::Yield => Exec::Nop,
             OpKind::CarryMerge => {
                 return Err(unsupported(

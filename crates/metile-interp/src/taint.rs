@@ -120,14 +120,26 @@ impl Taint {
                 | OpKind::Broadcast
                 | OpKind::ExpandDims { .. }
                 | OpKind::AddPtr
+                | OpKind::Assume { .. }
                 | OpKind::Select => any(self, &op.operands),
                 OpKind::Load { has_other: true, .. } => op.operands.get(2).is_some_and(|&v| self.is(v)),
                 OpKind::SimdShuffleXor | OpKind::SimdBroadcast => self.is(op.operands[0]),
-                OpKind::For => {
+                OpKind::For { .. } => {
                     let body = &op.regions[0];
                     for (k, &result) in op.results.iter().enumerate() {
                         let mut group = vec![result, op.operands[3 + k]];
                         group.extend(body.args.get(k + 1));
+                        group.extend(yielded(body, k));
+                        changed |= self.unify(&group);
+                    }
+                    false
+                }
+                OpKind::While => {
+                    let (cond, body) = (&op.regions[0], &op.regions[1]);
+                    for (k, &result) in op.results.iter().enumerate() {
+                        let mut group = vec![result, op.operands[k]];
+                        group.extend(cond.args.get(k));
+                        group.extend(body.args.get(k));
                         group.extend(yielded(body, k));
                         changed |= self.unify(&group);
                     }
@@ -196,6 +208,7 @@ impl Taint {
             | OpKind::ExpandDims { .. }
             | OpKind::AddPtr
             | OpKind::Select
+            | OpKind::Assume { .. }
             | OpKind::Yield
             | OpKind::CarryMerge
             | OpKind::SimdgroupRole { .. } => {}
@@ -223,8 +236,11 @@ impl Taint {
             }
             // Loop bounds and conditions are observed; carried values travel with
             // their registers.
-            OpKind::For => observe.extend((0..3).filter(|&i| observed(i)).map(all)),
+            OpKind::For { .. } => observe.extend((0..3).filter(|&i| observed(i)).map(all)),
             OpKind::If => observe.extend((0..1).filter(|&i| observed(i)).map(all)),
+            // A `while`'s initial values are carried, not observed (its
+            // condition is computed inside; see docs/semantics.md).
+            OpKind::While => {}
             OpKind::SimdShuffleXor | OpKind::SimdBroadcast => {
                 if observed(1) {
                     observe.push(all(1));
@@ -241,10 +257,12 @@ impl Taint {
                     operands: vec![0, 1],
                     fault: self.fault_source(op, *b, values),
                 },
-                OpKind::Unary(_) | OpKind::Cast | OpKind::ExpandDims { .. } => ResultRule::Union {
-                    operands: vec![0],
-                    fault: None,
-                },
+                OpKind::Unary(_) | OpKind::Cast | OpKind::ExpandDims { .. } | OpKind::Assume { .. } => {
+                    ResultRule::Union {
+                        operands: vec![0],
+                        fault: None,
+                    }
+                }
                 OpKind::Compare(_) | OpKind::AddPtr => ResultRule::Union {
                     operands: vec![0, 1],
                     fault: None,
@@ -255,7 +273,7 @@ impl Taint {
                 OpKind::SimdShuffleXor => ResultRule::Exchange { xor: true },
                 OpKind::SimdBroadcast => ResultRule::Exchange { xor: false },
                 // Their results are their regions' yields, moved in with their poison.
-                OpKind::For | OpKind::If => ResultRule::Transferred,
+                OpKind::For { .. } | OpKind::While | OpKind::If => ResultRule::Transferred,
                 _ => ResultRule::Clear,
             }
         };
@@ -282,9 +300,9 @@ fn role(kind: &OpKind, i: usize) -> &'static str {
         (OpKind::TileLoad { .. } | OpKind::TileStore { .. }, 1) => "the row",
         (OpKind::TileLoad { .. } | OpKind::TileStore { .. }, 2) => "the column",
         (OpKind::TileLoad { .. } | OpKind::TileStore { .. }, 3) => "the stride",
-        (OpKind::For, 0) => "the start",
-        (OpKind::For, 1) => "the end",
-        (OpKind::For, 2) => "the step",
+        (OpKind::For { .. }, 0) => "the start",
+        (OpKind::For { .. }, 1) => "the end",
+        (OpKind::For { .. }, 2) => "the step",
         (OpKind::If, _) => "the condition",
         (OpKind::SimdShuffleXor, _) => "the lane mask",
         (OpKind::SimdBroadcast, _) => "the lane",

@@ -387,6 +387,23 @@ pub enum GpuOpKind {
     For,
     /// `(cond: bool)`: region 0 runs when `cond`, region 1 otherwise.
     If,
+    /// `()`: a loop on a run-time condition: region 0 runs, ending in a
+    /// [`GpuOpKind::Condition`]; while that is true, region 1 runs and then
+    /// region 0 again.
+    While,
+    /// `(cond: bool)`: the last op of a `while`'s region 0: the loop ends when
+    /// `cond` is false.
+    Condition,
+    /// `(values...)`: prints one line: `pieces[0]`, the first value, `pieces[1]`,
+    /// ... (one more piece than values); values from `hex_from` on are
+    /// integers printed in hexadecimal, the others in decimal (floats as C's `%g`).
+    Print {
+        pieces: Vec<String>,
+        hex_from: Option<usize>,
+    },
+    /// `(cond: bool)`: where `cond` is false the launch fails, reporting
+    /// `message` (which names the kernel line).
+    Assert { message: String },
 }
 
 impl GpuOpKind {
@@ -440,6 +457,10 @@ impl GpuOpKind {
             GpuOpKind::Barrier => "barrier".into(),
             GpuOpKind::For => "for".into(),
             GpuOpKind::If => "if".into(),
+            GpuOpKind::While => "while".into(),
+            GpuOpKind::Condition => "condition".into(),
+            GpuOpKind::Print { .. } => "print".into(),
+            GpuOpKind::Assert { .. } => "assert".into(),
         }
     }
 

@@ -86,6 +86,17 @@ fn print_block(f: &GpuFunction, block: &GpuBlock, depth: usize, out: &mut String
                 let _ = writeln!(out, "{pad}}}");
                 continue;
             }
+            GpuOpKind::While => {
+                out.push_str("while {\n");
+                for (i, region) in op.regions.iter().enumerate() {
+                    if i > 0 {
+                        let _ = writeln!(out, "{pad}}} do {{");
+                    }
+                    print_block(f, region, depth + 1, out);
+                }
+                let _ = writeln!(out, "{pad}}}");
+                continue;
+            }
             GpuOpKind::If => {
                 let _ = writeln!(out, "if {} {{", list(&op.operands));
                 if let Some(then_b) = op.regions.first() {
@@ -130,6 +141,15 @@ fn print_block(f: &GpuFunction, block: &GpuBlock, depth: usize, out: &mut String
                 }
             }
             GpuOpKind::Store { has_mask: true, .. } => out.push_str(" masked"),
+            GpuOpKind::Print { pieces, hex_from } => {
+                let _ = write!(out, " {pieces:?}");
+                if let Some(h) = hex_from {
+                    let _ = write!(out, " hex_from={h}");
+                }
+            }
+            GpuOpKind::Assert { message } => {
+                let _ = write!(out, " {message:?}");
+            }
             _ => {}
         }
         if !op.operands.is_empty() {

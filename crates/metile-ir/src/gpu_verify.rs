@@ -143,7 +143,20 @@ impl<'f> GpuVerifier<'f> {
     }
 
     fn block(&mut self, b: &GpuBlock, control: Uniformity) -> IrResult<()> {
-        for op in &b.ops {
+        for (i, op) in b.ops.iter().enumerate() {
+            if matches!(op.kind, GpuOpKind::Condition) && i + 1 != b.ops.len() {
+                return Err(self.err(op, "a condition ends region 0 of a while"));
+            }
+            if let Some(last) = op
+                .regions
+                .iter()
+                .skip(usize::from(matches!(op.kind, GpuOpKind::While)))
+                .find_map(|r| r.ops.last())
+            {
+                if matches!(last.kind, GpuOpKind::Condition) {
+                    return Err(self.err(last, "a condition ends region 0 of a while, and no other region"));
+                }
+            }
             self.op(op, control)?;
         }
         Ok(())
@@ -255,6 +268,27 @@ impl<'f> GpuVerifier<'f> {
                 }
                 self.region(then_b, control.max(operand_u))?;
                 self.region(else_b, control.max(operand_u))?;
+            }
+            GpuOpKind::While => {
+                let [cond, body] = op.regions.as_slice() else {
+                    return Err(self.err(op, "needs two regions"));
+                };
+                if !cond.args.is_empty() || !body.args.is_empty() {
+                    return Err(self.err(op, "while regions take no arguments"));
+                }
+                let Some(test) = cond.ops.last().filter(|o| matches!(o.kind, GpuOpKind::Condition)) else {
+                    return Err(self.err(op, "region 0 must end in a condition"));
+                };
+                // The condition's value decides whether every later iteration
+                // (both regions) runs: it must be computed before region 0 closes.
+                let mark = self.scope_values.len();
+                let checked = self.region_body(cond, control);
+                let inner = control.max(self.uniformity_of(&test.operands));
+                for v in self.scope_values.drain(mark..) {
+                    self.defined[v.index()] = false;
+                }
+                checked?;
+                self.region(body, inner)?;
             }
             _ if !op.regions.is_empty() => return Err(self.err(op, "takes no regions")),
             _ => {}
@@ -595,10 +629,20 @@ impl<'f> GpuVerifier<'f> {
                     return fail("start, end and step are i32 scalars");
                 }
             }
-            GpuOpKind::If => {
+            GpuOpKind::If | GpuOpKind::Condition | GpuOpKind::Assert { .. } => {
                 arity(1, 0)?;
                 if ins[0] != bools {
                     return fail("the condition is a bool scalar");
+                }
+            }
+            GpuOpKind::While => arity(0, 0)?,
+            GpuOpKind::Print { pieces, hex_from } => {
+                arity(pieces.len().saturating_sub(1), 0)?;
+                if pieces.is_empty() || hex_from.is_some_and(|h| h > ins.len()) {
+                    return fail("one more text piece than values");
+                }
+                if ins.iter().any(|t| !matches!(t, GpuType::Scalar(_))) {
+                    return fail("prints scalars");
                 }
             }
         }

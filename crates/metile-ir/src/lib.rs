@@ -9,6 +9,7 @@ pub mod error;
 pub mod gpu_ir;
 pub mod gpu_printer;
 pub mod gpu_verify;
+pub mod print_format;
 pub mod printer;
 pub mod tile_ir;
 pub mod verify;

@@ -45,6 +45,11 @@ fn attrs(kind: &OpKind) -> String {
         OpKind::Swizzle { pattern, block_size } => format!(" {} block={block_size}", pattern.name()),
         OpKind::Shared { size } => format!(" size={size}"),
         OpKind::SimdgroupRole { role, num_roles } => format!(" role={role}/{num_roles}"),
+        OpKind::For { num_stages: Some(n) } => format!(" stages={n}"),
+        // Strings print as Rust debug strings: quoted and escaped, one line.
+        OpKind::Print { prefix, hex } => format!(" {prefix:?}{}", flag(*hex, " hex")),
+        OpKind::Assert { message } => format!(" {message:?}"),
+        OpKind::Assume { fact, value } => format!(" {}={value}", fact.name()),
         _ => String::new(),
     }
 }
@@ -82,7 +87,11 @@ fn print_block_ops(f: &Function, block: &Block, depth: usize, out: &mut String) 
         }
         for (i, region) in op.regions.iter().enumerate() {
             if i > 0 {
-                out.push_str(" else");
+                out.push_str(if matches!(op.kind, OpKind::While) {
+                    " do"
+                } else {
+                    " else"
+                });
             }
             out.push_str(" {");
             if !region.args.is_empty() {

@@ -159,6 +159,28 @@ impl SwizzlePattern {
     }
 }
 
+/// What an [`OpKind::Assume`] promises about `x` along its last axis, for `n`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AssumeFact {
+    /// The elements at positions that are multiples of the largest power of
+    /// two dividing `n` are multiples of `n` (a scalar: it is a multiple of `n`).
+    MultipleOf,
+    /// Every aligned run of `n` positions holds consecutive integers.
+    Contiguous,
+    /// Every aligned run of `n` positions holds one value.
+    Constant,
+}
+
+impl AssumeFact {
+    pub fn name(self) -> &'static str {
+        match self {
+            AssumeFact::MultipleOf => "multiple_of",
+            AssumeFact::Contiguous => "contiguous",
+            AssumeFact::Constant => "constant",
+        }
+    }
+}
+
 /// What an op does. Operand and result conventions are listed per variant; the
 /// verifier checks them.
 #[derive(Clone, Debug, PartialEq)]
@@ -212,13 +234,33 @@ pub enum OpKind {
         block_size: u32,
     },
     /// `(start, end, step, init...) -> carried...`; region 0 has block arguments
-    /// `(iv, carried...)` and ends in `yield carried...`.
-    For,
+    /// `(iv, carried...)` and ends in `yield carried...`. `num_stages`: the
+    /// kernel's software-pipelining hint (`tile_range(..., num_stages=n)`): how
+    /// many iterations' `dot` operands may be in flight (1: none ahead).
+    For { num_stages: Option<u32> },
     /// `(cond: bool scalar, ...) -> results...`; regions 0 (then) and 1 (else) end in
     /// `yield results...`.
     If,
     /// Region terminator.
     Yield,
+    /// `(init...) -> carried...`: a loop on a run-time condition. Region 0 (the
+    /// condition) has block arguments `(carried...)` and ends in `yield cond`
+    /// (a bool scalar); while it yields true, region 1 (the body) runs with
+    /// block arguments `(carried...)` and ends in `yield carried...`. The
+    /// results are the carried values the condition last saw.
+    While,
+    /// `(values...) -> ()`: prints `prefix` and every element of every value,
+    /// one line per element, with the program id and the element's index
+    /// (`hex`: integers in hexadecimal). See docs/language.md.
+    Print { prefix: String, hex: bool },
+    /// `(cond: bool) -> ()`, a scalar or a tile: where `cond` is false the launch
+    /// fails with `message` and this op's source line.
+    Assert { message: String },
+    /// `(x) -> x`: a promise about an integer or pointer value along its last
+    /// axis (Triton's `multiple_of`, `max_contiguous`, `max_constancy`), read
+    /// by the axis analysis to allow vector accesses and checked by the
+    /// interpreter; it never changes a value.
+    Assume { fact: AssumeFact, value: u64 },
     /// `() -> i32[threads]`: each thread's index in its threadgroup.
     ThreadId,
     /// `() -> i32[threads]`: each thread's lane in its simdgroup.
@@ -292,9 +334,13 @@ impl OpKind {
                 ReduceOp::Min => "reduce_min",
             },
             OpKind::Swizzle { .. } => "tile_swizzle",
-            OpKind::For => "for",
+            OpKind::For { .. } => "for",
             OpKind::If => "if",
             OpKind::Yield => "yield",
+            OpKind::While => "while",
+            OpKind::Print { .. } => "print",
+            OpKind::Assert { .. } => "assert",
+            OpKind::Assume { .. } => "assume",
             OpKind::ThreadId => "thread_id",
             OpKind::SimdLaneId => "simd_lane_id",
             OpKind::SimdShuffleXor => "simd_shuffle_xor",
@@ -315,8 +361,11 @@ impl OpKind {
                 | OpKind::Barrier
                 | OpKind::SimdgroupRole { .. }
                 | OpKind::Shared { .. }
-                | OpKind::For
+                | OpKind::For { .. }
                 | OpKind::If
+                | OpKind::While
+                | OpKind::Print { .. }
+                | OpKind::Assert { .. }
         )
     }
 

@@ -191,7 +191,19 @@ impl<'f> Verifier<'f> {
             rest: &op.results,
         };
         match op.kind {
-            OpKind::For => {
+            OpKind::While => {
+                let [cond, body] = op.regions.as_slice() else {
+                    return Err(self.err(op, "needs two regions"));
+                };
+                let flag = Type::scalar(DType::Bool);
+                let yields_flag = Expected {
+                    first: Some(&flag),
+                    rest: &[],
+                };
+                self.region(op, cond, results, yields_flag)?;
+                self.region(op, body, results, results)?;
+            }
+            OpKind::For { .. } => {
                 let [body] = op.regions.as_slice() else {
                     return Err(self.err(op, "needs one region"));
                 };
@@ -392,7 +404,7 @@ impl<'f> Verifier<'f> {
                     return fail("operands and results are i32 scalars");
                 }
             }
-            OpKind::For => {
+            OpKind::For { .. } => {
                 if ins.len() < 3 || !ins[..3].iter().all(|t| int_scalar(t)) {
                     return fail("start, end and step must be integer scalars");
                 }
@@ -403,6 +415,32 @@ impl<'f> Verifier<'f> {
             OpKind::If => {
                 if ins.len() != 1 || !is_scalar_of(ins[0], DType::Bool) {
                     return fail("the condition must be a bool scalar");
+                }
+            }
+            OpKind::While => {
+                if ins.len() != outs.len() || ins.iter().zip(outs).any(|(a, b)| a != b) {
+                    return fail("initial values must match the carried types");
+                }
+            }
+            OpKind::Print { .. } => {
+                if !outs.is_empty() {
+                    return fail("has no results");
+                }
+            }
+            OpKind::Assert { .. } => {
+                arity(1, 0)?;
+                if ins[0].dtype() != Some(DType::Bool) {
+                    return fail("the condition must be bool");
+                }
+            }
+            OpKind::Assume { value, .. } => {
+                arity(1, 1)?;
+                if !same(ins[0], outs[0]) || !(ins[0].is_ptr() || ins[0].dtype().is_some_and(|d| d.is_int()))
+                {
+                    return fail("(x) -> x on integers or pointers");
+                }
+                if *value == 0 {
+                    return fail("the promised value must be positive");
                 }
             }
             OpKind::Yield | OpKind::Barrier | OpKind::SimdgroupRole { .. } => {

@@ -17,6 +17,9 @@ pub fn runtime_error_to_py(py: Python<'_>, e: RuntimeError) -> PyErr {
         RuntimeError::OutOfBounds { message, loc } => {
             PyIndexError::new_err(with_location(py, &message, &loc))
         }
+        RuntimeError::AssertionFailed { message, loc } => {
+            pyo3::exceptions::PyAssertionError::new_err(with_location(py, &message, &loc))
+        }
         RuntimeError::Compile {
             message,
             loc: Some(loc),

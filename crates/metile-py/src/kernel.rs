@@ -5,6 +5,7 @@
 
 use crate::args::{convert_arg, ensure_writable, ArgKind};
 use crate::captures::CaptureList;
+use crate::compiled::CompiledKernelInfo;
 use crate::device_args::{copy_back, ArgContext, Staged};
 use crate::device_state::{current_device, runtime_error_to_py};
 use crate::split_launch::{compile_split, parse_split_k, SplitKernels, OPTION_SPLIT_K};
@@ -25,11 +26,14 @@ use std::sync::{Arc, Mutex};
 /// Launch keywords that are options rather than kernel parameters: `num_sgs`,
 /// the GEMM pass switches (`Passes::NAMES`) and the Apple GPU family `arch`.
 const OPTION_NUM_SGS: &str = "num_sgs";
+/// Triton's name for `num_sgs` (a warp is a simdgroup of 32 threads).
+const OPTION_NUM_WARPS: &str = "num_warps";
 const OPTION_ARCH: &str = "arch";
 const MAX_NUM_SGS: i64 = 32;
 const OPTIONS_TEXT: &str =
     "the launch options num_sgs, matrix_atoms, prefetch, async_copy, pad_dot_scratch, \
-     ldmatrix, serpentine, tf32, occupancy, l2_order, wgmma, tma, stage_stores, repack_operands, split_k and arch";
+     ldmatrix, serpentine, tf32, occupancy, l2_order, wgmma, tma, stage_stores, repack_operands, split_k and arch \
+     (num_warps is Triton's name for num_sgs)";
 
 /// The launch options of one launch, and which of them were given.
 #[derive(Clone, Copy, Debug, Default)]
@@ -43,7 +47,12 @@ struct LaunchOptions {
 impl LaunchOptions {
     /// Takes `key=value` when `key` names a launch option (false otherwise).
     fn take(&mut self, key: &str, value: &Bound<'_, PyAny>) -> PyResult<bool> {
-        if key == OPTION_NUM_SGS {
+        if key == OPTION_NUM_SGS || key == OPTION_NUM_WARPS {
+            if self.num_sgs.is_some() {
+                return Err(PyTypeError::new_err(
+                    "num_sgs and num_warps name the same launch option (simdgroups of 32 threads); give one",
+                ));
+            }
             self.num_sgs = Some(parse_num_sgs(value)?);
             return Ok(true);
         }
@@ -601,34 +610,53 @@ impl Kernel {
         })
     }
 
+    /// `kernel[grid]`: a launcher over `grid`, a tuple of 1 to 3 ints or a
+    /// callable of the launch's arguments (`lambda meta: (cdiv(N, meta["BLOCK"]),)`).
     fn __getitem__(slf: &Bound<'_, Self>, grid: &Bound<'_, PyAny>) -> PyResult<Launcher> {
         refuse_inside_trace(slf.py(), &slf.get().name, "launches")?;
         Ok(Launcher {
             kernel: slf.clone().unbind(),
-            grid: parse_grid(grid)?,
+            grid: GridSpec::new(grid)?,
             preset: Arc::new(Preset::default()),
         })
     }
 
     /// Traces and compiles the specialisation these arguments select (or finds it
-    /// cached) without launching it, and returns the names of the pointer
-    /// parameters it may store to.
+    /// cached) without launching it, and returns it as a
+    /// [`CompiledKernelInfo`]: its registers and shared memory (Triton's
+    /// `n_regs` and `metadata.shared`) and the pointer parameters it may store
+    /// to. `grid=` is accepted (and ignored) as Triton's `warmup` takes one.
     #[pyo3(signature = (*args, **kwargs))]
     fn warmup(
         &self,
         py: Python<'_>,
         args: &Bound<'_, PyTuple>,
         kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<Vec<String>> {
+    ) -> PyResult<CompiledKernelInfo> {
         refuse_inside_trace(py, &self.name, "warms up")?;
-        let bound = self.bind(args, kwargs, None)?;
+        let kwargs = match kwargs {
+            Some(k) if k.contains("grid")? && !self.params.iter().any(|p| p == "grid") => {
+                let rest = k.copy()?;
+                rest.del_item("grid")?;
+                Some(rest)
+            }
+            other => other.cloned(),
+        };
+        let bound = self.bind(args, kwargs.as_ref(), None)?;
         let selected = self.specialization(py, &bound, false)?;
-        Ok(selected
+        let written = selected
             .spec
             .written
             .iter()
             .map(|&slot| self.params[self.runtime_params[slot]].clone())
-            .collect())
+            .collect();
+        CompiledKernelInfo::new(
+            py,
+            &self.name,
+            selected.device.name(),
+            written,
+            selected.spec.compiled.resources(),
+        )
     }
 
     #[pyo3(signature = (*_args, **_kwargs))]
@@ -674,10 +702,58 @@ impl Kernel {
     }
 }
 
+/// A launcher's grid: fixed, or computed per launch from the arguments.
+enum GridSpec {
+    Fixed([u32; 3]),
+    Callable(Py<PyAny>),
+}
+
+impl GridSpec {
+    fn new(grid: &Bound<'_, PyAny>) -> PyResult<GridSpec> {
+        let is_sequence = grid.cast::<PyTuple>().is_ok() || grid.cast::<PyList>().is_ok();
+        if !is_sequence && grid.is_callable() {
+            return Ok(GridSpec::Callable(grid.clone().unbind()));
+        }
+        parse_grid(grid).map(GridSpec::Fixed)
+    }
+
+    fn clone_ref(&self, py: Python<'_>) -> GridSpec {
+        match self {
+            GridSpec::Fixed(g) => GridSpec::Fixed(*g),
+            GridSpec::Callable(f) => GridSpec::Callable(f.clone_ref(py)),
+        }
+    }
+
+    /// The grid of one launch: a callable gets `meta`, the launch's arguments
+    /// by parameter name (constexprs and defaults included) and its `num_sgs`
+    /// when set, as Triton's grid functions do.
+    fn resolve(&self, py: Python<'_>, kernel: &Kernel, bound: &BoundArgs<'_>) -> PyResult<[u32; 3]> {
+        let f = match self {
+            GridSpec::Fixed(g) => return Ok(*g),
+            GridSpec::Callable(f) => f,
+        };
+        let meta = PyDict::new(py);
+        for (name, value) in kernel.params.iter().zip(&bound.values) {
+            meta.set_item(name, value)?;
+        }
+        if let Some(n) = bound.options.num_sgs {
+            meta.set_item(OPTION_NUM_SGS, n)?;
+        }
+        let grid = f.call1(py, (meta,))?;
+        parse_grid(grid.bind(py)).map_err(|e| {
+            PyValueError::new_err(format!(
+                "the grid function of {} returned an invalid grid: {}",
+                kernel.name,
+                e.value(py)
+            ))
+        })
+    }
+}
+
 #[pyclass(module = "metile._metile", name = "Launcher", frozen)]
 pub struct Launcher {
     kernel: Py<Kernel>,
-    grid: [u32; 3],
+    grid: GridSpec,
     preset: Arc<Preset>,
 }
 
@@ -693,9 +769,10 @@ impl Launcher {
         let kernel = self.kernel.get();
         refuse_inside_trace(py, &kernel.name, "launches")?;
         let bound = kernel.bind(args, kwargs, Some(&self.preset))?;
+        let grid = self.grid.resolve(py, kernel, &bound)?;
         // An empty launch (a 0 extent) checks its arguments and compiles like any
         // other, then runs nothing; there is nothing to copy to a device for it.
-        let empty = grid_is_empty(self.grid);
+        let empty = grid_is_empty(grid);
         let Selected {
             spec,
             args: kernel_args,
@@ -708,12 +785,10 @@ impl Launcher {
                 ensure_writable(value, &kernel.params[i], &kernel.name)?;
             }
         }
-        check_grid(self.grid, spec.compiled.as_ref(), device.name())
-            .map_err(|e| runtime_error_to_py(py, e))?;
+        check_grid(grid, spec.compiled.as_ref(), device.name()).map_err(|e| runtime_error_to_py(py, e))?;
         if empty {
             return Ok(());
         }
-        let grid = self.grid;
         if device.memory().is_some() && staged.is_empty() {
             // A GPU launch only enqueues work: releasing the GIL around it would
             // cost more than the launch itself.
@@ -756,9 +831,13 @@ impl Launcher {
         result.map_err(|e| runtime_error_to_py(py, e))
     }
 
+    /// The grid: a tuple of three extents, or the grid function.
     #[getter]
-    fn grid(&self) -> (u32, u32, u32) {
-        (self.grid[0], self.grid[1], self.grid[2])
+    fn grid(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        match &self.grid {
+            GridSpec::Fixed(g) => Ok((g[0], g[1], g[2]).into_pyobject(py)?.into_any().unbind()),
+            GridSpec::Callable(f) => Ok(f.clone_ref(py)),
+        }
     }
 
     /// A launcher over the same grid that passes these constexprs (and the
@@ -797,7 +876,7 @@ impl Launcher {
         }
         Ok(Launcher {
             kernel: self.kernel.clone_ref(py),
-            grid: self.grid,
+            grid: self.grid.clone_ref(py),
             preset: Arc::new(Preset { values, options }),
         })
     }

@@ -7,6 +7,7 @@ pub mod args;
 pub mod bench;
 pub mod buffer;
 mod captures;
+mod compiled;
 pub mod device_args;
 pub mod device_state;
 pub mod errors;
@@ -26,6 +27,8 @@ fn _metile(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<buffer::Buffer>()?;
     m.add_class::<kernel::Kernel>()?;
     m.add_class::<kernel::Launcher>()?;
+    m.add_class::<compiled::CompiledKernelInfo>()?;
+    m.add_class::<compiled::KernelMetadata>()?;
     m.add_function(wrap_pyfunction!(device_state::set_device, m)?)?;
     m.add_function(wrap_pyfunction!(device_state::get_device, m)?)?;
     m.add_function(wrap_pyfunction!(device_state::synchronize, m)?)?;

@@ -11,6 +11,7 @@ use pyo3::types::{PyList, PyTuple};
 use crate::errors::CompilationError;
 
 mod control;
+mod debug;
 mod ops;
 mod roles;
 mod state;
@@ -167,6 +168,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_kernel, m)?)?;
     ops::register(m)?;
     control::register(m)?;
+    debug::register(m)?;
     roles::register(m)?;
     Ok(())
 }

@@ -29,6 +29,10 @@ impl From<ExecError> for RuntimeError {
                 loc: loc.clone(),
             },
             ExecError::Interrupted => RuntimeError::Interrupted,
+            ExecError::AssertionFailed { ref loc, .. } => RuntimeError::AssertionFailed {
+                message: e.to_string(),
+                loc: loc.clone(),
+            },
             ExecError::BadArguments(m) => RuntimeError::BadArguments(m),
             other => RuntimeError::Device(other.to_string()),
         }

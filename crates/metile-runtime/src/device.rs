@@ -37,6 +37,26 @@ pub trait CompiledKernel: Send + Sync {
     fn max_grid(&self) -> [u32; 3] {
         [metile_compiler::target::MAX_PROGRAM_ID_EXTENT; 3]
     }
+
+    /// What one threadgroup of the kernel uses, as far as the backend knows.
+    fn resources(&self) -> KernelResources {
+        KernelResources::default()
+    }
+}
+
+/// A compiled kernel's use of the hardware (`kernel.warmup(...)` reports it,
+/// as Triton's compiled kernels report `n_regs` and `metadata.shared`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelResources {
+    /// Registers per thread, where the driver reports them (cuda).
+    pub registers: Option<u32>,
+    /// Thread-local memory per thread in bytes (register spills and local
+    /// arrays), where the driver reports it (cuda).
+    pub local_bytes: Option<u32>,
+    /// Threadgroup (shared) memory per threadgroup in bytes.
+    pub shared_bytes: Option<usize>,
+    /// Threads per threadgroup.
+    pub threads_per_group: Option<u32>,
 }
 
 /// Memory of its own on a device whose kernels cannot read host memory (CUDA):

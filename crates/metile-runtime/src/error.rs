@@ -17,6 +17,9 @@ pub enum RuntimeError {
     /// The host asked a running launch to stop (see `interrupt`).
     #[error("the launch was interrupted")]
     Interrupted,
+    /// A `device_assert` failed; `loc` is its line, when known.
+    #[error("{message}")]
+    AssertionFailed { message: String, loc: Loc },
     /// The backend cannot compile this kernel; `loc` is the offending op, when known.
     #[error("{message}")]
     Compile { message: String, loc: Option<Loc> },

@@ -17,7 +17,7 @@ pub mod workspace;
 
 pub use device::{
     check_grid, default_device_name, grid_is_empty, open_device, CompileOptions, CompiledKernel, Device,
-    DeviceAllocation, DeviceMemory, DEVICE_NAMES,
+    DeviceAllocation, DeviceMemory, KernelResources, DEVICE_NAMES,
 };
 pub use error::RuntimeError;
 pub use metile_interp::{KernelArg, ScalarValue};

@@ -3,7 +3,7 @@
 //! run on the CPU (see `msl_emu`). It proves the MSL meTile would ship; what it
 //! shares with the metal backend lives in `msl_launch`.
 
-use crate::device::{CompileOptions, CompiledKernel, Device};
+use crate::device::{CompileOptions, CompiledKernel, Device, KernelResources};
 use crate::error::RuntimeError;
 use crate::msl_emu::{
     Builtin, EmuCompiler, EmuError, EmuKernel, EntryParam, EntrySpec, LaunchArg,
@@ -56,6 +56,12 @@ fn emu_error(e: EmuError, msl: &MslKernel) -> RuntimeError {
                 message: e.to_string(),
             }
         }
+        EmuError::Kernel { ref message, .. } if message.contains("device_assert failed") => {
+            RuntimeError::AssertionFailed {
+                loc: fault_loc(message, msl),
+                message: e.to_string(),
+            }
+        }
         EmuError::Compile { ref diagnostics, .. } => msl_compile_failure("clang", diagnostics, msl),
         EmuError::Unsupported(_) | EmuError::BadEntry(_) => RuntimeError::Compile {
             message: e.to_string(),
@@ -70,6 +76,14 @@ fn emu_error(e: EmuError, msl: &MslKernel) -> RuntimeError {
 impl CompiledKernel for MslEmuKernel {
     fn max_grid(&self) -> [u32; 3] {
         metile_compiler::Target::apple().grid_limits(self.msl.threads_per_group)
+    }
+
+    fn resources(&self) -> KernelResources {
+        KernelResources {
+            shared_bytes: Some(self.kernel.threadgroup_memory_bytes()),
+            threads_per_group: Some(self.msl.threads_per_group),
+            ..KernelResources::default()
+        }
     }
 
     unsafe fn launch(&self, args: &[KernelArg], grid: [u32; 3]) -> Result<(), RuntimeError> {

@@ -186,7 +186,7 @@ def _upward_exposed(body: list[ast.stmt]) -> set[str]:
 
 
 def carried_names(function: ast.FunctionDef) -> dict[int, Carried]:
-    """`Carried` for every `for` and `if` of `function` (outside nested
+    """`Carried` for every `for`, `while` and `if` of `function` (outside nested
     functions), keyed by `id(node)`."""
     liveness = Liveness()
     liveness.block(function.body, set())
@@ -203,6 +203,12 @@ def carried_names(function: ast.FunctionDef) -> dict[int, Carried]:
         if isinstance(node, ast.For):
             assigned = stored_names(node.body) - stored_names(node.target)
             wanted = _upward_exposed(node.body) | live_after
+            names = tuple(sorted(assigned & wanted))
+            result[id(node)] = Carried(names, names)
+        elif isinstance(node, ast.While):
+            # The condition runs at the head of every iteration: what it reads is live there.
+            assigned = stored_names(node.body)
+            wanted = loaded_names(node.test) | _upward_exposed(node.body) | live_after
             names = tuple(sorted(assigned & wanted))
             result[id(node)] = Carried(names, names)
         elif isinstance(node, ast.If):

@@ -9,22 +9,34 @@ carried variables, so one Python run of the kernel can emit Tile IR regions.
                                                                    __mt_body_1, (acc,), ('acc',))
 
 Whether a loop unrolls (Python values) or becomes an IR loop is decided when
-the helper runs. Constructs that cannot become regions (`while`, an `if` with
-`return`/`break`/`continue`, `x if c else y`) get a check that their condition
-is a Python value.
+the helper runs; `while` loops become a condition function and a body function
+the same way. Constructs that cannot become regions (a loop or an `if` with
+`return`/`break`/`continue`) get a check that their condition is a Python value.
+
+Expressions are rewritten too: `a and b`, `a or b`, `not a`, `x if c else y`
+and `assert` call the helpers of `pythonic.py` (Python's semantics on Python
+values, run-time ops on traced ones), and every call `f(...)` becomes
+`__mt_call(f)(...)`: a user helper function runs rewritten (so its loops and
+`if`s compile as the kernel's do; rewritten once per code object), the builtins
+`min`, `max` and `print` get their traced versions, anything else is called as is.
 """
 
 from __future__ import annotations
 
 import ast
 import inspect
+import os
 import textwrap
+import threading
 from collections.abc import Callable
-from types import CodeType
+from types import CodeType, FunctionType
+from typing import Any
 
 from metile import _metile
+from metile._frontend import pythonic
+from metile._frontend.captures import _LIBRARY_DIRS
 from metile._frontend.liveness import Carried, carried_names, has_escape
-from metile._frontend.unsupported import check_supported
+from metile._frontend.unsupported import check_supported, first_refused
 
 FOR = "__mt_for"
 IF = "__mt_if"
@@ -33,6 +45,22 @@ LOOP_RANGE = "__mt_range"
 PYTHON_LOOP = "__mt_python_loop"
 UNDEFINED = "__mt_UNDEFINED"
 CONTEXT = "__mt_context"
+WHILE = "__mt_while"
+CALL = "__mt_call"
+AND = "__mt_and"
+OR = "__mt_or"
+NOT = "__mt_not"
+IFEXP = "__mt_ifexp"
+ASSERT = "__mt_assert"
+
+
+def call_target(fn: Any) -> Any:
+    """What `fn(...)` in a kernel or helper calls (see the module docstring)."""
+    if type(fn) is FunctionType:
+        return _rewritten_helper(fn)
+    return pythonic.builtin_substitute(fn)
+
+
 # What the generated code calls each helper; they reach it as closure variables.
 HELPERS = {
     FOR: _metile.trace_for,
@@ -42,6 +70,13 @@ HELPERS = {
     PYTHON_LOOP: _metile.python_loop,
     UNDEFINED: _metile.UNDEFINED,
     CONTEXT: _metile.kernel_context,
+    WHILE: _metile.trace_while,
+    CALL: call_target,
+    AND: pythonic.bool_and,
+    OR: pythonic.bool_or,
+    NOT: pythonic.bool_not,
+    IFEXP: pythonic.conditional,
+    ASSERT: pythonic.checked,
 }
 _FACTORY = "__mt_factory"
 _KERNEL = "__mt_kernel"
@@ -57,6 +92,21 @@ def _names_tuple(names: tuple[str, ...], ctx: ast.expr_context) -> ast.Tuple:
 
 def _strings_tuple(names: tuple[str, ...]) -> ast.Tuple:
     return ast.Tuple(elts=[ast.Constant(value=n) for n in names], ctx=ast.Load())
+
+
+def _call(helper: str, args: list[ast.expr], like: ast.AST) -> ast.Call:
+    return ast.copy_location(ast.Call(func=_name(helper), args=args, keywords=[]), like)
+
+
+def _thunk(expr: ast.expr) -> ast.Lambda:
+    """`lambda: expr`, to evaluate `expr` only if Python's semantics would."""
+    args = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+    return ast.copy_location(ast.Lambda(args=args, body=expr), expr)
+
+
+def _binds(expr: ast.AST | None) -> bool:
+    """Whether `expr` assigns a name (a walrus), which it must not do inside a thunk."""
+    return expr is not None and any(isinstance(n, ast.NamedExpr) for n in ast.walk(expr))
 
 
 def _locate(nodes: list[ast.stmt], at: ast.stmt, keyword_len: int) -> list[ast.stmt]:
@@ -89,6 +139,9 @@ class _Rewriter(ast.NodeTransformer):
         return node
 
     def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
+        # A lambda is never rewritten when called (see `_rewritten_helper`): its
+        # expression is rewritten in place.
+        self.generic_visit(node)
         return node
 
     def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
@@ -190,14 +243,63 @@ class _Rewriter(ast.NodeTransformer):
             [then_fn, else_fn, *captures, self._assign_results(carried.results, call)], node, len("if")
         )
 
-    def visit_While(self, node: ast.While) -> ast.AST:
+    def visit_While(self, node: ast.While) -> ast.AST | list[ast.stmt]:
         self.generic_visit(node)
-        node.test = ast.copy_location(self._static_condition(node.test, "while"), node.test)
-        return node
+        carried = self._carried.get(id(node))
+        if carried is None or node.orelse or has_escape(node.body, loop_level=True) or _binds(node.test):
+            # Stays a Python loop; a run-time condition is refused with the reason.
+            node.test = ast.copy_location(self._static_condition(node.test, "while"), node.test)
+            return node
+        names = carried.params
+        cond_name, body_name = self._fresh("cond"), self._fresh("body")
+        cond_fn = self._function(cond_name, list(names), [], ())
+        cond_fn.body = [ast.Return(value=node.test)]
+        body_fn = self._function(body_name, list(names), node.body, names)
+        captures, inits = self._capture(names)
+        call = ast.Call(
+            func=_name(WHILE),
+            args=[_name(cond_name), _name(body_name), inits, _strings_tuple(names)],
+            keywords=[],
+        )
+        return _locate([cond_fn, body_fn, *captures, self._assign_results(names, call)], node, len("while"))
 
     def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
         self.generic_visit(node)
-        node.test = ast.copy_location(self._static_condition(node.test, "ifexp"), node.test)
+        if _binds(node.body) or _binds(node.orelse):
+            node.test = ast.copy_location(self._static_condition(node.test, "ifexp"), node.test)
+            return node
+        return _call(IFEXP, [node.test, _thunk(node.body), _thunk(node.orelse)], node)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
+        self.generic_visit(node)
+        if any(_binds(v) for v in node.values[1:]):
+            return node
+        helper = AND if isinstance(node.op, ast.And) else OR
+        expr = node.values[-1]
+        for value in reversed(node.values[:-1]):
+            expr = _call(helper, [value, _thunk(expr)], node)
+        return expr
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Not):
+            return _call(NOT, [node.operand], node)
+        return node
+
+    def visit_Assert(self, node: ast.Assert) -> ast.AST:
+        self.generic_visit(node)
+        if _binds(node.msg):
+            return node
+        message = _thunk(node.msg) if node.msg is not None else ast.Constant(value=None)
+        node.test = _call(ASSERT, [node.test, message], node.test)
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        func = node.func
+        # `range(...)` of a `for` is recognised by name (see visit_For).
+        if not (isinstance(func, ast.Name) and func.id == "range"):
+            node.func = _call(CALL, [func], func)
         return node
 
 
@@ -245,6 +347,59 @@ def _renamed_kernel(factory: CodeType, fn: Callable) -> CodeType:
     return factory.replace(co_consts=consts)
 
 
+def _source_def(fn: Callable) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef | None, int]:
+    """The def of `fn` parsed from its source (None if the source holds
+    something else, e.g. a lambda), and the indentation `dedent` removed."""
+    lines, _ = inspect.getsourcelines(fn)
+    source = "".join(lines)
+    dedented = textwrap.dedent(source)
+    first = next((ln for ln in lines if ln.strip()), "")
+    indent = len(first) - len(first.lstrip()) if dedented != source else 0
+    module = ast.parse(dedented)
+    defs = [s for s in module.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return (defs[0] if len(defs) == 1 else None), indent
+
+
+def _compile_factory(fn: Callable, fn_def: ast.FunctionDef, indent: int) -> Callable[..., Callable]:
+    """Rewrites `fn_def` (the source of `fn`) and compiles the factory around it."""
+    code: CodeType = fn.__code__
+    fn_def.decorator_list = []
+    # Under its own name inside the factory, the function would see itself as a
+    # closure variable: a kernel calling itself by name would recurse in Python
+    # instead of reaching the kernel object (which refuses it), and a helper
+    # calling itself would skip `__mt_call`.
+    fn_def.name = _KERNEL
+    _strip_annotations(fn_def)
+    _CheckedContexts().visit(fn_def)
+    carried = carried_names(fn_def)
+    _Rewriter(carried).generic_visit(fn_def)
+
+    params = [ast.arg(arg=name) for name in (*HELPERS, *code.co_freevars)]
+    factory = ast.FunctionDef(
+        name=_FACTORY,
+        args=ast.arguments(
+            posonlyargs=[], args=params, vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]
+        ),
+        body=[fn_def, ast.Return(value=_name(fn_def.name))],
+        decorator_list=[],
+        returns=None,
+    )
+    if "type_params" in ast.FunctionDef._fields:
+        factory.type_params = []
+    ast.copy_location(factory, fn_def)
+    tree = ast.Module(body=[factory], type_ignores=[])
+    ast.fix_missing_locations(tree)
+    _shift_columns(tree, indent)
+    ast.increment_lineno(tree, code.co_firstlineno - 1)
+    compiled = compile(tree, code.co_filename, "exec", dont_inherit=True)
+    namespace: dict[str, object] = {}
+    exec(compiled, fn.__globals__, namespace)  # noqa: S102 - the function's own rewritten source
+    factory = namespace[_FACTORY]
+    factory.__code__ = _renamed_kernel(factory.__code__, fn)
+    helpers = tuple(HELPERS.values())
+    return lambda *cells: factory(*helpers, *cells)  # type: ignore[operator]
+
+
 def rewrite(fn: Callable) -> Callable[..., Callable]:
     """A factory `(*free_variable_values) -> rewritten kernel function`.
 
@@ -254,49 +409,96 @@ def rewrite(fn: Callable) -> Callable[..., Callable]:
     function) are closure variables of it.
     """
     code: CodeType = fn.__code__
-    lines, _ = inspect.getsourcelines(fn)
-    source = "".join(lines)
-    dedented = textwrap.dedent(source)
-    first = next((ln for ln in lines if ln.strip()), "")
-    indent = len(first) - len(first.lstrip()) if dedented != source else 0
-
-    module = ast.parse(dedented)
-    defs = [s for s in module.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    if len(defs) != 1:
+    kernel_def, indent = _source_def(fn)
+    if kernel_def is None:
         raise TypeError(f"kernel {fn.__name__}: expected the source of one plain `def`, found something else")
-    check_supported(defs[0], fn.__name__, code.co_filename, code.co_firstlineno)
-    kernel_def = defs[0]
-    kernel_def.decorator_list = []
-    # Under its own name inside the factory, the kernel would see itself as a
-    # closure variable: a call of the kernel by name would recurse in Python
-    # instead of reaching the kernel object, which refuses it.
-    kernel_def.name = _KERNEL
-    _strip_annotations(kernel_def)
-    _CheckedContexts().visit(kernel_def)
-    carried = carried_names(kernel_def)
-    _Rewriter(carried).generic_visit(kernel_def)
+    check_supported(kernel_def, fn.__name__, code.co_filename, code.co_firstlineno)
+    return _compile_factory(fn, kernel_def, indent)
 
-    params = [ast.arg(arg=name) for name in (*HELPERS, *code.co_freevars)]
-    factory = ast.FunctionDef(
-        name=_FACTORY,
-        args=ast.arguments(
-            posonlyargs=[], args=params, vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]
-        ),
-        body=[kernel_def, ast.Return(value=_name(kernel_def.name))],
-        decorator_list=[],
-        returns=None,
-    )
-    if "type_params" in ast.FunctionDef._fields:
-        factory.type_params = []
-    ast.copy_location(factory, kernel_def)
-    tree = ast.Module(body=[factory], type_ignores=[])
-    ast.fix_missing_locations(tree)
-    _shift_columns(tree, indent)
-    ast.increment_lineno(tree, code.co_firstlineno - 1)
-    compiled = compile(tree, code.co_filename, "exec", dont_inherit=True)
-    namespace: dict[str, object] = {}
-    exec(compiled, fn.__globals__, namespace)  # noqa: S102 - the kernel's own rewritten source
-    factory = namespace[_FACTORY]
-    factory.__code__ = _renamed_kernel(factory.__code__, fn)
-    helpers = tuple(HELPERS.values())
-    return lambda *cells: factory(*helpers, *cells)  # type: ignore[operator]
+
+# ------------------------------------------------------------------ helpers
+
+# The rewrite of each helper's code, by identity (see `cached_factory`).
+_HELPERS: dict[int, tuple[CodeType, dict, Callable[..., Callable] | None]] = {}
+_METILE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_tracing = threading.local()
+
+
+def cached_factory(fn: Callable, make: Callable[[Callable], Callable[..., Callable] | None], cache: dict) -> Any:
+    """`make(fn)`, once per code object and globals. `cache` holds (code,
+    globals, factory) by the code's id, keeping both alive so their ids are not
+    reused (equal code objects from a reloaded module must not share a factory
+    bound to the old globals)."""
+    code = fn.__code__
+    entry = cache.get(id(code))
+    if entry is not None and entry[0] is code and entry[1] is fn.__globals__:
+        return entry[2]
+    factory = make(fn)
+    cache[id(code)] = (code, fn.__globals__, factory)
+    return factory
+
+
+def cell_values(fn: Callable) -> list[object]:
+    """The current values of `fn`'s closure cells (UNDEFINED for an empty one)."""
+    values = []
+    for cell in fn.__closure__ or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:  # assigned later in the enclosing function
+            values.append(_metile.UNDEFINED)
+    return values
+
+
+class kernel_package:  # noqa: N801 - used like a function, in a `with`
+    """While a kernel is traced: its top-level package, whose installed helper
+    functions are rewritten like the user's own (see `_is_user_function`)."""
+
+    def __init__(self, fn: Callable) -> None:
+        self.package = (getattr(fn, "__module__", "") or "").split(".")[0]
+
+    def __enter__(self) -> None:
+        self.saved = getattr(_tracing, "package", None)
+        _tracing.package = self.package
+
+    def __exit__(self, *exc: object) -> None:
+        _tracing.package = self.saved
+
+
+def _is_user_function(fn: FunctionType) -> bool:
+    """A function of user code (not metile's, not the standard library's, not
+    an installed package's other than the kernel's own)."""
+    module = getattr(fn, "__module__", None) or ""
+    if module == "metile" or module.startswith("metile.") or fn.__code__.co_filename.startswith(_METILE_DIR):
+        return False
+    if not fn.__code__.co_filename.startswith(_LIBRARY_DIRS):
+        return True
+    return module.split(".")[0] == getattr(_tracing, "package", None)
+
+
+def _helper_factory(fn: Callable) -> Callable[..., Callable] | None:
+    try:
+        fn_def, indent = _source_def(fn)
+    except (OSError, TypeError, SyntaxError):
+        return None  # no source to read: the helper runs as it is
+    if fn_def is None or fn_def.name != fn.__name__ or first_refused(fn_def) is not None:
+        return None
+    # Defaults were evaluated once, when the helper was defined: they are copied
+    # from it, not evaluated again.
+    fn_def.args.defaults = []
+    fn_def.args.kw_defaults = [None] * len(fn_def.args.kwonlyargs)
+    return _compile_factory(fn, fn_def, indent)
+
+
+def _rewritten_helper(fn: FunctionType) -> Callable:
+    """`fn` rewritten as a kernel is (or `fn` itself: a lambda, a function of a
+    library, one whose source cannot be read or that holds a construct a kernel
+    refuses, such as `try`, runs as plain Python)."""
+    if fn.__name__ == "<lambda>" or not _is_user_function(fn):
+        return fn
+    factory = cached_factory(fn, _helper_factory, _HELPERS)
+    if factory is None:
+        return fn
+    rewritten = factory(*cell_values(fn))
+    rewritten.__defaults__ = fn.__defaults__
+    rewritten.__kwdefaults__ = fn.__kwdefaults__
+    return rewritten

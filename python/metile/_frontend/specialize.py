@@ -7,34 +7,31 @@ import os
 import sys
 import weakref
 from collections.abc import Callable
-from types import CodeType
 
 from metile import _metile
-from metile._frontend.rewrite import rewrite
+from metile._frontend.rewrite import cached_factory, cell_values, kernel_package, rewrite
 from metile._frontend.signature import analyze_signature
 from metile._frontend.unsupported import traced_recursion_error, traced_type_error
 
-# The rewrite of each kernel's code, by identity: (code, globals, factory),
-# keeping both alive so their ids are not reused (equal code objects from a
-# reloaded module must not share a factory bound to the old globals).
-_REWRITTEN: dict[int, tuple[CodeType, dict, Callable[..., Callable]]] = {}
 _SIGNATURES: weakref.WeakKeyDictionary[Callable, tuple[list[str], list[bool]]] = weakref.WeakKeyDictionary()
 
 
-def _factory(fn: Callable) -> Callable[..., Callable]:
-    code = fn.__code__
-    entry = _REWRITTEN.get(id(code))
-    if entry is not None and entry[0] is code and entry[1] is fn.__globals__:
-        return entry[2]
+def _rewrite_kernel(fn: Callable) -> Callable[..., Callable]:
     try:
-        factory = rewrite(fn)
+        return rewrite(fn)
     except OSError as e:
         raise _metile.CompilationError(
             f"cannot read the source of kernel {fn.__name__} ({e}); kernels must be defined in a "
             "file (not typed at an interactive prompt or built with exec) so meTile can compile them"
         ) from None
-    _REWRITTEN[id(code)] = (code, fn.__globals__, factory)
-    return factory
+
+
+# Kernels' rewrites, apart from helpers' (a kernel's source is checked, a helper's is not).
+_KERNELS: dict = {}
+
+
+def _factory(fn: Callable) -> Callable[..., Callable]:
+    return cached_factory(fn, _rewrite_kernel, _KERNELS)
 
 
 def _signature(fn: Callable) -> tuple[list[str], list[bool]]:
@@ -42,16 +39,6 @@ def _signature(fn: Callable) -> tuple[list[str], list[bool]]:
     if sig is None:
         sig = _SIGNATURES[fn] = analyze_signature(fn)
     return sig
-
-
-def _cell_values(fn: Callable) -> list[object]:
-    values = []
-    for cell in fn.__closure__ or ():
-        try:
-            values.append(cell.cell_contents)
-        except ValueError:  # assigned later in the enclosing function
-            values.append(_metile.UNDEFINED)
-    return values
 
 
 def debug_enabled(stage: str) -> bool:
@@ -86,7 +73,7 @@ def specialize(
     "threads_per_group" (default 128) and "optimize" (default True).
     """
     names, is_constexpr = _signature(fn)
-    kernel = _factory(fn)(*_cell_values(fn))
+    kernel = _factory(fn)(*cell_values(fn))
     runtime = iter(runtime_params)
     params: list[tuple[str, str, object]] = []
     for name, constant in zip(names, is_constexpr):
@@ -100,7 +87,8 @@ def specialize(
     threads = options.get("threads_per_group", 128)
     optimize = options.get("optimize", True)
     try:
-        func = _metile.trace_kernel(kernel, fn.__name__, params, threads, optimize)
+        with kernel_package(fn):
+            func = _metile.trace_kernel(kernel, fn.__name__, params, threads, optimize)
     except RecursionError as e:
         raise traced_recursion_error(fn.__name__, e) from None
     except TypeError as e:

@@ -55,13 +55,18 @@ def located(message: str, file: str, line: int) -> str:
     return f"{text}\n    {source}" if source else text
 
 
+def first_refused(tree: ast.AST) -> ast.AST | None:
+    """The first construct of `_REFUSED` in `tree` (nested functions and lambdas included)."""
+    found = [node for node in ast.walk(tree) if type(node) in _REFUSED]
+    return min(found, key=lambda n: (n.lineno, n.col_offset)) if found else None
+
+
 def check_supported(kernel_def: ast.AST, name: str, file: str, first_line: int) -> None:
     """Refuses the first construct of `_REFUSED` in the kernel's source (nested
     functions and lambdas included); `first_line`: the file line of the source's line 1."""
-    found = [node for node in ast.walk(kernel_def) if type(node) in _REFUSED]
-    if not found:
+    node = first_refused(kernel_def)
+    if node is None:
         return
-    node = min(found, key=lambda n: (n.lineno, n.col_offset))
     construct, reason = _REFUSED[type(node)]
     line = first_line + node.lineno - 1
     raise CompilationError(located(f"kernel {name}: `{construct}` is not supported in a kernel: {reason}", file, line))

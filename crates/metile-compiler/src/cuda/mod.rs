@@ -71,6 +71,9 @@ pub struct CudaKernel {
     /// `(first CUDA line, kernel location)` for each run of lines emitted for
     /// ops of one kernel source line, in order: see [`CudaKernel::loc_of_line`].
     pub line_locs: Vec<(u32, Loc)>,
+    /// The kernel prints (`device_print`): the runtime waits for each launch
+    /// and flushes stdout, so its lines come out before the host's next ones.
+    pub prints: bool,
 }
 
 impl CudaKernel {
@@ -107,6 +110,8 @@ struct Uses {
     release_counts: bool,
     /// Pairs of f32 values narrowed into one vector (`metile_narrow2`).
     narrow: bool,
+    /// `device_print`s (`printf`).
+    prints: bool,
     builtins: [bool; 5],
 }
 
@@ -131,6 +136,7 @@ fn uses(f: &GpuFunction) -> Uses {
     }
     f.walk(&mut |op| match op.kind {
         GpuOpKind::SimdReduce(_) => u.reductions = true,
+        GpuOpKind::Print { .. } => u.prints = true,
         GpuOpKind::MbarrierInit { .. } | GpuOpKind::TmaLoad => u.tma = true,
         GpuOpKind::AtomicAdd => {
             u.tma = true;
@@ -354,6 +360,7 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
         buffer_alignment: target.buffer_base_alignment,
         repack_operands: target.default_passes.repack_operands,
         line_locs,
+        prints: used.prints,
     })
 }
 

@@ -124,7 +124,7 @@ impl<'f> Lowering<'f> {
             for r in &op.regions {
                 self.find_rings(r)?;
             }
-            if !matches!(op.kind, OpKind::For) {
+            if !matches!(op.kind, OpKind::For { .. }) {
                 continue;
             }
             let Some(body) = op.regions.first() else { continue };

@@ -169,6 +169,59 @@ impl<'f> Lowering<'f> {
         Ok(())
     }
 
+    /// `while`: the carried values live in register slots like a `for`'s; region
+    /// 0 reads them and computes the condition, region 1 reads them again and
+    /// writes the next values. The condition is a scalar, hence uniform, so
+    /// both regions may hold barriers.
+    pub(super) fn while_op(&mut self, op: &'f Op) -> CompileResult<()> {
+        let [cond, body] = op.regions.as_slice() else {
+            return Err(self.internal("a while needs a condition and a body"));
+        };
+        let mut slots = Vec::with_capacity(op.results.len());
+        for (&r, &init) in op.results.iter().zip(&op.operands) {
+            let slot = self.slot_for(r)?;
+            let values = self.slot_values(&slot, init)?;
+            self.write_slot(&slot, &values);
+            slots.push(slot);
+        }
+        let outer_wgmma = std::mem::take(&mut self.pending_wgmma);
+        self.push_block(&[]);
+        for (slot, &arg) in slots.iter().zip(&cond.args) {
+            self.read_slot(slot, arg)?;
+        }
+        self.block(cond)?;
+        let flag = cond
+            .ops
+            .last()
+            .and_then(|y| y.operands.first().copied())
+            .ok_or_else(|| self.internal("a while condition yields nothing"))?;
+        self.loc = op.loc.clone();
+        self.op_name = "while".into();
+        self.b.set_loc(op.loc.clone());
+        let flag = self.uniform(flag)?;
+        self.emit(GpuOpKind::Condition, [flag], vec![]);
+        let cond_block = self.pop_block();
+        self.push_block(&[]);
+        for (slot, &arg) in slots.iter().zip(&body.args) {
+            self.read_slot(slot, arg)?;
+        }
+        self.block(body)?;
+        self.loc = op.loc.clone();
+        self.op_name = "while".into();
+        self.b.set_loc(op.loc.clone());
+        self.store_yields(body, &slots)?;
+        let body_block = self.pop_block();
+        self.b
+            .emit_region_op(GpuOpKind::While, ValueList::new(), vec![cond_block, body_block]);
+        for (reg, count, held) in std::mem::replace(&mut self.pending_wgmma, outer_wgmma) {
+            self.wgmma_wait(reg, count, 0, held);
+        }
+        for (slot, &r) in slots.iter().zip(&op.results) {
+            self.read_slot(slot, r)?;
+        }
+        Ok(())
+    }
+
     pub(super) fn if_op(&mut self, op: &'f Op) -> CompileResult<()> {
         let cond = self.uniform(op.operands[0])?;
         let ring_bases = self.ring_if_prepare(op)?;

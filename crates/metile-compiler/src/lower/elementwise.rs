@@ -5,8 +5,8 @@ use super::{Home, Lowering};
 use crate::dist_layout::{row_major_strides, DistLayout};
 use crate::error::CompileResult;
 use crate::layout_assign::{Class, LayoutId};
-use metile_ir::gpu_ir::*;
 use crate::target::TargetKind;
+use metile_ir::gpu_ir::*;
 use metile_ir::{BinaryOp, DType, Literal, Op, OpKind, UnaryOp};
 
 /// Maps an element of a tile of `dst_shape` to the element of the broadcast

@@ -25,6 +25,7 @@ mod async_ring;
 mod block_access;
 mod control;
 mod convert;
+mod debug;
 mod dot;
 mod dot_atoms;
 mod elementwise;
@@ -629,7 +630,8 @@ impl<'f> Lowering<'f> {
             | OpKind::Binary(_)
             | OpKind::Compare(_)
             | OpKind::Select
-            | OpKind::AddPtr => self.elementwise(op),
+            | OpKind::AddPtr
+            | OpKind::Assume { .. } => self.elementwise(op),
             OpKind::Load { .. } => self.load(op),
             OpKind::Store { .. } => self.store(op),
             OpKind::TileLoad { .. } => self.tile_load(op),
@@ -637,8 +639,11 @@ impl<'f> Lowering<'f> {
             OpKind::Dot => self.dot(op),
             OpKind::Reduce { op: red, axis } => self.reduce(op, *red, *axis),
             OpKind::Swizzle { pattern, block_size } => self.swizzle(op, *pattern, *block_size),
-            OpKind::For => self.for_op(op),
+            OpKind::For { .. } => self.for_op(op),
             OpKind::If => self.if_op(op),
+            OpKind::While => self.while_op(op),
+            OpKind::Print { prefix, hex } => self.device_print(op, prefix, *hex),
+            OpKind::Assert { message } => self.device_assert(op, message),
             OpKind::SimdgroupRole { role, num_roles } => self.simdgroup_role(op, *role, *num_roles),
             OpKind::ThreadId | OpKind::SimdLaneId => self.thread_index_op(op),
             OpKind::SimdShuffleXor | OpKind::SimdBroadcast => self.simd_exchange(op),

@@ -40,6 +40,43 @@ pub enum Helper {
     BfloatFromLong,
 }
 
+/// `text` as a C string literal (the text is printable ASCII, see
+/// `print_format::is_printable`, except kernel file names: anything else is escaped).
+pub fn c_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for b in text.bytes() {
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            0x20..=0x7e => out.push(char::from(b)),
+            _ => out.push_str(&format!("\\{b:03o}")),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// What MSL kernels that print or assert need before the kernel: Metal's
+/// logging (`os_log`, Metal 3.2 and later; older Metal drops the lines), and
+/// `metile_device_assert_failed`, which the msl-emu shim defines to fail the
+/// launch and which on Metal logs the failure (Metal cannot abort a kernel).
+pub const MSL_DEBUG_PREAMBLE: &str = "#if __METAL_VERSION__ >= 320
+#include <metal_logging>
+#define metile_device_print(...) metal::os_log_default.log(__VA_ARGS__)
+#else
+#define metile_device_print(...) ((void)0)
+#endif
+#ifndef metile_device_assert_failed
+#if __METAL_VERSION__ >= 320
+#define metile_device_assert_failed(message) metal::os_log_default.log_error(\"device_assert failed: \" message)
+#else
+#define metile_device_assert_failed(message) ((void)0)
+#endif
+#endif
+";
+
 pub fn helper_source(h: Helper) -> &'static str {
     match h {
         Helper::FloatToInt => {
@@ -610,6 +647,22 @@ impl<'a> BodyWriter<'a> {
                 Lang::Cuda => self.line(depth, "__syncthreads();"),
             },
             GpuOpKind::For => self.for_loop(op, depth)?,
+            GpuOpKind::While => {
+                self.line(depth, "while (true) {");
+                for region in &op.regions {
+                    self.block(region, depth + 1)?;
+                }
+                self.line(depth, "}");
+            }
+            GpuOpKind::Condition => {
+                let cond = arg(0)?;
+                self.line_fmt(depth, format_args!("if (!({cond})) break;"));
+            }
+            GpuOpKind::Print { pieces, hex_from } => self.device_print(op, pieces, *hex_from, depth)?,
+            GpuOpKind::Assert { message } => {
+                let cond = arg(0)?;
+                self.device_assert(op, &cond, message, depth);
+            }
             GpuOpKind::If => {
                 let cond = arg(0)?;
                 self.line_fmt(depth, format_args!("if ({cond}) {{"));
@@ -807,6 +860,80 @@ impl<'a> BodyWriter<'a> {
     fn indent(&mut self, depth: usize) {
         for _ in 0..depth {
             self.out.push_str("  ");
+        }
+    }
+
+    /// One `device_print` line: `printf` in CUDA, the `metile_device_print`
+    /// macro in MSL (Metal's `os_log` from Metal 3.2 on, see `debug_preamble`).
+    fn device_print(
+        &mut self,
+        op: &GpuOp,
+        pieces: &[String],
+        hex_from: Option<usize>,
+        depth: usize,
+    ) -> EmitResult<()> {
+        let mut format = String::new();
+        let mut args = String::new();
+        for (i, piece) in pieces.iter().enumerate() {
+            format.push_str(&piece.replace('%', "%%"));
+            let Some(&v) = op.operands.get(i) else { continue };
+            let hex = hex_from.is_some_and(|h| i >= h);
+            let x = self.name(v)?;
+            let (spec, arg) = match (self.dtype(v), hex) {
+                (DType::I64, true) => ("0x%lx", format!("ulong({x})")),
+                (_, true) => ("0x%x", format!("uint({x})")),
+                (DType::Bool, false) => ("%d", format!("int({x})")),
+                (DType::I32, false) => ("%d", format!("int({x})")),
+                (DType::U32, false) => ("%u", format!("uint({x})")),
+                (DType::I64, false) => ("%ld", format!("long({x})")),
+                (DType::F16 | DType::BF16 | DType::F32, false) => ("%g", format!("float({x})")),
+            };
+            format.push_str(spec);
+            args.push_str(", ");
+            args.push_str(&arg);
+        }
+        match self.lang {
+            Lang::Cuda => {
+                let format = c_string(&format!("{format}\n"));
+                self.line_fmt(depth, format_args!("printf({format}{args});"));
+            }
+            Lang::Msl => {
+                let format = c_string(&format);
+                self.line_fmt(depth, format_args!("metile_device_print({format}{args});"));
+            }
+        }
+        Ok(())
+    }
+
+    /// A failing `device_assert`: in CUDA, the device-side assert that `assert`
+    /// calls (`__assertfail`, which NVRTC declares, as it does `printf`): the
+    /// GPU prints the message, file, line and thread, and the launch fails with
+    /// CUDA_ERROR_ASSERT, which poisons the CUDA context; in MSL,
+    /// `metile_device_assert_failed` (see `MSL_DEBUG_PREAMBLE`).
+    fn device_assert(&mut self, op: &GpuOp, cond: &Name, message: &str, depth: usize) {
+        match self.lang {
+            Lang::Msl => {
+                // The message is part of a format on Metal: `%` is doubled.
+                let text = c_string(&format!("{}: {message}", op.loc).replace('%', "%%"));
+                self.line_fmt(
+                    depth,
+                    format_args!("if (!({cond})) metile_device_assert_failed({text});"),
+                );
+            }
+            Lang::Cuda => {
+                let text = c_string(if message.is_empty() {
+                    "device_assert"
+                } else {
+                    message
+                });
+                let file = c_string(&op.loc.file);
+                let function = c_string(&self.f.name);
+                let line = op.loc.line;
+                self.line_fmt(
+                    depth,
+                    format_args!("if (!({cond})) __assertfail({text}, {file}, {line}u, {function}, 1);"),
+                );
+            }
         }
     }
 

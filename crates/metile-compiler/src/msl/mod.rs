@@ -187,6 +187,12 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
             ""
         }
     );
+    let mut debugs = false;
+    f.walk(&mut |op| debugs |= matches!(op.kind, GpuOpKind::Print { .. } | GpuOpKind::Assert { .. }));
+    if debugs {
+        source.push_str(expr::MSL_DEBUG_PREAMBLE);
+        source.push('\n');
+    }
     for h in &helpers {
         source.push_str(expr::helper_source(*h));
         source.push('\n');

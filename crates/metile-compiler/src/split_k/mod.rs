@@ -181,7 +181,7 @@ fn find_k_loop(f: &Function) -> CompileResult<KLoop> {
 /// `Some` when `op` (top-level op `index` of `f`) is a `for` adding `dot`s to a
 /// carried value, checked to be splittable; errors for such a loop that is not.
 fn accumulating_loop(f: &Function, index: usize, op: &Op) -> CompileResult<Option<KLoop>> {
-    if !matches!(op.kind, OpKind::For) {
+    if !matches!(op.kind, OpKind::For { .. }) {
         return Ok(None);
     }
     let Some(body) = op.regions.first() else {
@@ -561,7 +561,7 @@ fn finish_kernel(f: &Function, k: &KLoop, splits: u32) -> CompileResult<Function
     let end = e.int(i64::from(splits), DType::I32);
     let total = e.value(tile);
     e.ops.push(Op {
-        kind: OpKind::For,
+        kind: OpKind::For { num_stages: None },
         operands: vec![one, end, one, first],
         results: vec![total],
         regions: vec![Block {

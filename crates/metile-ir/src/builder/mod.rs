@@ -8,6 +8,7 @@ use crate::error::IrResult;
 use crate::ir_bail;
 use crate::tile_ir::*;
 
+mod debug;
 mod regions;
 
 /// An operand as the frontend sees it: an IR value or a Python literal whose

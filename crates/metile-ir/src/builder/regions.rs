@@ -195,12 +195,38 @@ impl Builder {
         inits: &[ValueId],
         body: Block,
     ) -> IrResult<Vec<ValueId>> {
+        self.finish_pipelined_for((start, end, step), inits, body, None)
+    }
+
+    /// [`Builder::finish_for`] with the kernel's pipelining hint (`num_stages`).
+    pub fn finish_pipelined_for(
+        &mut self,
+        (start, end, step): (ValueId, ValueId, ValueId),
+        inits: &[ValueId],
+        body: Block,
+        num_stages: Option<u32>,
+    ) -> IrResult<Vec<ValueId>> {
         let types: Vec<Type> = inits.iter().map(|&v| self.ty(v).clone()).collect();
         let mut operands = vec![start, end, step];
         operands.extend_from_slice(inits);
-        let results = self.emit(OpKind::For, operands, types);
+        let results = self.emit(OpKind::For { num_stages }, operands, types);
         self.attach_regions(vec![body]);
         Ok(results)
+    }
+
+    /// Appends a `while` loop: `cond` (ending in `yield flag`) and `body` (ending
+    /// in `yield carried...`) both take the carried values, which `inits` start.
+    pub fn finish_while(&mut self, inits: &[ValueId], cond: Block, body: Block) -> Vec<ValueId> {
+        let types: Vec<Type> = inits.iter().map(|&v| self.ty(v).clone()).collect();
+        let results = self.emit(OpKind::While, inits.to_vec(), types);
+        self.attach_regions(vec![cond, body]);
+        results
+    }
+
+    /// Appends the ops of a closed block to the current one (a region traced
+    /// speculatively whose ops turn out to belong where it was opened).
+    pub fn splice_block(&mut self, block: Block) {
+        self.current().ops.extend(block.ops);
     }
 
     /// Appends an `if` whose blocks yield values of `types`.
@@ -240,17 +266,20 @@ impl Builder {
 
     /// A scalar bool for an `if` condition.
     pub fn condition(&mut self, op: Operand) -> IrResult<ValueId> {
+        self.scalar_condition(op, "an `if` condition")
+    }
+
+    /// A scalar bool for a condition (`what` names it in errors).
+    pub fn scalar_condition(&mut self, op: Operand, what: &str) -> IrResult<ValueId> {
         let v = self.materialize(op, Some(DType::Bool));
         let ty = self.ty(v).clone();
         if !ty.is_scalar() {
-            ir_bail!(
-                "an `if` condition must be a scalar, got a tile {ty}; reduce it first or use metile.where"
-            );
+            ir_bail!("{what} must be a scalar, got a tile {ty}; reduce it first or use metile.where");
         }
         match ty.elem {
             Elem::Scalar(DType::Bool) => Ok(v),
             Elem::Scalar(_) => self.compare(CmpOp::Ne, Operand::Value(v), Operand::Int(0)),
-            Elem::Ptr(..) => ir_bail!("an `if` condition cannot be a pointer"),
+            Elem::Ptr(..) => ir_bail!("{what} cannot be a pointer"),
         }
     }
 }

@@ -7,7 +7,7 @@
 use metile_ir::{DType, Elem, Operand, Type, ValueId};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyTuple, PyType};
+use pyo3::types::{PyDict, PyTuple, PyType};
 
 use super::state::{describe_object, discard_region, python_number, with_trace, ClosedBlock, Trace};
 use super::tile::Tile;
@@ -31,19 +31,23 @@ pub struct TileRange {
     start: Py<PyAny>,
     end: Py<PyAny>,
     step: Py<PyAny>,
+    /// The pipelining hint (`num_stages=`), if given.
+    num_stages: Option<u32>,
 }
 
 #[pymethods]
 impl TileRange {
-    /// Reached only by loops the frontend did not rewrite: those in helper
-    /// functions (the kernel's own loops are rewritten or checked by `python_loop`).
+    /// Reached only by loops the frontend did not rewrite: in comprehensions,
+    /// lambdas, and helpers that run as plain Python (the kernel's own loops
+    /// and its helpers' are rewritten or checked by `python_loop`).
     fn __iter__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         with_trace(py, "metile.tile_range()", |t| {
             Err(t.error(
                 py,
                 "a loop over metile.tile_range(...) (or over range() with bounds only known at run \
-                 time) must be written in the @metile.kernel function itself; loops in the helper \
-                 functions it calls run as plain Python while tracing",
+                 time) must be a `for` statement of the kernel or of a helper function it calls; \
+                 comprehensions, lambdas and helpers that run as plain Python (one using `try`, \
+                 `global` or `yield`, or a library's) cannot compile it",
             ))
         })
     }
@@ -63,14 +67,20 @@ fn check_bound(t: &Trace, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
     t.operand(obj, what).map(|_| ())
 }
 
-/// `tile_range(end)`, `tile_range(start, end)` or `tile_range(start, end, step)`.
+/// Most stages a `num_stages` hint may ask for (the compiler clamps further to
+/// what fits the target's threadgroup memory).
+const MAX_NUM_STAGES: i64 = 16;
+
+/// `tile_range(end)`, `tile_range(start, end)` or `tile_range(start, end,
+/// step)`, with an optional pipelining hint `num_stages` (Triton's `tl.range`).
 #[pyfunction]
-#[pyo3(signature = (start, end=None, step=None))]
+#[pyo3(signature = (start, end=None, step=None, *, num_stages=None))]
 pub fn tile_range(
     py: Python<'_>,
     start: Bound<'_, PyAny>,
     end: Option<Bound<'_, PyAny>>,
     step: Option<Bound<'_, PyAny>>,
+    num_stages: Option<Bound<'_, PyAny>>,
 ) -> PyResult<TileRange> {
     let one = || 1i64.into_pyobject(py).map(|o| o.into_any());
     let zero = || 0i64.into_pyobject(py).map(|o| o.into_any());
@@ -91,10 +101,26 @@ pub fn tile_range(
                 return Err(t.error(py, &format!("tile_range's step must be positive, got {s}")));
             }
         }
+        let num_stages = match num_stages.filter(|n| !n.is_none()) {
+            None => None,
+            Some(n) => {
+                let n = t.static_int(&n, "num_stages")?;
+                if !(1..=MAX_NUM_STAGES).contains(&n) {
+                    return Err(t.error(
+                        py,
+                        &format!(
+                            "num_stages must be an int from 1 (no pipelining) to {MAX_NUM_STAGES}, got {n}"
+                        ),
+                    ));
+                }
+                Some(n as u32)
+            }
+        };
         Ok(TileRange {
             start: start.unbind(),
             end: end.unbind(),
             step: step.unbind(),
+            num_stages,
         })
     })
 }
@@ -102,23 +128,40 @@ pub fn tile_range(
 /// `range(...)` in a `for` statement: Python's range for Python ints (the loop
 /// unrolls while tracing), a [`TileRange`] when a bound is a run-time value.
 #[pyfunction]
-#[pyo3(signature = (range_fn, *args))]
+#[pyo3(signature = (range_fn, *args, **kwargs))]
 pub fn loop_range<'py>(
     range_fn: &Bound<'py, PyAny>,
     args: &Bound<'py, PyTuple>,
+    kwargs: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = range_fn.py();
     static BUILTIN_RANGE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
     let builtin = BUILTIN_RANGE.import(py, "builtins", "range")?;
     let traced = args.iter().any(|a| a.cast::<Tile>().is_ok());
-    if !traced || !range_fn.is(builtin) {
+    if !range_fn.is(builtin) {
+        return range_fn.call(args, kwargs);
+    }
+    // `num_stages=` (as on Triton's `tl.range`) asks for a compiled loop.
+    let num_stages = match kwargs {
+        None => None,
+        Some(k) => {
+            let stages = k.get_item("num_stages")?;
+            if k.len() != usize::from(stages.is_some()) {
+                return Err(pyo3::exceptions::PyTypeError::new_err(
+                    "range() in a kernel takes one keyword argument, num_stages",
+                ));
+            }
+            stages
+        }
+    };
+    if !traced && num_stages.is_none() {
         return range_fn.call1(args);
     }
     let get = |i: usize| args.get_item(i).ok();
     let range = match args.len() {
-        1 => tile_range(py, args.get_item(0)?, None, None)?,
-        2 => tile_range(py, args.get_item(0)?, get(1), None)?,
-        3 => tile_range(py, args.get_item(0)?, get(1), get(2))?,
+        1 => tile_range(py, args.get_item(0)?, None, None, num_stages)?,
+        2 => tile_range(py, args.get_item(0)?, get(1), None, num_stages)?,
+        3 => tile_range(py, args.get_item(0)?, get(1), get(2), num_stages)?,
         n => {
             return Err(pyo3::exceptions::PyTypeError::new_err(format!(
                 "range expected 1 to 3 arguments, got {n}"
@@ -156,12 +199,13 @@ pub fn static_condition(py: Python<'_>, cond: &Bound<'_, PyAny>, construct: &str
     }
     let message = match construct {
         "while" => {
-            "a `while` loop needs a condition known when the kernel is compiled, but this one depends \
-             on values computed at run time; loop with `for i in metile.tile_range(start, end, step)`"
+            "this `while` loop depends on a value computed at run time and contains `break`, \
+             `continue` or `return`, or has an `else:` clause (or a walrus in its condition), which \
+             compiled loops cannot; fold the exit into the loop's condition"
         }
         "ifexp" => {
-            "`x if c else y` needs a condition known when the kernel is compiled, but c is computed at \
-             run time; use metile.where(c, x, y)"
+            "`x if c else y` with an assignment (`:=`) in a branch needs a condition known when the \
+             kernel is compiled, but c is computed at run time; use metile.where(c, x, y)"
         }
         _ => {
             "this `if` depends on a value computed at run time and contains `return`, `break` or \
@@ -462,8 +506,226 @@ fn compiled_loop<'py>(
                 }
             }
             let outs = t.ir(py, |bld| {
-                bld.finish_for(bounds[0], bounds[1], bounds[2], &init_values, block)
+                bld.finish_pipelined_for(
+                    (bounds[0], bounds[1], bounds[2]),
+                    &init_values,
+                    block,
+                    range.num_stages,
+                )
             })?;
+            let mut outs = outs.into_iter();
+            let mut finals: Vec<Py<PyAny>> = vec![];
+            for slot in &slots {
+                finals.push(match slot {
+                    Slot::Carried(_) => t.wrap_any(py, outs.next().ok_or_else(internal_arity)?)?,
+                    Slot::Python(obj) => obj.clone_ref(py),
+                });
+            }
+            Ok(Some(finals))
+        })?;
+        if let Some(finals) = finished {
+            return PyTuple::new(py, finals);
+        }
+    }
+    with_trace(py, WHAT, |t| {
+        Err(t.error(
+            py,
+            "internal: the types of this loop's carried variables did not settle",
+        ))
+    })
+}
+
+/// `while cond(*carried): carried = body(*carried)`. While the condition is a
+/// Python value the loop runs in Python (unrolled); once it is a traced value,
+/// the rest of the loop becomes a Tile IR `while` from the values it has then.
+#[pyfunction]
+pub fn trace_while<'py>(
+    cond_fn: &Bound<'py, PyAny>,
+    body_fn: &Bound<'py, PyAny>,
+    inits: &Bound<'py, PyTuple>,
+    names: &Bound<'py, PyTuple>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    const WHAT: &str = "a `while` loop";
+    let py = cond_fn.py();
+    let names = names_of(names);
+    let mut values = inits.clone();
+    loop {
+        // The condition is traced in a region of its own: a traced condition is
+        // traced again inside the loop, so these ops are dropped; a Python one
+        // keeps whatever ops it emitted, where they were emitted.
+        with_trace(py, WHAT, |t| {
+            t.push_region(&[]);
+            Ok(())
+        })?;
+        let cond = match cond_fn.call1(&values) {
+            Ok(c) => c,
+            Err(e) => {
+                discard_region(py);
+                return Err(e);
+            }
+        };
+        if cond.cast::<Tile>().is_ok() {
+            discard_region(py);
+            return compiled_while(py, cond_fn, body_fn, &values, &names);
+        }
+        with_trace(py, WHAT, |t| {
+            let closed = t.pop_region(py)?;
+            t.builder.splice_block(closed.block);
+            Ok(())
+        })?;
+        if !cond.is_truthy()? {
+            return Ok(values);
+        }
+        let result = results_tuple(body_fn.call1(&values)?, values.len())?;
+        let mut merged = Vec::with_capacity(names.len());
+        for ((old, new), name) in values.iter().zip(result.iter()).zip(&names) {
+            merged.push(keep_where_absent(py, &new, &old, name)?);
+        }
+        values = PyTuple::new(py, merged)?;
+    }
+}
+
+/// The Tile IR `while` of [`trace_while`]: the carried types are learnt by
+/// tracing the body, as for a compiled `for`, and the condition and the body
+/// are traced against block arguments of those types.
+fn compiled_while<'py>(
+    py: Python<'py>,
+    cond_fn: &Bound<'py, PyAny>,
+    body_fn: &Bound<'py, PyAny>,
+    inits: &Bound<'py, PyTuple>,
+    names: &[String],
+) -> PyResult<Bound<'py, PyTuple>> {
+    const WHAT: &str = "a `while` loop on a run-time condition";
+    let inits: Vec<Bound<'py, PyAny>> = inits.iter().collect();
+    let mut slots = with_trace(py, WHAT, |t| {
+        let mut slots = vec![];
+        for (init, name) in inits.iter().zip(names) {
+            if is_undefined(init) {
+                return Err(t.error(
+                    py,
+                    &format!(
+                        "`{name}` is assigned inside this loop and used by its condition, after it or in \
+                         the next iteration, but has no value before the loop; give it an initial value \
+                         before the loop, e.g. `{name} = 0`"
+                    ),
+                ));
+            }
+            slots.push(match init.cast::<Tile>() {
+                Ok(tile) => Slot::Carried(t.ty(t.value_of(py, tile.get())?).clone()),
+                Err(_) => Slot::Python(init.clone().unbind()),
+            });
+        }
+        Ok(slots)
+    })?;
+    // Block arguments for the carried slots, then the call arguments (Python
+    // values stand for themselves).
+    let open_region = |slots: &[Slot]| -> PyResult<Vec<Py<PyAny>>> {
+        let arg_types: Vec<Type> = slots
+            .iter()
+            .filter_map(|s| match s {
+                Slot::Carried(ty) => Some(ty.clone()),
+                Slot::Python(_) => None,
+            })
+            .collect();
+        let block_args = with_trace(py, WHAT, |t| {
+            let args = t.push_region(&arg_types);
+            args.into_iter()
+                .map(|a| t.wrap_any(py, a))
+                .collect::<PyResult<Vec<_>>>()
+        })?;
+        let mut block_args = block_args.into_iter();
+        let mut call_args = Vec::with_capacity(slots.len());
+        for slot in slots {
+            call_args.push(match slot {
+                Slot::Carried(_) => block_args.next().ok_or_else(internal_arity)?,
+                Slot::Python(obj) => obj.clone_ref(py),
+            });
+        }
+        Ok(call_args)
+    };
+
+    const MAX_ATTEMPTS: usize = 16;
+    for _ in 0..MAX_ATTEMPTS {
+        let cond_args = open_region(&slots)?;
+        let cond = match cond_fn.call1(PyTuple::new(py, cond_args)?) {
+            Ok(c) => c,
+            Err(e) => {
+                discard_region(py);
+                return Err(e);
+            }
+        };
+        let cond_block = with_trace(py, WHAT, |t| {
+            let c = t.operand(&cond, "the `while` condition")?;
+            let flag = t.ir(py, |bld| bld.scalar_condition(c, "a `while` condition"));
+            let flag = match flag {
+                Ok(f) => f,
+                Err(e) => {
+                    t.pop_region(py)?;
+                    return Err(e);
+                }
+            };
+            t.builder.yield_values(&[flag]);
+            Ok(t.pop_region(py)?.block)
+        })?;
+
+        let body_args = open_region(&slots)?;
+        let results = match body_fn
+            .call1(PyTuple::new(py, body_args)?)
+            .and_then(|r| results_tuple(r, slots.len()))
+        {
+            Ok(r) => r,
+            Err(e) => {
+                discard_region(py);
+                return Err(e);
+            }
+        };
+        let finished = with_trace(py, WHAT, |t| {
+            let mut changed = false;
+            let mut yields = Vec::with_capacity(slots.len());
+            for ((slot, name), result) in slots.iter_mut().zip(names).zip(results.iter()) {
+                match slot {
+                    Slot::Python(obj) if same_python_value(obj.bind(py), &result) => yields.push(None),
+                    Slot::Python(obj) => {
+                        let initial = match carriable(t, py, obj.bind(py), name, "this loop")? {
+                            Carriable::Number(n) => number_type(n),
+                            Carriable::Value(v) => t.ty(v).clone(),
+                        };
+                        let value = carriable(t, py, &result, name, "this loop")?;
+                        *slot = Slot::Carried(join_with(t, py, &initial, &value, name)?);
+                        changed = true;
+                        yields.push(None);
+                    }
+                    Slot::Carried(ty) => {
+                        let value = carriable(t, py, &result, name, "this loop")?;
+                        let joined = join_with(t, py, ty, &value, name)?;
+                        if joined != *ty {
+                            *ty = joined;
+                            changed = true;
+                        }
+                        yields.push(Some(value));
+                    }
+                }
+            }
+            if changed {
+                t.pop_region(py)?;
+                return Ok(None);
+            }
+            let mut yielded = vec![];
+            for (slot, value) in slots.iter().zip(&yields) {
+                if let (Slot::Carried(ty), Some(value)) = (slot, value) {
+                    yielded.push(convert(t, py, value, ty)?);
+                }
+            }
+            t.builder.yield_values(&yielded);
+            let ClosedBlock { block, .. } = t.pop_region(py)?;
+            let mut init_values = vec![];
+            for (slot, (init, name)) in slots.iter().zip(inits.iter().zip(names)) {
+                if let Slot::Carried(ty) = slot {
+                    let value = carriable(t, py, init, name, "this loop")?;
+                    init_values.push(convert(t, py, &value, ty)?);
+                }
+            }
+            let outs = t.builder.finish_while(&init_values, cond_block.clone(), block);
             let mut outs = outs.into_iter();
             let mut finals: Vec<Py<PyAny>> = vec![];
             for slot in &slots {
@@ -634,5 +896,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(python_loop, m)?)?;
     m.add_function(wrap_pyfunction!(trace_for, m)?)?;
     m.add_function(wrap_pyfunction!(trace_if, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_while, m)?)?;
     Ok(())
 }

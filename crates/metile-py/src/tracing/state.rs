@@ -26,9 +26,10 @@ pub struct Trace {
     /// Distinguishes this trace's proxies from proxies left over from earlier ones.
     pub id: u64,
     pub builder: Builder,
-    /// Code objects seen as callers, with their file names (kept alive so the
-    /// pointer used as the key cannot be reused by another code object).
-    files: Vec<(usize, Py<PyAny>, Arc<str>)>,
+    /// Code objects seen as callers, with their file names, or `None` for code
+    /// of metile's own Python package (kept alive so the pointer used as the
+    /// key cannot be reused by another code object).
+    files: Vec<(usize, Py<PyAny>, Option<Arc<str>>)>,
     /// Regions open right now, innermost last.
     open_scopes: Vec<ScopeId>,
     next_scope: ScopeId,
@@ -140,41 +141,76 @@ pub fn tracing_active() -> bool {
     CURRENT.with(|cell| cell.try_borrow().map(|s| s.is_some()).unwrap_or(true))
 }
 
+/// Whether `file` is one of metile's frontend modules (`metile/_frontend/*`,
+/// `metile/language.py`), whose calls stand for the user's line that made them.
+fn metile_package_file(py: Python<'_>, file: &str) -> bool {
+    static FRONTEND: std::sync::OnceLock<Option<(String, String)>> = std::sync::OnceLock::new();
+    let paths = FRONTEND.get_or_init(|| {
+        let init: String = py
+            .import("metile")
+            .ok()?
+            .getattr("__file__")
+            .ok()?
+            .extract()
+            .ok()?;
+        let dir = std::path::Path::new(&init).parent()?;
+        let sep = std::path::MAIN_SEPARATOR;
+        Some((
+            format!("{}{sep}_frontend{sep}", dir.display()),
+            format!("{}{sep}language.py", dir.display()),
+        ))
+    });
+    paths
+        .as_ref()
+        .is_some_and(|(frontend, language)| file.starts_with(frontend.as_str()) || file == language)
+}
+
 impl Trace {
-    /// Sets the builder's location to the innermost Python frame.
+    /// Sets the builder's location to the innermost Python frame of user code:
+    /// frames of metile's own Python package (the helpers the frontend's
+    /// rewrite calls, such as `min` on tiles) stand for the line that called them.
     fn locate_caller(&mut self, py: Python<'_>) {
         // SAFETY: called with the GIL held (we have `py`); `PyEval_GetFrame`
-        // returns a borrowed frame or null; `PyFrame_GetCode` a new reference,
-        // which `from_owned_ptr` takes over.
-        let (line, code) = unsafe {
-            let frame = ffi::PyEval_GetFrame();
-            if frame.is_null() {
-                return;
-            }
-            let line = ffi::PyFrame_GetLineNumber(frame);
-            let code = ffi::PyFrame_GetCode(frame) as *mut ffi::PyObject;
-            if code.is_null() {
-                return;
-            }
-            (line, Bound::from_owned_ptr(py, code))
+        // returns a borrowed frame or null.
+        let mut frame: Option<Bound<'_, PyAny>> = unsafe {
+            let f = ffi::PyEval_GetFrame();
+            (!f.is_null()).then(|| Bound::from_borrowed_ptr(py, f.cast()))
         };
+        while let Some(f) = frame {
+            // SAFETY: `f` is a live frame object; `PyFrame_GetCode` returns a
+            // new reference, which `from_owned_ptr` takes over.
+            let (line, code) = unsafe {
+                let raw = f.as_ptr().cast::<ffi::PyFrameObject>();
+                let code = ffi::PyFrame_GetCode(raw) as *mut ffi::PyObject;
+                if code.is_null() {
+                    return;
+                }
+                (ffi::PyFrame_GetLineNumber(raw), Bound::from_owned_ptr(py, code))
+            };
+            if let Some(file) = self.file_of(py, code) {
+                self.builder.set_loc(Loc {
+                    file,
+                    line: u32::try_from(line).unwrap_or(0),
+                });
+                return;
+            }
+            frame = f.getattr("f_back").ok().filter(|b| !b.is_none());
+        }
+    }
+
+    /// The file of a caller's code, `None` for metile's frontend modules.
+    fn file_of(&mut self, py: Python<'_>, code: Bound<'_, PyAny>) -> Option<Arc<str>> {
         let key = code.as_ptr() as usize;
-        let file = match self.files.iter().find(|entry| entry.0 == key) {
-            Some(entry) => entry.2.clone(),
-            None => {
-                let name: String = code
-                    .getattr("co_filename")
-                    .and_then(|f| f.extract())
-                    .unwrap_or_else(|_| "<unknown>".to_string());
-                let file: Arc<str> = Arc::from(name);
-                self.files.push((key, code.unbind(), file.clone()));
-                file
-            }
-        };
-        self.builder.set_loc(Loc {
-            file,
-            line: u32::try_from(line).unwrap_or(0),
-        });
+        if let Some(entry) = self.files.iter().find(|entry| entry.0 == key) {
+            return entry.2.clone();
+        }
+        let name: String = code
+            .getattr("co_filename")
+            .and_then(|f| f.extract())
+            .unwrap_or_else(|_| "<unknown>".to_string());
+        let file = (!metile_package_file(py, &name)).then(|| Arc::from(name));
+        self.files.push((key, code.unbind(), file.clone()));
+        file
     }
 
     /// A `metile.CompilationError` at the current location.

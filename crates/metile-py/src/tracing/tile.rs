@@ -56,9 +56,10 @@ fn refuse(py: Python<'_>, message: &str) -> PyErr {
 }
 
 const NO_TRUTH_VALUE: &str = "a tile has no truth value while the kernel is traced (its value is only \
-known when the kernel runs). Use `&`, `|` and `~` instead of `and`, `or` and `not`; \
-`metile.where(c, x, y)` instead of `x if c else y`; and compare with a compile-time value \
-(a metile.constexpr) to branch while tracing";
+known when the kernel runs): a chained comparison (`a < x < b`), `bool(x)`, and Python that runs \
+as is (comprehensions, library functions) cannot branch on it. Write `(a < x) & (x < b)`, select \
+with `metile.where(c, x, y)`, or compare with a compile-time value (a metile.constexpr) to branch \
+while tracing";
 
 #[pymethods]
 impl Tile {

@@ -45,6 +45,8 @@ inline thread_local Group* current_group = nullptr;
 inline u32 current_thread_index();
 inline u32 current_threads_per_group();
 [[noreturn]] inline void fail(const char* message, u32 site);
+inline void device_log(const char* format, ...);
+[[noreturn]] inline void device_assert_failed(const char* message, u32 site);
 inline void threadgroup_barrier_wait(u32 site);
 // Publishes `in` (in_bytes <= slot_bytes) and `param` for this lane, waits for
 // the simdgroup, then copies this lane's result (out_bytes) into `out`.
@@ -75,6 +77,10 @@ template <class T> inline void store_slot(unsigned char* bytes, const T& v) {
 }
 
 }  // namespace metile_emu
+
+// A failed device_assert in meTile's MSL ends the launch here (on Metal it is
+// only logged: see the kernel's preamble, which defines it when this does not).
+#define metile_device_assert_failed(message) ::metile_emu::device_assert_failed(message, METILE_SITE)
 
 namespace metal {
 

@@ -26,12 +26,15 @@ struct MetileEmuLaunch {
   char* error_message;
   size_t error_capacity;
   metile_emu::AccessRecord* access_record;  // filled by a failed access check (status 3)
+  // Receives each line a kernel logs (device_print), without the newline.
+  void (*print)(void* context, const char* text, size_t length);
+  void* print_context;
 };
 }
 
 namespace metile_emu {
 
-constexpr u32 abi_version = 3;
+constexpr u32 abi_version = 4;
 constexpr u32 max_threads_per_group = 1024;
 
 // Saved execution state of a fiber or of the scheduler (METILE_EMU_ASM_SWITCH
@@ -344,6 +347,41 @@ inline unsigned char* threadgroup_variable_address(u32 variable) {
   w.text(" (line ");
   w.number(site_line(site));
   w.text(")");
+  abort_group(g);
+}
+
+// One line of Metal's os_log (the shim's metal_logging): formatted like
+// printf and handed to the host, which prints each threadgroup's lines.
+inline void device_log(const char* format, ...) {
+  char line[1024];
+  __builtin_va_list args;
+  __builtin_va_start(args, format);
+  int n = __builtin_vsnprintf(line, sizeof line, format, args);
+  __builtin_va_end(args);
+  if (n < 0) return;
+  size_t length = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
+  const MetileEmuLaunch* launch = current_group->launch;
+  if (launch->print) launch->print(launch->print_context, line, length);
+}
+
+// A failed device_assert: ends the launch with the message (whose `%%` are the
+// format escapes of Metal's spelling) and the MSL line of the check.
+[[noreturn]] inline void device_assert_failed(const char* message, u32 site) {
+  Group* g = current_group;
+  MessageWriter w = begin_message(g);
+  w.text("thread ");
+  w.number(g->current);
+  w.text(": device_assert failed: ");
+  char unescaped[512];
+  size_t n = 0;
+  for (const char* c = message; *c && n + 1 < sizeof unescaped; ++c) {
+    if (c[0] == '%' && c[1] == '%') ++c;
+    unescaped[n++] = *c;
+  }
+  unescaped[n] = 0;
+  w.text(unescaped);
+  w.text(" at line ");
+  w.number(site_line(site));
   abort_group(g);
 }
 

@@ -19,7 +19,23 @@ impl CudaMemory {
     }
 }
 
+/// A failed `device_assert` on the GPU, found by a later call: the message the
+/// GPU printed names the kernel line (CUDA reports nothing else about it).
+pub(super) fn assert_error(kernel: &str) -> RuntimeError {
+    RuntimeError::AssertionFailed {
+        message: format!(
+            "device_assert failed in {kernel}: the GPU printed the assertion's message, kernel line \
+             and thread above (on stdout). The CUDA context is now unusable: every later GPU call in \
+             this process fails; restart the process to use the GPU again"
+        ),
+        loc: metile_ir::Loc::unknown(),
+    }
+}
+
 fn copy_error(code: cu::CUresult, what: &str) -> RuntimeError {
+    if code == cu::CUresult::CUDA_ERROR_ASSERT {
+        return assert_error("a kernel launched before this copy");
+    }
     if is_sticky(code) {
         RuntimeError::Device(format!(
             "a {what} found the GPU faulted by an earlier kernel: {}. The CUDA context is now unusable; \

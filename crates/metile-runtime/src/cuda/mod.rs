@@ -18,7 +18,7 @@ mod tensor_map;
 pub use driver::load_libraries;
 
 use crate::debug::debug_enabled;
-use crate::device::{CompileOptions, CompiledKernel, Device, DeviceMemory};
+use crate::device::{CompileOptions, CompiledKernel, Device, DeviceMemory, KernelResources};
 use crate::disk_cache::{cache_key, DiskCache};
 use crate::error::RuntimeError;
 use cudarc::driver::sys as cu;
@@ -299,6 +299,7 @@ impl CudaDevice {
                     buffer_alignment: 1,
                     repack_operands: false,
                     line_locs: Vec::new(),
+                    prints: false,
                 };
                 // The device the pool keys its workspace by: this one, as
                 // launches and split-K see it.
@@ -321,6 +322,12 @@ impl CudaDevice {
 
 /// A driver failure; a sticky one names the kernel and the process state.
 fn fault_error(code: cu::CUresult, what: &str, last_kernel: &Mutex<Arc<str>>) -> RuntimeError {
+    if code == cu::CUresult::CUDA_ERROR_ASSERT {
+        let kernel = last_kernel.lock().map(|k| k.to_string()).unwrap_or_default();
+        return memory::assert_error(&format!(
+            "kernel `{kernel}` (the last one launched before this {what})"
+        ));
+    }
     if is_sticky(code) {
         let kernel = last_kernel.lock().map(|k| k.to_string()).unwrap_or_default();
         RuntimeError::Device(format!(
@@ -357,6 +364,14 @@ struct CudaLaunchable {
     /// `METILE_DEBUG=repack`: the first launch that copies operands says so
     /// (set at compile time; cleared once said).
     report_repack: AtomicBool,
+    /// The kernel prints: each launch is waited for and stdout flushed.
+    prints: bool,
+}
+
+extern "C" {
+    /// C's `fflush`; with a null stream it flushes every output stream,
+    /// `printf`'s buffered lines from the GPU included.
+    fn fflush(stream: *mut c_void) -> std::ffi::c_int;
 }
 
 /// A scalar's bits, low bytes first, as the kernel parameter reads them.
@@ -535,11 +550,42 @@ impl CompiledKernel for CudaLaunchable {
         if code != cu::CUresult::CUDA_SUCCESS {
             return Err(fault_error(code, "launch", &self.last_kernel));
         }
+        if self.prints {
+            // SAFETY: the context is bound; the driver writes the kernel's
+            // printf lines to stdout when it finishes.
+            let code = unsafe { cu::cuCtxSynchronize() };
+            if code != cu::CUresult::CUDA_SUCCESS {
+                return Err(fault_error(code, "launch", &self.last_kernel));
+            }
+            // SAFETY: flushing every C output stream has no preconditions.
+            unsafe { fflush(std::ptr::null_mut()) };
+        }
         Ok(())
     }
 
     fn max_grid(&self) -> [u32; 3] {
         self.grid_limits
+    }
+
+    fn resources(&self) -> KernelResources {
+        use cu::CUfunction_attribute::*;
+        let attribute = |which| -> Option<u32> {
+            let mut value: std::ffi::c_int = 0;
+            self.context.bind().ok()?;
+            // SAFETY: the function is loaded in the bound context; the driver
+            // writes one int.
+            let code = unsafe { cu::cuFuncGetAttribute(&mut value, which, self.loaded.function) };
+            (code == cu::CUresult::CUDA_SUCCESS)
+                .then(|| u32::try_from(value).ok())
+                .flatten()
+        };
+        let static_shared = attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES).unwrap_or(0);
+        KernelResources {
+            registers: attribute(CU_FUNC_ATTRIBUTE_NUM_REGS),
+            local_bytes: attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
+            shared_bytes: Some(self.shared_bytes as usize + static_shared as usize),
+            threads_per_group: Some(self.threads),
+        }
     }
 }
 
@@ -595,6 +641,7 @@ impl Device for CudaDevice {
             grid_limits: self.target.grid_limits(kernel.threads_per_group),
             repacker,
             report_repack: AtomicBool::new(debug_enabled("repack")),
+            prints: kernel.prints,
         }))
     }
 

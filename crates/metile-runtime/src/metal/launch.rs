@@ -13,7 +13,7 @@
 //! nothing keeps that memory alive afterwards.
 
 use super::{Inner, Shared};
-use crate::device::CompiledKernel;
+use crate::device::{CompiledKernel, KernelResources};
 use crate::error::RuntimeError;
 use crate::msl_launch::{span_ms, ArgBinding, BoundArg};
 use crate::shared_memory::{page_rounded, page_size, plan_buffers, BufferSource, Registry, SharedMemory};
@@ -209,6 +209,15 @@ impl MetalKernel {
 impl CompiledKernel for MetalKernel {
     fn max_grid(&self) -> [u32; 3] {
         metile_compiler::Target::apple().grid_limits(self.threads_per_group)
+    }
+
+    /// Metal reports no register counts: threadgroup memory and threads only.
+    fn resources(&self) -> KernelResources {
+        KernelResources {
+            shared_bytes: Some(self.threadgroup_lengths.iter().sum()),
+            threads_per_group: Some(self.threads_per_group),
+            ..KernelResources::default()
+        }
     }
 
     unsafe fn launch(&self, args: &[KernelArg], grid: [u32; 3]) -> Result<(), RuntimeError> {

@@ -4,7 +4,7 @@
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
 
 /// Bumped together with `metile_emu::abi_version` in the shim.
-pub(crate) const ABI_VERSION: u32 = 3;
+pub(crate) const ABI_VERSION: u32 = 4;
 
 #[repr(C)]
 pub(crate) struct LaunchDesc {
@@ -24,6 +24,8 @@ pub(crate) struct LaunchDesc {
     pub error_capacity: usize,
     /// Filled by a failed access check (status `STATUS_ACCESS`).
     pub access_record: *mut AccessRecord,
+    pub print: Option<PrintFn>,
+    pub print_context: *mut c_void,
 }
 
 /// Return addresses an access record keeps.
@@ -44,6 +46,9 @@ pub(crate) struct AccessRecord {
     /// Return addresses on the fiber's stack, innermost first; 0 past the last.
     pub frames: [u64; ACCESS_FRAMES],
 }
+
+/// Receives one logged line (without its newline) for `context`.
+pub(crate) type PrintFn = unsafe extern "C" fn(context: *mut c_void, text: *const c_char, length: usize);
 
 pub(crate) type RunGroupFn = unsafe extern "C" fn(*const LaunchDesc, c_uint, c_uint, c_uint) -> c_int;
 pub(crate) type ScratchBytesFn = unsafe extern "C" fn(c_uint) -> usize;

@@ -259,20 +259,24 @@ impl EmuKernel {
         }
         // SAFETY: the wrapper's function is safe to call with any thread count.
         let scratch_bytes = unsafe { (self.scratch_bytes)(threads_per_group) };
-        if group_count == 1 {
+        let printed = Printed::default();
+        let result = if group_count == 1 {
             // No hand-off to the pool: the caller's thread stays warm across launches.
             // (Nor a way to interrupt it: a threadgroup runs to its end.)
-            return self.run_one(prepared, 0, scratch_bytes);
-        }
-        // Between threadgroups the launch can be interrupted by the host.
-        crate::interrupt::run_interruptible(false, |stop| {
-            (0..group_count).into_par_iter().try_for_each(|linear| {
-                if stop() {
-                    return Err(EmuError::Interrupted);
-                }
-                self.run_one(prepared, linear, scratch_bytes)
+            self.run_one(prepared, 0, scratch_bytes, &printed)
+        } else {
+            // Between threadgroups the launch can be interrupted by the host.
+            crate::interrupt::run_interruptible(false, |stop| {
+                (0..group_count).into_par_iter().try_for_each(|linear| {
+                    if stop() {
+                        return Err(EmuError::Interrupted);
+                    }
+                    self.run_one(prepared, linear, scratch_bytes, &printed)
+                })
             })
-        })
+        };
+        printed.write_out();
+        result
     }
 
     /// Checks the arguments against the entry description and copies scalars
@@ -359,7 +363,13 @@ impl EmuKernel {
         })
     }
 
-    fn run_one(&self, prepared: &PreparedLaunch, linear: u64, scratch_bytes: usize) -> Result<(), EmuError> {
+    fn run_one(
+        &self,
+        prepared: &PreparedLaunch,
+        linear: u64,
+        scratch_bytes: usize,
+        printed: &Printed,
+    ) -> Result<(), EmuError> {
         let shared = &prepared.launch;
         let [gx, gy, _] = shared.grid.map(u64::from);
         let position = [
@@ -383,6 +393,7 @@ impl EmuKernel {
                 } else {
                     0
                 };
+                let mut lines: Vec<u8> = Vec::new();
                 let desc = LaunchDesc {
                     abi_version: ffi::ABI_VERSION,
                     threads_per_group: shared.threads,
@@ -398,6 +409,8 @@ impl EmuKernel {
                     error_message: message.as_mut_ptr().cast(),
                     error_capacity: ERROR_CAPACITY,
                     access_record: &mut access,
+                    print: Some(collect_line),
+                    print_context: (&mut lines as *mut Vec<u8>).cast(),
                 };
                 let active = ActiveGroup {
                     resume_at: self.abort_after_fault as usize,
@@ -414,6 +427,7 @@ impl EmuKernel {
                 let status = trap::with_active(&active, || unsafe {
                     (self.run_group)(&desc, position[0], position[1], position[2])
                 });
+                printed.add(linear, std::mem::take(&mut lines));
                 if status == ffi::STATUS_OK {
                     return Ok(());
                 }
@@ -479,6 +493,57 @@ impl EmuKernel {
             kernel: self.kernel_name.clone(),
             message: format!("threadgroup ({x}, {y}, {z}): {what}{at}"),
         }
+    }
+}
+
+/// Appends one line a kernel logged to the `Vec<u8>` behind `context`.
+unsafe extern "C" fn collect_line(
+    context: *mut std::ffi::c_void,
+    text: *const std::ffi::c_char,
+    length: usize,
+) {
+    if context.is_null() || text.is_null() {
+        return;
+    }
+    // SAFETY: `context` is the running group's line buffer (set in `run_one`,
+    // which outlives the group), and the shim passes `length` valid bytes.
+    let (lines, text) = unsafe {
+        (
+            &mut *context.cast::<Vec<u8>>(),
+            std::slice::from_raw_parts(text.cast::<u8>(), length),
+        )
+    };
+    lines.extend_from_slice(text);
+    lines.push(b'\n');
+}
+
+/// What a launch's threadgroups logged (`device_print`), by threadgroup:
+/// written to stdout after the launch in threadgroup order, as the CPU
+/// backend writes in program order.
+#[derive(Default)]
+struct Printed(std::sync::Mutex<Vec<(u64, Vec<u8>)>>);
+
+impl Printed {
+    fn add(&self, group: u64, lines: Vec<u8>) {
+        if !lines.is_empty() {
+            self.0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((group, lines));
+        }
+    }
+
+    fn write_out(self) {
+        let mut groups = self.0.into_inner().unwrap_or_else(|p| p.into_inner());
+        if groups.is_empty() {
+            return;
+        }
+        groups.sort_by_key(|(group, _)| *group);
+        let mut out = std::io::stdout().lock();
+        for (_, lines) in groups {
+            let _ = std::io::Write::write_all(&mut out, &lines);
+        }
+        let _ = std::io::Write::flush(&mut out);
     }
 }
 

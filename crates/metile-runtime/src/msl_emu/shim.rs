@@ -22,6 +22,7 @@ pub(crate) const SHIM_FILES: &[(&str, &str)] = &[
     shim_file!("metal_compute"),
     shim_file!("metal_geometric"),
     shim_file!("metal_integer"),
+    shim_file!("metal_logging"),
     shim_file!("metal_math"),
     shim_file!("metal_relational"),
     shim_file!("metal_simdgroup"),
