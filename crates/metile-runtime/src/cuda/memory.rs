@@ -25,7 +25,7 @@ pub(super) fn assert_error(kernel: &str) -> RuntimeError {
     RuntimeError::AssertionFailed {
         message: format!(
             "device_assert failed in {kernel}: the GPU printed the assertion's message, kernel line \
-             and thread above (on stdout). The CUDA context is now unusable: every later GPU call in \
+             and thread above (on stderr). The CUDA context is now unusable: every later GPU call in \
              this process fails; restart the process to use the GPU again"
         ),
         loc: metile_ir::Loc::unknown(),
