@@ -11,7 +11,13 @@
 //!   is fully present, as in Triton);
 //! - reductions skip absent lanes: the operand becomes `select(presence, x,
 //!   identity)` (0, -inf/lowest, +inf/highest), so a reduction over nothing gives
-//!   the identity;
+//!   the identity; scans likewise (0 for `cumsum`, 1 for `cumprod`), and their
+//!   results are fully present (each lane is the scan of the present lanes up
+//!   to it);
+//! - `sort` moves absent lanes to the end of their line: they take a value that
+//!   sorts last, and the result's first `count` lanes of each line are present
+//!   (`count` = the line's present lanes), the rest absent, so a ragged row
+//!   loaded with a mask and stored with the same mask comes out sorted;
 //! - a carried variable keeps its previous value where its new value is absent:
 //!   a `for` yield becomes `select(presence, new, block_arg)`, and the frontend's
 //!   `carry_merge(new, old)` (unrolled iterations and `if` joins) becomes
@@ -30,7 +36,9 @@
 //! After this pass no `carry_merge` remains and no later stage knows about
 //! absence: the interpreter and every backend run the selects it inserted.
 
-use metile_ir::{BinaryOp, Block, DType, Function, Literal, Loc, Op, OpKind, ReduceOp, Type, ValueId};
+use metile_ir::{
+    BinaryOp, Block, CmpOp, DType, Function, Literal, Loc, Op, OpKind, ReduceOp, ScanOp, Type, ValueId,
+};
 
 /// Which lanes of a value are present.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -78,7 +86,7 @@ fn zero_literal(d: DType) -> Literal {
 fn identity(op: ReduceOp, d: DType) -> Literal {
     let float = d.is_float();
     match op {
-        ReduceOp::Sum => zero_literal(d),
+        ReduceOp::Sum | ReduceOp::Xor => zero_literal(d),
         ReduceOp::Max => match d {
             DType::Bool => Literal::Bool(false),
             _ if float => Literal::Float(f64::NEG_INFINITY),
@@ -96,7 +104,80 @@ fn identity(op: ReduceOp, d: DType) -> Literal {
     }
 }
 
+/// The value a scan treats an absent lane as.
+fn scan_identity(op: ScanOp, d: DType) -> Literal {
+    match op {
+        ScanOp::Sum => zero_literal(d),
+        ScanOp::Prod if d.is_float() => Literal::Float(1.0),
+        ScanOp::Prod => Literal::Int(1),
+    }
+}
+
+/// A value that sorts at the end of a line (at or after every other value):
+/// absent lanes take it, so the present values come first, in order.
+fn sorts_last(d: DType, descending: bool) -> Literal {
+    let float = d.is_float();
+    match (descending, d) {
+        (false, _) if float => Literal::Float(f64::NAN),
+        (true, _) if float => Literal::Float(f64::NEG_INFINITY),
+        (false, DType::I32) => Literal::Int(i64::from(i32::MAX)),
+        (false, DType::U32) => Literal::Int(i64::from(u32::MAX)),
+        (false, _) => Literal::Int(i64::MAX),
+        (true, DType::I32) => Literal::Int(i64::from(i32::MIN)),
+        (true, DType::U32) => Literal::Int(0),
+        (true, _) => Literal::Int(i64::MIN),
+    }
+}
+
 impl Pass {
+    /// The lanes of a sort's result that hold present values: along `axis`,
+    /// the first `count` lanes of each line, where `count` is the number of
+    /// present lanes in that line of `mask`.
+    fn leading_lanes(
+        &mut self,
+        out: &mut Vec<Op>,
+        mask: ValueId,
+        shape: &[usize],
+        axis: usize,
+        loc: &Loc,
+    ) -> ValueId {
+        let i32s = |s: &[usize]| Type::tile(DType::I32, s);
+        let counts = self.emit(out, OpKind::Cast, vec![mask], i32s(shape), loc);
+        let mut line_shape = shape.to_vec();
+        line_shape.remove(axis);
+        let reduce_axis = (shape.len() > 1).then_some(axis);
+        let reduce = OpKind::Reduce {
+            op: ReduceOp::Sum,
+            axis: reduce_axis,
+        };
+        let count = self.emit(out, reduce, vec![counts], i32s(&line_shape), loc);
+        let mut kept = shape.to_vec();
+        kept[axis] = 1;
+        let count = self.emit(out, OpKind::ExpandDims { axis }, vec![count], i32s(&kept), loc);
+        let count = self.emit(out, OpKind::Broadcast, vec![count], i32s(shape), loc);
+        let len = shape[axis];
+        let mut position = self.emit(
+            out,
+            OpKind::Arange {
+                start: 0,
+                end: len as i64,
+            },
+            vec![],
+            i32s(&[len]),
+            loc,
+        );
+        for a in 0..shape.len() {
+            if a != axis {
+                let mut s = self.ty(position).shape.clone();
+                s.insert(a, 1);
+                position = self.emit(out, OpKind::ExpandDims { axis: a }, vec![position], i32s(&s), loc);
+            }
+        }
+        let position = self.emit(out, OpKind::Broadcast, vec![position], i32s(shape), loc);
+        let bools = Type::tile(DType::Bool, shape);
+        self.emit(out, OpKind::Compare(CmpOp::Lt), vec![position, count], bools, loc)
+    }
+
     fn ty(&self, v: ValueId) -> &Type {
         &self.values[v.index()]
     }
@@ -248,6 +329,29 @@ impl Pass {
                     }
                 }
             }
+            OpKind::Scan { op: scan, .. } => {
+                let x = op.operands[0];
+                if let Some(p) = self.presence(x) {
+                    let zero_is_identity = scan == ScanOp::Sum && p.zero_where_absent;
+                    if !zero_is_identity {
+                        let ty = self.ty(x).clone();
+                        let d = ty.dtype().unwrap_or(DType::F32);
+                        let id = self.splat(out, scan_identity(scan, d), &ty, &loc);
+                        op.operands[0] = self.select(out, p.mask, x, id, &loc);
+                    }
+                }
+            }
+            OpKind::Sort { axis, descending } => {
+                let x = op.operands[0];
+                if let Some(p) = self.presence(x) {
+                    let ty = self.ty(x).clone();
+                    let d = ty.dtype().unwrap_or(DType::F32);
+                    let last = self.splat(out, sorts_last(d, descending), &ty, &loc);
+                    op.operands[0] = self.select(out, p.mask, x, last, &loc);
+                    let present = self.leading_lanes(out, p.mask, &ty.shape, axis, &loc);
+                    self.set(op.results[0], Some(present), false);
+                }
+            }
             OpKind::Broadcast | OpKind::ExpandDims { .. } | OpKind::Cast => {
                 if let Some(p) = self.presence(op.operands[0]) {
                     let r = op.results[0];
@@ -261,7 +365,7 @@ impl Pass {
                     self.set(r, Some(mask), p.zero_where_absent);
                 }
             }
-            OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Compare(_) | OpKind::AddPtr => {
+            OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Compare(_) | OpKind::AddPtr | OpKind::Fma => {
                 let mut present = None;
                 for i in all {
                     let m = self.mask_of(op.operands[i]);

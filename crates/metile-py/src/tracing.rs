@@ -11,6 +11,7 @@ use pyo3::types::{PyList, PyTuple};
 use crate::errors::CompilationError;
 
 mod control;
+mod math_ops;
 mod ops;
 mod roles;
 mod state;
@@ -166,6 +167,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Tile>()?;
     m.add_function(wrap_pyfunction!(trace_kernel, m)?)?;
     ops::register(m)?;
+    math_ops::register(m)?;
     control::register(m)?;
     roles::register(m)?;
     Ok(())

@@ -32,6 +32,7 @@ mod index;
 mod memory;
 mod reduce;
 mod ring_barriers;
+mod scan_sort;
 mod store_staging;
 mod thread_ops;
 mod tma;
@@ -626,13 +627,20 @@ impl<'f> Lowering<'f> {
             | OpKind::Binary(_)
             | OpKind::Compare(_)
             | OpKind::Select
-            | OpKind::AddPtr => self.elementwise(op),
+            | OpKind::AddPtr
+            | OpKind::Fma => self.elementwise(op),
             OpKind::Load { .. } => self.load(op),
             OpKind::Store { .. } => self.store(op),
             OpKind::TileLoad { .. } => self.tile_load(op),
             OpKind::TileStore { .. } => self.tile_store(op),
             OpKind::Dot => self.dot(op),
             OpKind::Reduce { op: red, axis } => self.reduce(op, *red, *axis),
+            OpKind::Scan {
+                op: scan,
+                axis,
+                reverse,
+            } => self.scan(op, *scan, *axis, *reverse),
+            OpKind::Sort { axis, descending } => self.sort(op, *axis, *descending),
             OpKind::Swizzle { pattern, block_size } => self.swizzle(op, *pattern, *block_size),
             OpKind::For => self.for_op(op),
             OpKind::If => self.if_op(op),

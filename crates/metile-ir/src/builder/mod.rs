@@ -8,6 +8,7 @@ use crate::error::IrResult;
 use crate::ir_bail;
 use crate::tile_ir::*;
 
+mod math;
 mod regions;
 
 /// An operand as the frontend sees it: an IR value or a Python literal whose
@@ -360,7 +361,7 @@ impl Builder {
             Elem::Ptr(..) => ir_bail!("{name} does not accept a pointer ({ty})"),
         };
         let target = match op {
-            UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Tanh if !d.is_float() => DType::F32,
+            u if u.is_float_math() && !d.is_float() => DType::F32,
             UnaryOp::Neg | UnaryOp::Abs if d == DType::Bool => DType::I32,
             UnaryOp::Not if d.is_float() => ir_bail!("~ needs an integer or bool operand, got {d}"),
             _ => d,
@@ -386,7 +387,8 @@ impl Builder {
         }
         let mut dtype = self.meet(a, b, name)?;
         match op {
-            BinaryOp::Div if !dtype.is_float() => dtype = DType::F32,
+            BinaryOp::Div | BinaryOp::Pow | BinaryOp::Atan2 if !dtype.is_float() => dtype = DType::F32,
+            BinaryOp::MulHi if !dtype.is_int() => ir_bail!("{name} needs integer operands, got {dtype}"),
             BinaryOp::Shl | BinaryOp::Shr if !dtype.is_int() => {
                 ir_bail!("{name} needs integer operands, got {dtype}")
             }
@@ -742,6 +744,9 @@ impl Builder {
             Some(d) => d,
             None => ir_bail!("{name} does not accept pointers"),
         };
+        if op == ReduceOp::Xor && !d.is_int() {
+            ir_bail!("xor_sum needs an integer tile, got {ty}");
+        }
         let (v, d) = if d == DType::Bool && op == ReduceOp::Sum {
             (self.cast(v, DType::I32)?, DType::I32)
         } else {
