@@ -6,7 +6,7 @@
 //! `erf`, `log1p` or `expm1`, so those are helpers emitted with the kernel:
 //! `erf` is the interpreter's polynomial (`metile-interp`'s `erf_f32`, same
 //! coefficients), `log1p(x) = log(u) * x / (u - 1)` with `u = 1 + x` and
-//! `expm1(x) = (u - 1) * x / log(u)` with `u = exp(x)` (Kahan's forms, whose
+//! `expm1(x) = (u - 1) * (x / log(u))` with `u = exp(x)` (Kahan's forms, whose
 //! rounding errors cancel). f16/bf16 compute in float and round once.
 
 use super::{unsigned_of, BodyWriter, EmitResult, Helper};
@@ -51,8 +51,7 @@ pub(super) fn helper_source(h: Helper) -> &'static str {
         Helper::Log1p => {
             "static inline float metile_log1p(float x) {\n  \
              float u = 1.0f + x;\n  \
-             if (u == 1.0f) return x;\n  \
-             if (isinf(u)) return u;\n  \
+             if (u == 1.0f || u == INFINITY) return u == 1.0f ? x : u;\n  \
              return precise::log(u) * (x / (u - 1.0f));\n}\n"
         }
         Helper::Expm1 => {
@@ -62,7 +61,7 @@ pub(super) fn helper_source(h: Helper) -> &'static str {
              float um1 = u - 1.0f;\n  \
              if (um1 == -1.0f) return -1.0f;\n  \
              if (isinf(u)) return u;\n  \
-             return um1 * x / precise::log(u);\n}\n"
+             return um1 * (x / precise::log(u));\n}\n"
         }
         _ => "",
     }
