@@ -49,6 +49,8 @@ EXPRESSIONS = {
 def load_cases(path):
     spec = importlib.util.spec_from_file_location("accuracy_cases", path)
     module = importlib.util.module_from_spec(spec)
+    # Its dataclasses look their module up by name while they are made.
+    sys.modules["accuracy_cases"] = module
     spec.loader.exec_module(module)
     return module
 

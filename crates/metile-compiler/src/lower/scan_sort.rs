@@ -5,7 +5,9 @@
 //! canonical owner (as a layout conversion does); the whole threadgroup then
 //! works on the scratch copy in loops of `for (e = tid; e < count; e +=
 //! threads)`, one barrier after each step; finally every thread reads its own
-//! elements back, so the result has the operand's layout.
+//! elements back, so the result has the operand's layout. The steps are a
+//! run-time loop (uniform bounds, so its barriers are legal), which keeps the
+//! code the same size whatever the tile's length.
 //!
 //! * A scan is Hillis and Steele's: step `s` adds (or multiplies) into every
 //!   element the one `2^s` places before it along the axis (after it with
@@ -64,6 +66,30 @@ impl<'f> Lowering<'f> {
 
     /// `x op c` on a non-negative i32 index, with the identities the line
     /// arithmetic meets (`/ 1`, `% 1`, shifts by 0, `& 0`) folded.
+    /// `for (iv = start; step > 0 ? iv < end : iv > end; iv += step) body(iv)`
+    /// with bounds every thread shares, so the body may hold barriers.
+    fn uniform_loop(
+        &mut self,
+        (start, end, step): (GpuValue, i64, i64),
+        body: impl FnOnce(&mut Self, GpuValue) -> CompileResult<()>,
+    ) -> CompileResult<()> {
+        let end = self.const_i32(end as i32);
+        let step = self.const_i32(step as i32);
+        let iv = self.push_block(&[GpuType::Scalar(DType::I32)])[0];
+        let built = body(self, iv);
+        let gpu_body = self.pop_block();
+        built?;
+        self.b
+            .emit_region_op(GpuOpKind::For, [start, end, step], vec![gpu_body]);
+        Ok(())
+    }
+
+    /// `1 << x`.
+    fn pow2(&mut self, x: GpuValue) -> GpuValue {
+        let one = self.const_i32(1);
+        self.binary(BinaryOp::Shl, one, x)
+    }
+
     fn i32_op(&mut self, op: BinaryOp, x: GpuValue, c: i64) -> GpuValue {
         match (op, c) {
             (BinaryOp::FloorDiv, 1) | (BinaryOp::Shl | BinaryOp::Shr, 0) => return x,
@@ -146,35 +172,40 @@ impl<'f> Lowering<'f> {
             d if d.is_float() => Literal::Float(f64::from(identity)),
             _ => Literal::Int(i64::from(identity)),
         };
-        let (mut from, mut to) = (0, lines.numel);
-        let mut distance = 1;
-        while distance < lines.len {
-            self.for_each_item(lines.numel, |this, e| {
+        let steps = 64 - (lines.len as u64 - 1).leading_zeros() as i64;
+        let zero = self.const_i32(0);
+        self.uniform_loop((zero, steps, 1), |this, step| {
+            let distance = this.pow2(step);
+            let parity = this.i32_op(BinaryOp::And, step, 1);
+            let from = this.i32_op(BinaryOp::Mul, parity, lines.numel);
+            let numel = this.const_i32(lines.numel as i32);
+            let to = this.binary(BinaryOp::Sub, numel, from);
+            let reach = this.i32_op(BinaryOp::Mul, distance, lines.stride);
+            this.for_each_item(lines.numel, |this, e| {
                 let pos = this.i32_op(BinaryOp::FloorDiv, e, lines.stride);
                 let pos = this.i32_op(BinaryOp::Rem, pos, lines.len);
                 let (has_partner, partner) = if reverse {
-                    let has = this.const_i32((lines.len - distance) as i32);
-                    let has = this.compare(CmpOp::Lt, pos, has);
-                    (has, this.i32_op(BinaryOp::Add, e, distance * lines.stride))
+                    let last = this.const_i32((lines.len - 1) as i32);
+                    let room = this.binary(BinaryOp::Sub, last, pos);
+                    let has = this.compare(CmpOp::Ge, room, distance);
+                    (has, this.binary(BinaryOp::Add, e, reach))
                 } else {
-                    let has = this.const_i32(distance as i32);
-                    let has = this.compare(CmpOp::Ge, pos, has);
-                    (has, this.i32_op(BinaryOp::Sub, e, distance * lines.stride))
+                    let has = this.compare(CmpOp::Ge, pos, distance);
+                    (has, this.binary(BinaryOp::Sub, e, reach))
                 };
-                let own_at = this.i32_op(BinaryOp::Add, e, from);
-                let partner_at = this.i32_op(BinaryOp::Add, partner, from);
+                let own_at = this.binary(BinaryOp::Add, e, from);
+                let partner_at = this.binary(BinaryOp::Add, partner, from);
                 let own = this.mem_load(root, own_at, 1, None, None);
                 let id = this.konst(identity, acc);
                 let earlier = this.mem_load(root, partner_at, 1, Some(has_partner), Some(id));
                 let sum = this.binary(combine, earlier, own);
-                let out_at = this.i32_op(BinaryOp::Add, e, to);
+                let out_at = this.binary(BinaryOp::Add, e, to);
                 this.mem_store(root, out_at, sum, 1, None);
                 Ok(())
             })?;
-            self.barrier()?;
-            std::mem::swap(&mut from, &mut to);
-            distance *= 2;
-        }
+            this.barrier()
+        })?;
+        let from = (steps & 1) * lines.numel;
         let result: Vec<GpuValue> = self
             .read_from_scratch(root, from, lx)
             .into_iter()
@@ -217,16 +248,15 @@ impl<'f> Lowering<'f> {
         self.check_room("sort", dtype, numel)?;
         let root = self.scratch(dtype, numel)?;
         self.stage_to_scratch(root, lx, &elems)?;
-        let mut k = 2;
-        while k <= lines.len {
-            let mut j = k / 2;
-            while j > 0 {
-                self.compare_and_swap_stage(root, lines, (k, j), descending)?;
-                self.barrier()?;
-                j /= 2;
-            }
-            k *= 2;
-        }
+        let log_len = i64::from(lines.len.trailing_zeros());
+        let one = self.const_i32(1);
+        self.uniform_loop((one, log_len + 1, 1), |this, log_k| {
+            let last = this.i32_op(BinaryOp::Sub, log_k, 1);
+            this.uniform_loop((last, -1, -1), |this, log_j| {
+                this.compare_and_swap_stage(root, lines, (log_k, log_j), descending)?;
+                this.barrier()
+            })
+        })?;
         let result = self.read_from_scratch(root, 0, lx);
         self.set_home(
             r,
@@ -240,22 +270,27 @@ impl<'f> Lowering<'f> {
     /// One stage of the bitonic network: every pair `(i, i | j)` with bit `j`
     /// of `i` clear, in every line, ordered ascending where bit `k` of `i` is
     /// clear (descending there with `descending`, and the opposite elsewhere).
+    /// `log_k` and `log_j` are the loop's `log2` of `k` and `j`.
     fn compare_and_swap_stage(
         &mut self,
         root: GpuValue,
         lines: Lines,
-        (k, j): (i64, i64),
+        (log_k, log_j): (GpuValue, GpuValue),
         descending: bool,
     ) -> CompileResult<()> {
         let pairs_per_line = lines.len / 2;
-        let shift = j.trailing_zeros() as i64;
+        let k = self.pow2(log_k);
+        let j = self.pow2(log_j);
+        let above_j = self.i32_op(BinaryOp::Add, log_j, 1);
+        let below_j = self.i32_op(BinaryOp::Sub, j, 1);
+        let reach = self.i32_op(BinaryOp::Mul, j, lines.stride);
         self.for_each_item(lines.numel / 2, |this, q| {
             let line = this.i32_op(BinaryOp::FloorDiv, q, pairs_per_line);
             let h = this.i32_op(BinaryOp::Rem, q, pairs_per_line);
             // i = h with a 0 inserted at bit position log2(j).
-            let high = this.i32_op(BinaryOp::Shr, h, shift);
-            let high = this.i32_op(BinaryOp::Shl, high, shift + 1);
-            let low = this.i32_op(BinaryOp::And, h, j - 1);
+            let high = this.binary(BinaryOp::Shr, h, log_j);
+            let high = this.binary(BinaryOp::Shl, high, above_j);
+            let low = this.binary(BinaryOp::And, h, below_j);
             let i = this.binary(BinaryOp::Or, high, low);
             let outer = this.i32_op(BinaryOp::FloorDiv, line, lines.stride);
             let outer = this.i32_op(BinaryOp::Mul, outer, lines.len * lines.stride);
@@ -263,28 +298,19 @@ impl<'f> Lowering<'f> {
             let base = this.binary(BinaryOp::Add, outer, inner);
             let offset = this.i32_op(BinaryOp::Mul, i, lines.stride);
             let at_lo = this.binary(BinaryOp::Add, base, offset);
-            let at_hi = this.i32_op(BinaryOp::Add, at_lo, j * lines.stride);
+            let at_hi = this.binary(BinaryOp::Add, at_lo, reach);
             let lo = this.mem_load(root, at_lo, 1, None, None);
             let hi = this.mem_load(root, at_hi, 1, None, None);
             let lo_after = this.sorts_after(lo, hi);
             let hi_after = this.sorts_after(hi, lo);
-            let swap = if k == lines.len {
-                // Every `i` of the last merge has bit `k` clear.
-                if descending {
-                    hi_after
-                } else {
-                    lo_after
-                }
-            } else {
-                let bit = this.i32_op(BinaryOp::And, i, k);
-                let zero = this.const_i32(0);
-                let mut ascending = this.compare(CmpOp::Eq, bit, zero);
-                if descending {
-                    let yes = this.bool_const(true);
-                    ascending = this.binary(BinaryOp::Xor, ascending, yes);
-                }
-                this.select(ascending, lo_after, hi_after)
-            };
+            let bit = this.binary(BinaryOp::And, i, k);
+            let zero = this.const_i32(0);
+            let mut ascending = this.compare(CmpOp::Eq, bit, zero);
+            if descending {
+                let yes = this.bool_const(true);
+                ascending = this.binary(BinaryOp::Xor, ascending, yes);
+            }
+            let swap = this.select(ascending, lo_after, hi_after);
             let new_lo = this.select(swap, hi, lo);
             let new_hi = this.select(swap, lo, hi);
             this.mem_store(root, at_lo, new_lo, 1, None);
