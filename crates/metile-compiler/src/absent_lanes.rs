@@ -114,19 +114,23 @@ fn scan_identity(op: ScanOp, d: DType) -> Literal {
 }
 
 /// A value that sorts at the end of a line (at or after every other value):
-/// absent lanes take it, so the present values come first, in order.
+/// absent lanes take it, so the present values come first, in order. For
+/// integers, the type's highest (ascending) or lowest (descending) value, from
+/// its width and signedness (a 64-bit unsigned maximum is the literal -1, whose
+/// bits it has).
 fn sorts_last(d: DType, descending: bool) -> Literal {
-    let float = d.is_float();
-    match (descending, d) {
-        (false, _) if float => Literal::Float(f64::NAN),
-        (true, _) if float => Literal::Float(f64::NEG_INFINITY),
-        (false, DType::I32) => Literal::Int(i64::from(i32::MAX)),
-        (false, DType::U32) => Literal::Int(i64::from(u32::MAX)),
-        (false, _) => Literal::Int(i64::MAX),
-        (true, DType::I32) => Literal::Int(i64::from(i32::MIN)),
-        (true, DType::U32) => Literal::Int(0),
-        (true, _) => Literal::Int(i64::MIN),
+    if d.is_float() {
+        return Literal::Float(if descending { f64::NEG_INFINITY } else { f64::NAN });
     }
+    let bits = 8 * d.size_bytes() as u32;
+    let signed = d.is_signed_int();
+    Literal::Int(match (descending, signed) {
+        (true, false) => 0,
+        (true, true) => i64::MIN >> (64 - bits),
+        (false, true) => i64::MAX >> (64 - bits),
+        (false, false) if bits == 64 => -1,
+        (false, false) => (1i64 << bits) - 1,
+    })
 }
 
 impl Pass {
@@ -436,5 +440,22 @@ impl Pass {
             _ => self.observe_operands(out, &mut op, all),
         }
         out.push(op);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absent_lanes_of_a_sort_take_the_type_extreme() {
+        assert_eq!(sorts_last(DType::I32, false), Literal::Int(i64::from(i32::MAX)));
+        assert_eq!(sorts_last(DType::I32, true), Literal::Int(i64::from(i32::MIN)));
+        assert_eq!(sorts_last(DType::U32, false), Literal::Int(i64::from(u32::MAX)));
+        assert_eq!(sorts_last(DType::U32, true), Literal::Int(0));
+        assert_eq!(sorts_last(DType::I64, false), Literal::Int(i64::MAX));
+        assert_eq!(sorts_last(DType::I64, true), Literal::Int(i64::MIN));
+        assert!(matches!(sorts_last(DType::F16, false), Literal::Float(x) if x.is_nan()));
+        assert_eq!(sorts_last(DType::BF16, true), Literal::Float(f64::NEG_INFINITY));
     }
 }
