@@ -272,3 +272,21 @@ def test_a_sort_larger_than_threadgroup_memory_is_refused_on_gpus():
     traced = _frontend.specialize(sort_too_big.fn, [("X", "ptr", "f32")], {"BLOCK": 16384}, {})
     with pytest.raises(metile.CompilationError, match="sort works in threadgroup memory and needs 65536 bytes"):
         _metile.compile_msl(traced)
+
+
+@metile.kernel
+def scan_in_role(X, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    with metile.simdgroup_role(role=0, num_roles=2):
+        metile.store(X + offs, metile.cumsum(offs))
+
+
+def test_a_scan_inside_a_simdgroup_role_is_refused_on_gpus():
+    from metile import _frontend, _metile
+
+    traced = _frontend.specialize(scan_in_role.fn, [("X", "ptr", "i32")], {"BLOCK": 64}, {})
+    for compile_for in (_metile.compile_msl, lambda t: _metile.compile_cuda(t, arch="sm_90")):
+        with pytest.raises(metile.CompilationError, match="needs a threadgroup barrier .* cannot run inside "
+                           "simdgroup_role") as e:
+            compile_for(traced)
+        assert "metile.cumsum(offs)" in str(e.value)
