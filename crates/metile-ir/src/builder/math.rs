@@ -266,8 +266,8 @@ impl Builder {
         if !len.is_power_of_two() {
             ir_bail!(
                 "sort needs a power-of-two length along the sorted axis, got {len} (shape {:?}); \
-                 use a block of {} elements and fill the extra lanes with a value that sorts last \
-                 (load(..., mask=m, other=float(\"inf\")))",
+                 use a block of {} elements loaded with a mask: sort puts the masked-off (absent) \
+                 lanes last, so a store with the same mask writes the sorted values",
                 ty.shape,
                 len.next_power_of_two()
             );
