@@ -1,7 +1,7 @@
 //! The builder's math beyond single element-wise ops: `fma`, and the functions
 //! Triton's standard library composes from core ops (`clamp`, `sigmoid`,
-//! `softmax`); reductions that keep their dimensions, `argmax`/`argmin`, scans
-//! and `sort`.
+//! `softmax`); reductions (with or without kept dimensions), `argmax`/`argmin`,
+//! scans and `sort`.
 //!
 //! Composites are spelled with ordinary Tile IR ops, so every backend (and the
 //! absent-lane pass) handles them with no new lowering: `argmax` is a `max`
@@ -99,6 +99,56 @@ impl Builder {
         let num = self.unary(UnaryOp::Exp, z.into())?;
         let den = self.reduce_keep_dims(ReduceOp::Sum, num.into(), Some(axis), true)?;
         self.binary(BinaryOp::Div, num.into(), den.into())
+    }
+
+    /// `sum`/`max`/`min`/`xor_sum` over the whole tile (`axis: None`) or one axis.
+    pub fn reduce(&mut self, op: ReduceOp, x: Operand, axis: Option<i64>) -> IrResult<ValueId> {
+        let name = OpKind::Reduce { op, axis: None }.name();
+        let v = self.materialize(x, None);
+        let ty = self.ty(v).clone();
+        let d = match ty.dtype() {
+            Some(d) => d,
+            None => ir_bail!("{name} does not accept pointers"),
+        };
+        if op == ReduceOp::Xor && !d.is_int() {
+            ir_bail!("xor_sum needs an integer tile, got {ty}");
+        }
+        let (v, d) = if d == DType::Bool && op == ReduceOp::Sum {
+            (self.cast(v, DType::I32)?, DType::I32)
+        } else {
+            (v, d)
+        };
+        if ty.is_scalar() {
+            if axis.is_some_and(|a| a != 0 && a != -1) {
+                ir_bail!("{name}: axis {axis:?} is out of range for a scalar");
+            }
+            return Ok(v);
+        }
+        let rank = ty.shape.len() as i64;
+        let axis = match axis {
+            None => None,
+            Some(a) => {
+                let a2 = if a < 0 { a + rank } else { a };
+                if !(0..rank).contains(&a2) {
+                    ir_bail!("{name}: axis {a} is out of range for a tile of rank {rank}");
+                }
+                Some(a2 as usize)
+            }
+        };
+        // Reducing the one axis of a 1-D tile is the whole-tile reduction: one
+        // spelling for one op, so every stage sees a scalar result the same way.
+        let axis = axis.filter(|_| rank > 1);
+        let shape: Vec<usize> = match axis {
+            None => vec![],
+            Some(a) => ty
+                .shape
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| i != a)
+                .map(|(_, &s)| s)
+                .collect(),
+        };
+        Ok(self.emit1(OpKind::Reduce { op, axis }, vec![v], Type::tile(d, &shape)))
     }
 
     /// A reduction whose reduced axes stay as size-1 axes with `keep_dims`.
