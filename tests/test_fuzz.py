@@ -22,7 +22,8 @@ def test_a_fixed_slice_of_random_kernels_agrees_with_the_interpreter(tmp_path):
 def test_the_generator_writes_what_the_fuzzer_promises():
     sources = [fuzz.generate(s).source for s in range(200)]
     for spelling in ["axis=0)", "axis=1)", "axis=-1)", "[:, None]", "[None, :]", "/ (metile.abs(",
-                     "    if ", "for it in range", " // ", "metile.load(XF + offs, mask=mask)\n"]:
+                     "    if ", "for it in range", " // ", "metile.load(XF + offs, mask=mask)\n",
+                     "metile.cumsum(", "metile.sort(", "metile.argmax(", "metile.erf("]:
         assert any(spelling in s for s in sources), spelling
     # Reductions of 1-D tiles (a row `r0`, a column `c0`) to scalars.
     assert any("metile.max(r0, axis=0)" in s or "metile.sum(r0, axis=0)" in s or "metile.min(r0, axis=0)" in s

@@ -71,10 +71,46 @@ where = _metile.where
 maximum = _metile.maximum
 minimum = _metile.minimum
 
-# Reductions.
+# Math functions (Triton's names; docs/language.md lists each one's accuracy).
+exp2 = _metile.exp2
+log2 = _metile.log2
+log1p = _metile.log1p
+expm1 = _metile.expm1
+sin = _metile.sin
+cos = _metile.cos
+tan = _metile.tan
+asin = _metile.asin
+acos = _metile.acos
+atan = _metile.atan
+atan2 = _metile.atan2
+sinh = _metile.sinh
+cosh = _metile.cosh
+erf = _metile.erf
+rsqrt = _metile.rsqrt
+sqrt_rn = _metile.sqrt_rn
+floor = _metile.floor
+ceil = _metile.ceil
+round = _metile.round
+rint = _metile.rint
+pow = _metile.pow
+fma = _metile.fma
+fdiv = _metile.fdiv
+div_rn = _metile.div_rn
+umulhi = _metile.umulhi
+clamp = _metile.clamp
+sigmoid = _metile.sigmoid
+softmax = _metile.softmax
+
+# Reductions, scans and sorting.
 sum = _metile.sum
 max = _metile.max
 min = _metile.min
+argmax = _metile.argmax
+argmin = _metile.argmin
+xor_sum = _metile.xor_sum
+cumsum = _metile.cumsum
+cumprod = _metile.cumprod
+sort = _metile.sort
 
 # Tile scheduling.
 tile_swizzle = _metile.tile_swizzle
@@ -101,26 +137,46 @@ bfloat16 = "bf16"
 float32 = "f32"
 
 __all__ = [
-    "Tile",
     "abs",
+    "acos",
     "arange",
+    "argmax",
+    "argmin",
+    "asin",
+    "atan",
+    "atan2",
     "barrier",
     "bfloat16",
     "bool_",
     "cast",
     "cdiv",
+    "ceil",
+    "clamp",
     "constexpr",
+    "cos",
+    "cosh",
+    "cumprod",
+    "cumsum",
     "device_assert",
     "device_print",
+    "div_rn",
     "dot",
+    "erf",
     "exp",
+    "exp2",
+    "expm1",
+    "fdiv",
     "float16",
     "float32",
+    "floor",
+    "fma",
     "full",
     "int32",
     "int64",
     "load",
     "log",
+    "log1p",
+    "log2",
     "max",
     "max_constancy",
     "max_contiguous",
@@ -130,26 +186,40 @@ __all__ = [
     "multiple_of",
     "next_power_of_2",
     "num_programs",
+    "pow",
     "program_id",
     "range",
+    "rint",
+    "round",
+    "rsqrt",
     "shared",
+    "sigmoid",
     "simd_broadcast",
     "simd_lane_id",
     "simd_shuffle_xor",
     "simdgroup_role",
+    "sin",
+    "sinh",
+    "softmax",
+    "sort",
+    "sqrt",
+    "sqrt_rn",
     "static_assert",
     "static_print",
     "static_range",
-    "sqrt",
     "store",
     "sum",
+    "tan",
     "tanh",
     "thread_id",
+    "Tile",
     "tile_load",
     "tile_range",
     "tile_store",
     "tile_swizzle",
     "uint32",
+    "umulhi",
     "where",
+    "xor_sum",
     "zeros",
 ]

@@ -11,7 +11,13 @@
 //!   is fully present, as in Triton);
 //! - reductions skip absent lanes: the operand becomes `select(presence, x,
 //!   identity)` (0, -inf/lowest, +inf/highest), so a reduction over nothing gives
-//!   the identity;
+//!   the identity; scans likewise (0 for `cumsum`, 1 for `cumprod`), and their
+//!   results are fully present (each lane is the scan of the present lanes up
+//!   to it);
+//! - `sort` moves absent lanes to the end of their line: they take a value that
+//!   sorts last, and the result's first `count` lanes of each line are present
+//!   (`count` = the line's present lanes), the rest absent, so a ragged row
+//!   loaded with a mask and stored with the same mask comes out sorted;
 //! - a carried variable keeps its previous value where its new value is absent:
 //!   a `for` yield becomes `select(presence, new, block_arg)`, and the frontend's
 //!   `carry_merge(new, old)` (unrolled iterations and `if` joins) becomes
@@ -32,7 +38,9 @@
 //! After this pass no `carry_merge` remains and no later stage knows about
 //! absence: the interpreter and every backend run the selects it inserted.
 
-use metile_ir::{BinaryOp, Block, DType, Function, Literal, Loc, Op, OpKind, ReduceOp, Type, ValueId};
+use metile_ir::{
+    BinaryOp, Block, CmpOp, DType, Function, Literal, Loc, Op, OpKind, ReduceOp, ScanOp, Type, ValueId,
+};
 
 /// Which lanes of a value are present.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -80,7 +88,7 @@ fn zero_literal(d: DType) -> Literal {
 fn identity(op: ReduceOp, d: DType) -> Literal {
     let float = d.is_float();
     match op {
-        ReduceOp::Sum => zero_literal(d),
+        ReduceOp::Sum | ReduceOp::Xor => zero_literal(d),
         ReduceOp::Max => match d {
             DType::Bool => Literal::Bool(false),
             _ if float => Literal::Float(f64::NEG_INFINITY),
@@ -98,7 +106,84 @@ fn identity(op: ReduceOp, d: DType) -> Literal {
     }
 }
 
+/// The value a scan treats an absent lane as.
+fn scan_identity(op: ScanOp, d: DType) -> Literal {
+    match op {
+        ScanOp::Sum => zero_literal(d),
+        ScanOp::Prod if d.is_float() => Literal::Float(1.0),
+        ScanOp::Prod => Literal::Int(1),
+    }
+}
+
+/// A value that sorts at the end of a line (at or after every other value):
+/// absent lanes take it, so the present values come first, in order. For
+/// integers, the type's highest (ascending) or lowest (descending) value, from
+/// its width and signedness (a 64-bit unsigned maximum is the literal -1, whose
+/// bits it has).
+fn sorts_last(d: DType, descending: bool) -> Literal {
+    if d.is_float() {
+        return Literal::Float(if descending { f64::NEG_INFINITY } else { f64::NAN });
+    }
+    let bits = 8 * d.size_bytes() as u32;
+    let signed = d.is_signed_int();
+    Literal::Int(match (descending, signed) {
+        (true, false) => 0,
+        (true, true) => i64::MIN >> (64 - bits),
+        (false, true) => i64::MAX >> (64 - bits),
+        (false, false) if bits == 64 => -1,
+        (false, false) => (1i64 << bits) - 1,
+    })
+}
+
 impl Pass {
+    /// The lanes of a sort's result that hold present values: along `axis`,
+    /// the first `count` lanes of each line, where `count` is the number of
+    /// present lanes in that line of `mask`.
+    fn leading_lanes(
+        &mut self,
+        out: &mut Vec<Op>,
+        mask: ValueId,
+        shape: &[usize],
+        axis: usize,
+        loc: &Loc,
+    ) -> ValueId {
+        let i32s = |s: &[usize]| Type::tile(DType::I32, s);
+        let counts = self.emit(out, OpKind::Cast, vec![mask], i32s(shape), loc);
+        let mut line_shape = shape.to_vec();
+        line_shape.remove(axis);
+        let reduce_axis = (shape.len() > 1).then_some(axis);
+        let reduce = OpKind::Reduce {
+            op: ReduceOp::Sum,
+            axis: reduce_axis,
+        };
+        let count = self.emit(out, reduce, vec![counts], i32s(&line_shape), loc);
+        let mut kept = shape.to_vec();
+        kept[axis] = 1;
+        let count = self.emit(out, OpKind::ExpandDims { axis }, vec![count], i32s(&kept), loc);
+        let count = self.emit(out, OpKind::Broadcast, vec![count], i32s(shape), loc);
+        let len = shape[axis];
+        let mut position = self.emit(
+            out,
+            OpKind::Arange {
+                start: 0,
+                end: len as i64,
+            },
+            vec![],
+            i32s(&[len]),
+            loc,
+        );
+        for a in 0..shape.len() {
+            if a != axis {
+                let mut s = self.ty(position).shape.clone();
+                s.insert(a, 1);
+                position = self.emit(out, OpKind::ExpandDims { axis: a }, vec![position], i32s(&s), loc);
+            }
+        }
+        let position = self.emit(out, OpKind::Broadcast, vec![position], i32s(shape), loc);
+        let bools = Type::tile(DType::Bool, shape);
+        self.emit(out, OpKind::Compare(CmpOp::Lt), vec![position, count], bools, loc)
+    }
+
     fn ty(&self, v: ValueId) -> &Type {
         &self.values[v.index()]
     }
@@ -250,6 +335,29 @@ impl Pass {
                     }
                 }
             }
+            OpKind::Scan { op: scan, .. } => {
+                let x = op.operands[0];
+                if let Some(p) = self.presence(x) {
+                    let zero_is_identity = scan == ScanOp::Sum && p.zero_where_absent;
+                    if !zero_is_identity {
+                        let ty = self.ty(x).clone();
+                        let d = ty.dtype().unwrap_or(DType::F32);
+                        let id = self.splat(out, scan_identity(scan, d), &ty, &loc);
+                        op.operands[0] = self.select(out, p.mask, x, id, &loc);
+                    }
+                }
+            }
+            OpKind::Sort { axis, descending } => {
+                let x = op.operands[0];
+                if let Some(p) = self.presence(x) {
+                    let ty = self.ty(x).clone();
+                    let d = ty.dtype().unwrap_or(DType::F32);
+                    let last = self.splat(out, sorts_last(d, descending), &ty, &loc);
+                    op.operands[0] = self.select(out, p.mask, x, last, &loc);
+                    let present = self.leading_lanes(out, p.mask, &ty.shape, axis, &loc);
+                    self.set(op.results[0], Some(present), false);
+                }
+            }
             OpKind::Broadcast | OpKind::ExpandDims { .. } | OpKind::Cast => {
                 if let Some(p) = self.presence(op.operands[0]) {
                     let r = op.results[0];
@@ -267,6 +375,7 @@ impl Pass {
             | OpKind::Binary(_)
             | OpKind::Compare(_)
             | OpKind::AddPtr
+            | OpKind::Fma
             | OpKind::Assume { .. } => {
                 let mut present = None;
                 for i in all {
@@ -355,5 +464,22 @@ impl Pass {
             _ => self.observe_operands(out, &mut op, all),
         }
         out.push(op);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absent_lanes_of_a_sort_take_the_type_extreme() {
+        assert_eq!(sorts_last(DType::I32, false), Literal::Int(i64::from(i32::MAX)));
+        assert_eq!(sorts_last(DType::I32, true), Literal::Int(i64::from(i32::MIN)));
+        assert_eq!(sorts_last(DType::U32, false), Literal::Int(i64::from(u32::MAX)));
+        assert_eq!(sorts_last(DType::U32, true), Literal::Int(0));
+        assert_eq!(sorts_last(DType::I64, false), Literal::Int(i64::MAX));
+        assert_eq!(sorts_last(DType::I64, true), Literal::Int(i64::MIN));
+        assert!(matches!(sorts_last(DType::F16, false), Literal::Float(x) if x.is_nan()));
+        assert_eq!(sorts_last(DType::BF16, true), Literal::Float(f64::NEG_INFINITY));
     }
 }

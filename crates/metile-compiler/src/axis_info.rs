@@ -176,7 +176,7 @@ fn block(f: &Function, b: &Block, a: &mut AxisInfos) {
             // narrow type addresses nothing valid either way).
             OpKind::Cast if widens(f.ty(op.operands[0]).dtype(), f.ty(op.results[0]).dtype()) => ins[0],
             OpKind::Compare(cmp) => compare(*cmp, ins[0], ins[1]),
-            OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Select | OpKind::Cast => AxisInfo {
+            OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Fma | OpKind::Select | OpKind::Cast => AxisInfo {
                 constancy: ins.iter().map(|i| i.constancy).min().unwrap_or(BIG),
                 ..UNKNOWN
             },

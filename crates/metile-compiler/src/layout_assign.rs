@@ -421,6 +421,7 @@ fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
                 | OpKind::Cast
                 | OpKind::Unary(_)
                 | OpKind::Binary(_)
+                | OpKind::Fma
                 | OpKind::Compare(_)
                 | OpKind::Select
                 | OpKind::AddPtr
@@ -488,6 +489,7 @@ fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
         OpKind::Cast
         | OpKind::Unary(_)
         | OpKind::Binary(_)
+        | OpKind::Fma
         | OpKind::Compare(_)
         | OpKind::Select
         | OpKind::AddPtr
@@ -539,6 +541,13 @@ fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
                 }
             };
             set(f, a, r, class);
+        }
+        // Scans and sorts exchange through threadgroup memory and return the
+        // result in the operand's layout.
+        OpKind::Scan { .. } | OpKind::Sort { .. } => {
+            let (x, r) = (op.operands[0], op.results[0]);
+            let l = a.natural_layout(x, &shape_of(x))?;
+            set(f, a, r, Class::Fixed(l));
         }
         OpKind::ThreadId | OpKind::SimdLaneId | OpKind::SimdShuffleXor | OpKind::SimdBroadcast => {
             let r = op.results[0];

@@ -120,6 +120,7 @@ fn is_slice_op(kind: &OpKind) -> bool {
             | OpKind::Cast
             | OpKind::Unary(_)
             | OpKind::Binary(_)
+            | OpKind::Fma
             | OpKind::Compare(_)
             | OpKind::Select
             | OpKind::AddPtr

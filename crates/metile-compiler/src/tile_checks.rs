@@ -42,6 +42,7 @@ fn mark_block(f: &Function, block: &Block, level: &mut [bool]) {
             | OpKind::Cast
             | OpKind::Unary(_)
             | OpKind::Binary(_)
+            | OpKind::Fma
             | OpKind::Compare(_)
             | OpKind::Select
             | OpKind::AddPtr
@@ -115,6 +116,8 @@ fn check_block(block: &Block, level: &[bool], in_role: bool) -> CompileResult<()
                 | OpKind::Store { .. }
                 | OpKind::TileStore { .. }
                 | OpKind::Reduce { .. }
+                | OpKind::Scan { .. }
+                | OpKind::Sort { .. }
                 | OpKind::Dot
         );
         if in_role && touches_thread_values && per_element {

@@ -422,6 +422,7 @@ pub(crate) fn binary_fn(op: BinaryOp, dtype: DType) -> Option<BinaryFn> {
         Add | Sub | Mul | Div | FloorDiv | Rem | Shl | Shr => dtype != DType::Bool,
         And | Or | Xor => !dtype.is_float(),
         Max | Min => true,
+        Pow | Atan2 | MulHi => return crate::functions::binary_fn(op, dtype),
     } && !(matches!(op, Shl | Shr) && dtype.is_float());
     if !allowed {
         return None;
@@ -440,6 +441,7 @@ pub(crate) fn binary_fn(op: BinaryOp, dtype: DType) -> Option<BinaryFn> {
         Xor => code::XOR,
         Shl => code::SHL,
         Shr => code::SHR,
+        Pow | Atan2 | MulHi => return None,
     };
     Some(crate::elem::with_elem!(dtype, T => pick_code!(
         binary_entry, T, c,
@@ -452,6 +454,7 @@ pub(crate) fn unary_fn(op: UnaryOp, dtype: DType) -> Option<UnaryFn> {
         UnaryOp::Not => !dtype.is_float(),
         UnaryOp::Neg | UnaryOp::Abs => dtype != DType::Bool,
         UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Tanh => dtype.is_float(),
+        _ => return crate::functions::unary_fn(op, dtype),
     };
     if !allowed {
         return None;
@@ -464,6 +467,7 @@ pub(crate) fn unary_fn(op: UnaryOp, dtype: DType) -> Option<UnaryFn> {
         UnaryOp::Sqrt => code::SQRT,
         UnaryOp::Abs => code::ABS,
         UnaryOp::Tanh => code::TANH,
+        _ => return None,
     };
     Some(crate::elem::with_elem!(dtype, T => pick_code!(
         unary_entry, T, c, [NEG, NOT, EXP, LOG, SQRT, ABS, TANH]

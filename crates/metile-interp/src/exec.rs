@@ -7,6 +7,7 @@ use crate::error::{internal, ExecError};
 use crate::memory::{self, Region, TileAddress};
 use crate::prepare::{Block, Exec, Instr, Program, Tracked, Transfer, MAX_RANK};
 use crate::reduce::{dot, reduce_exact, reduce_float};
+use crate::scan_sort::{scan_exact, scan_float, sort};
 use crate::swizzle::swizzle;
 use crate::value::{put_vec, scalar_int, take_vec, Repr, Scratch, Val};
 use metile_ir::DType;
@@ -407,6 +408,40 @@ impl Machine<'_> {
                         with_elem!(*dtype, T => reduce_exact::<T>(*op, *shape, &regs[a].repr, out, scratch))
                     }
                 })?;
+            }
+            Exec::Fma(f) => {
+                let (a, b, c) = (arg(0), arg(1), arg(2));
+                Self::with_out(w, ins, |regs, out, scratch| {
+                    f(&regs[a].repr, &regs[b].repr, &regs[c].repr, out, n, scratch)
+                })?;
+            }
+            Exec::Scan {
+                op,
+                reverse,
+                dtype,
+                shape,
+            } => {
+                let a = arg(0);
+                Self::with_out(w, ins, |regs, out, scratch| {
+                    let x = &regs[a].repr;
+                    if dtype.is_float() {
+                        with_elem!(*dtype, T => scan_float::<T>(*op, *reverse, *shape, x, out, scratch))
+                    } else {
+                        with_elem!(*dtype, T => scan_exact::<T>(*op, *reverse, *shape, x, out, scratch))
+                    }
+                })?;
+            }
+            Exec::Sort {
+                descending,
+                dtype,
+                shape,
+            } => {
+                let a = arg(0);
+                Self::with_out(
+                    w,
+                    ins,
+                    |regs, out, scratch| with_elem!(*dtype, T => sort::<T>(*descending, *shape, &regs[a].repr, out, scratch)),
+                )?;
             }
             Exec::Swizzle { pattern, block_size } => {
                 let m = scalar_int(&w.regs[arg(0)].repr, DType::I32)?;

@@ -54,6 +54,56 @@ pub fn exp_f32(x: f32) -> f32 {
     }
 }
 
+/// Coefficients of `erf(x) / x - 1` as a polynomial in `x^2`, for `|x| < 0.875`
+/// (a least-squares fit; the MSL emitter's `metile_erf` uses the same numbers).
+const ERF_SMALL: [f32; 8] = [
+    0.128_379_17,
+    -0.376_126_38,
+    0.112_837_896,
+    -0.026_865_96,
+    0.005_222_882_6,
+    -0.000_851_724_5,
+    0.000_115_603_9,
+    -1.069_423_3e-5,
+];
+
+/// Coefficients of `erfc(x) * exp(x^2)` as a polynomial in `1 / x`, for
+/// `0.875 <= x < 4`.
+const ERF_TAIL: [f32; 10] = [
+    0.000_186_865_73,
+    0.560_542_94,
+    0.030_355_053,
+    -0.420_319_05,
+    0.355_714_6,
+    0.010_065_993,
+    -0.267_992_1,
+    0.240_301_4,
+    -0.097_020_05,
+    0.015_747_964,
+];
+
+fn horner(coefficients: &[f32], x: f32) -> f32 {
+    coefficients.iter().rev().fold(0.0, |acc, &c| acc * x + c)
+}
+
+/// `erf(x)` for f32 within about 2 ulp: `x + x * P(x^2)` below 0.875 (the
+/// exact `x` carries most of the value), `1 - exp(-x^2) * R(1 / |x|)` up to
+/// 4, and `±1` beyond, where erf rounds to 1.
+pub fn erf_f32(x: f32) -> f32 {
+    let a = x.abs();
+    if a.is_nan() {
+        return x;
+    }
+    if a >= 4.0 {
+        return 1.0f32.copysign(x);
+    }
+    if a < 0.875 {
+        return x + x * horner(&ERF_SMALL, x * x);
+    }
+    let tail = exp_f32(-(a * a)) * horner(&ERF_TAIL, 1.0 / a);
+    (1.0 - tail).copysign(x)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,6 +139,32 @@ mod tests {
         }
         eprintln!("exp_f32 worst error: {worst:.3} ulp");
         assert!(worst <= 2.0);
+    }
+
+    #[test]
+    fn erf_matches_reference_values() {
+        // erf at these points to f64 precision (Python's math.erf).
+        let reference = [
+            (0.1f32, 0.112_462_916_018_284_9),
+            (0.5, 0.520_499_877_813_046_5),
+            (0.874, 0.783_549_856_769_843_8),
+            (0.875, 0.784_075_061_059_859_7),
+            (1.0, 0.842_700_792_949_714_9),
+            (2.0, 0.995_322_265_018_952_7),
+            (3.0, 0.999_977_909_503_001_4),
+        ];
+        for (x, want) in reference {
+            for (x, want) in [(x, want), (-x, -want)] {
+                let err = ulp_error(erf_f32(x), want);
+                assert!(err <= 2.0, "erf({x}) = {}, want {want}: {err} ulp", erf_f32(x));
+            }
+        }
+        assert_eq!(erf_f32(0.0).to_bits(), 0.0f32.to_bits());
+        assert_eq!(erf_f32(-0.0).to_bits(), (-0.0f32).to_bits());
+        assert_eq!(erf_f32(4.0), 1.0);
+        assert_eq!(erf_f32(f32::NEG_INFINITY), -1.0);
+        assert!(erf_f32(f32::NAN).is_nan());
+        assert_eq!(erf_f32(1e-30), 1e-30 + 1e-30 * ERF_SMALL[0]);
     }
 
     #[test]

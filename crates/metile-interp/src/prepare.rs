@@ -5,10 +5,13 @@
 
 use crate::elementwise::{binary_fn, cast_fn, compare_fn, unary_fn, BinaryFn, UnaryFn};
 use crate::error::ExecError;
+use crate::functions::TernaryFn;
 use crate::poison::PoisonRule;
 use crate::reduce::{DotShape, ReduceShape};
 use crate::taint::Taint;
-use metile_ir::{DType, Elem, Function, Loc, Op, OpKind, ParamKind, ReduceOp, SwizzlePattern, Type, ValueId};
+use metile_ir::{
+    DType, Elem, Function, Loc, Op, OpKind, ParamKind, ReduceOp, ScanOp, SwizzlePattern, Type, ValueId,
+};
 use std::collections::HashSet;
 
 /// Largest shared allocation accepted (bytes): bigger requests are refused rather
@@ -127,6 +130,18 @@ pub(crate) enum Exec {
         pattern: SwizzlePattern,
         block_size: u32,
     },
+    Fma(TernaryFn),
+    Scan {
+        op: ScanOp,
+        reverse: bool,
+        dtype: DType,
+        shape: ReduceShape,
+    },
+    Sort {
+        descending: bool,
+        dtype: DType,
+        shape: ReduceShape,
+    },
     For {
         body: Block,
         bound_dtypes: [DType; 3],
@@ -191,6 +206,16 @@ pub(crate) struct Program {
     pub shared: Vec<SharedInfo>,
     /// Names for error messages: one per parameter, then one per shared allocation.
     pub mem_names: Vec<String>,
+}
+
+/// A tile seen as `[outer, len, inner]` lines along `axis` (scans and sorts).
+fn line_shape(shape: &[usize], axis: usize) -> ReduceShape {
+    ReduceShape {
+        outer: shape[..axis].iter().product(),
+        len: shape.get(axis).copied().unwrap_or(1),
+        inner: shape.get(axis + 1..).map_or(1, |s| s.iter().product()),
+        scalar_result: false,
+    }
 }
 
 /// The dtype a value is stored as.
@@ -546,6 +571,9 @@ impl<'f> Preparer<'f> {
                 if d == DType::Bool && *rop == ReduceOp::Sum {
                     return Err(unsupported(op, "sum of a bool tile (cast it to i32 first)"));
                 }
+                if !d.is_int() && *rop == ReduceOp::Xor {
+                    return Err(unsupported(op, format!("xor of a {d} tile (integers only)")));
+                }
                 let shape = &in_ty(0).shape;
                 let reduce_shape = match axis {
                     None => ReduceShape {
@@ -567,6 +595,28 @@ impl<'f> Preparer<'f> {
                     shape: reduce_shape,
                 }
             }
+            OpKind::Fma => {
+                let d = self.dtype(op, op.operands[0])?;
+                Exec::Fma(
+                    crate::functions::fma_fn(d)
+                        .ok_or_else(|| unsupported(op, format!("not defined on {d}")))?,
+                )
+            }
+            OpKind::Scan {
+                op: scan,
+                axis,
+                reverse,
+            } => Exec::Scan {
+                op: *scan,
+                reverse: *reverse,
+                dtype: self.dtype(op, op.operands[0])?,
+                shape: line_shape(&in_ty(0).shape, *axis),
+            },
+            OpKind::Sort { axis, descending } => Exec::Sort {
+                descending: *descending,
+                dtype: self.dtype(op, op.operands[0])?,
+                shape: line_shape(&in_ty(0).shape, *axis),
+            },
             OpKind::Swizzle { pattern, block_size } => Exec::Swizzle {
                 pattern: *pattern,
                 block_size: *block_size,

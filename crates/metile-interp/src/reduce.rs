@@ -67,7 +67,8 @@ fn fold_lanes(x: &[f32], init: f32, f: impl Fn(f32, f32) -> f32 + Copy) -> f32 {
 
 fn reduce_f32_run(op: ReduceOp, x: &[f32]) -> f32 {
     match op {
-        ReduceOp::Sum => pairwise_sum(x),
+        // xor is refused on floats when the kernel is prepared.
+        ReduceOp::Sum | ReduceOp::Xor => pairwise_sum(x),
         // NaN is the identity of fmax/fmin: an all-NaN run stays NaN.
         ReduceOp::Max => fold_lanes(x, f32::NAN, f32::max),
         ReduceOp::Min => fold_lanes(x, f32::NAN, f32::min),
@@ -109,7 +110,7 @@ pub(crate) fn reduce_float<T: Element>(
             for row in plane.chunks_exact(shape.inner).skip(1) {
                 for (a, &v) in row_acc.iter_mut().zip(row) {
                     *a = match op {
-                        ReduceOp::Sum => *a + v,
+                        ReduceOp::Sum | ReduceOp::Xor => *a + v,
                         ReduceOp::Max => f32::max(*a, v),
                         ReduceOp::Min => f32::min(*a, v),
                     };
@@ -143,7 +144,7 @@ pub(crate) fn reduce_exact<T: Arith>(
     let [in_buf, acc_buf, _] = T::scratch(&mut scratch.typed);
     let x = input.dense_slice::<T>(n, in_buf)?;
     let identity = match (op, T::DTYPE) {
-        (ReduceOp::Sum, _) => T::cast_from_int(0),
+        (ReduceOp::Sum | ReduceOp::Xor, _) => T::cast_from_int(0),
         (ReduceOp::Max, DType::Bool) => T::cast_from_int(0),
         (ReduceOp::Min, DType::Bool) => T::cast_from_int(1),
         (ReduceOp::Max, DType::I32) => T::cast_from_int(i64::from(i32::MIN)),
@@ -157,6 +158,7 @@ pub(crate) fn reduce_exact<T: Arith>(
         ReduceOp::Sum => T::add(a, b),
         ReduceOp::Max => T::max(a, b),
         ReduceOp::Min => T::min(a, b),
+        ReduceOp::Xor => T::xor(a, b),
     };
     let m = shape.outer * shape.inner;
     acc_buf.clear();

@@ -121,6 +121,7 @@ impl Taint {
                 | OpKind::ExpandDims { .. }
                 | OpKind::AddPtr
                 | OpKind::Assume { .. }
+                | OpKind::Fma
                 | OpKind::Select => any(self, &op.operands),
                 OpKind::Load { has_other: true, .. } => op.operands.get(2).is_some_and(|&v| self.is(v)),
                 OpKind::SimdShuffleXor | OpKind::SimdBroadcast => self.is(op.operands[0]),
@@ -209,6 +210,7 @@ impl Taint {
             | OpKind::AddPtr
             | OpKind::Select
             | OpKind::Assume { .. }
+            | OpKind::Fma
             | OpKind::Yield
             | OpKind::CarryMerge
             | OpKind::SimdgroupRole { .. } => {}
@@ -265,6 +267,10 @@ impl Taint {
                 }
                 OpKind::Compare(_) | OpKind::AddPtr => ResultRule::Union {
                     operands: vec![0, 1],
+                    fault: None,
+                },
+                OpKind::Fma => ResultRule::Union {
+                    operands: vec![0, 1, 2],
                     fault: None,
                 },
                 OpKind::Broadcast => ResultRule::Broadcast,

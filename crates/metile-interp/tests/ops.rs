@@ -543,6 +543,7 @@ fn reductions_over_all_elements_and_each_axis() {
                         ReduceOp::Sum => g.iter().sum(),
                         ReduceOp::Max => g.iter().copied().fold(f64::MIN, f64::max),
                         ReduceOp::Min => g.iter().copied().fold(f64::MAX, f64::min),
+                        ReduceOp::Xor => g.iter().fold(0i64, |a, &v| a ^ v as i64) as f64,
                     })
                     .collect();
                 let f = reduce_kernel(d, r, c, op, axis);

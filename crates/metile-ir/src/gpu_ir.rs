@@ -236,6 +236,8 @@ pub enum GpuOpKind {
     Binary(BinaryOp),
     /// `(a, b) -> bool`.
     Compare(CmpOp),
+    /// `(a, b, c) -> a`: `a * b + c` rounded once, scalars of one float type.
+    Fma,
     /// `(cond: bool, a, b) -> a`.
     Select,
     /// `(x) -> y`: C conversion to the result's scalar type (float to int
@@ -428,7 +430,9 @@ impl GpuOpKind {
                 ReduceOp::Sum => "simd_sum".into(),
                 ReduceOp::Max => "simd_max".into(),
                 ReduceOp::Min => "simd_min".into(),
+                ReduceOp::Xor => "simd_xor".into(),
             },
+            GpuOpKind::Fma => "fma".into(),
             GpuOpKind::AssumeUniform => "assume_uniform".into(),
             GpuOpKind::Mma(kind) => format!("mma.{}", kind.name()),
             GpuOpKind::LdMatrix { count, trans } => {
@@ -473,6 +477,7 @@ impl GpuOpKind {
                 | GpuOpKind::Unary(_)
                 | GpuOpKind::Binary(_)
                 | GpuOpKind::Compare(_)
+                | GpuOpKind::Fma
                 | GpuOpKind::Select
                 | GpuOpKind::Cast
                 | GpuOpKind::MakeVector

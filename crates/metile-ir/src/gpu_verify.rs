@@ -363,6 +363,13 @@ impl<'f> GpuVerifier<'f> {
                     return fail("(a, a) -> bool on scalars");
                 }
             }
+            GpuOpKind::Fma => {
+                arity(3, 1)?;
+                let float = matches!(outs[0], GpuType::Scalar(d) if d.is_float());
+                if !float || ins.iter().any(|&t| t != outs[0]) {
+                    return fail("(a, a, a) -> a on float scalars");
+                }
+            }
             GpuOpKind::Select => {
                 arity(3, 1)?;
                 if ins[0] != bools || ins[1] != ins[2] || ins[1] != outs[0] || !ins[1].is_scalar() {

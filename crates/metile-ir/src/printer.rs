@@ -42,6 +42,8 @@ fn attrs(kind: &OpKind) -> String {
             format!(" [{rows},{cols}]")
         }
         OpKind::Reduce { axis: Some(a), .. } => format!(" axis={a}"),
+        OpKind::Scan { axis, reverse, .. } => format!(" axis={axis}{}", flag(*reverse, " reverse")),
+        OpKind::Sort { axis, descending } => format!(" axis={axis}{}", flag(*descending, " descending")),
         OpKind::Swizzle { pattern, block_size } => format!(" {} block={block_size}", pattern.name()),
         OpKind::Shared { size } => format!(" size={size}"),
         OpKind::SimdgroupRole { role, num_roles } => format!(" role={role}/{num_roles}"),

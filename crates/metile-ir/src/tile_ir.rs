@@ -105,6 +105,34 @@ pub enum UnaryOp {
     Sqrt,
     Abs,
     Tanh,
+    // Float math (the builder converts integer operands to f32).
+    Exp2,
+    Log2,
+    Log1p,
+    Expm1,
+    Sin,
+    Cos,
+    Tan,
+    Asin,
+    Acos,
+    Atan,
+    Sinh,
+    Cosh,
+    Erf,
+    Rsqrt,
+    Floor,
+    Ceil,
+    /// Rounds half-way cases away from zero (C's `round`).
+    Round,
+    /// Rounds half-way cases to even (C's `rint`, numpy's `round`).
+    Rint,
+}
+
+impl UnaryOp {
+    /// Float functions: integer operands are converted to f32 first.
+    pub fn is_float_math(self) -> bool {
+        !matches!(self, UnaryOp::Neg | UnaryOp::Not | UnaryOp::Abs)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -125,6 +153,13 @@ pub enum BinaryOp {
     Xor,
     Shl,
     Shr,
+    /// `a ** b` on floats (C's `pow`).
+    Pow,
+    /// `atan2(a, b)`: the angle of the point `(b, a)`, as C's `atan2(y, x)`.
+    Atan2,
+    /// The high half of the double-width product of two integers, both read
+    /// as unsigned (Triton's `umulhi`), in the operands' type.
+    MulHi,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -142,6 +177,15 @@ pub enum ReduceOp {
     Sum,
     Max,
     Min,
+    /// Bitwise xor of integers (`xor_sum`).
+    Xor,
+}
+
+/// The combining op of a scan (`cumsum`, `cumprod`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScanOp {
+    Sum,
+    Prod,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -228,6 +272,16 @@ pub enum OpKind {
     Dot,
     /// `(x) -> r`: over all elements (`axis: None`, scalar result) or one axis.
     Reduce { op: ReduceOp, axis: Option<usize> },
+    /// `(a, b, c) -> a`, all of one float type: `a * b + c` rounded once.
+    Fma,
+    /// `(x) -> x`: inclusive prefix sums or products along `axis`, from the
+    /// last element backwards with `reverse`. f16/bf16 accumulate in f32.
+    Scan { op: ScanOp, axis: usize, reverse: bool },
+    /// `(x) -> x`: each line along `axis` (a power-of-two length) sorted,
+    /// ascending or descending; NaN sorts above every number. The order of
+    /// equal elements (and of NaNs) is that of a fixed bitonic network, the
+    /// same on every backend.
+    Sort { axis: usize, descending: bool },
     /// `(pid_m, pid_n) -> (pid_m', pid_n')`: a bijection over the launched 2-D grid.
     Swizzle {
         pattern: SwizzlePattern,
@@ -296,6 +350,24 @@ impl OpKind {
                 UnaryOp::Sqrt => "sqrt",
                 UnaryOp::Abs => "abs",
                 UnaryOp::Tanh => "tanh",
+                UnaryOp::Exp2 => "exp2",
+                UnaryOp::Log2 => "log2",
+                UnaryOp::Log1p => "log1p",
+                UnaryOp::Expm1 => "expm1",
+                UnaryOp::Sin => "sin",
+                UnaryOp::Cos => "cos",
+                UnaryOp::Tan => "tan",
+                UnaryOp::Asin => "asin",
+                UnaryOp::Acos => "acos",
+                UnaryOp::Atan => "atan",
+                UnaryOp::Sinh => "sinh",
+                UnaryOp::Cosh => "cosh",
+                UnaryOp::Erf => "erf",
+                UnaryOp::Rsqrt => "rsqrt",
+                UnaryOp::Floor => "floor",
+                UnaryOp::Ceil => "ceil",
+                UnaryOp::Round => "round",
+                UnaryOp::Rint => "rint",
             },
             OpKind::Binary(b) => match b {
                 BinaryOp::Add => "add",
@@ -311,6 +383,9 @@ impl OpKind {
                 BinaryOp::Xor => "xor",
                 BinaryOp::Shl => "shl",
                 BinaryOp::Shr => "shr",
+                BinaryOp::Pow => "pow",
+                BinaryOp::Atan2 => "atan2",
+                BinaryOp::MulHi => "umulhi",
             },
             OpKind::Compare(c) => match c {
                 CmpOp::Lt => "cmp_lt",
@@ -332,7 +407,14 @@ impl OpKind {
                 ReduceOp::Sum => "reduce_sum",
                 ReduceOp::Max => "reduce_max",
                 ReduceOp::Min => "reduce_min",
+                ReduceOp::Xor => "reduce_xor",
             },
+            OpKind::Fma => "fma",
+            OpKind::Scan { op, .. } => match op {
+                ScanOp::Sum => "cumsum",
+                ScanOp::Prod => "cumprod",
+            },
+            OpKind::Sort { .. } => "sort",
             OpKind::Swizzle { .. } => "tile_swizzle",
             OpKind::For { .. } => "for",
             OpKind::If => "if",

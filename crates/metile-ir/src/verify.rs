@@ -286,16 +286,48 @@ impl<'f> Verifier<'f> {
                     return fail("casts keep the shape and convert numbers only");
                 }
             }
-            OpKind::Unary(_) => {
+            OpKind::Unary(u) => {
                 arity(1, 1)?;
                 if !same(ins[0], outs[0]) || ins[0].is_ptr() {
                     return fail("operand and result types differ");
                 }
+                if u.is_float_math() && !ins[0].dtype().is_some_and(DType::is_float) {
+                    return fail("needs a float operand");
+                }
             }
-            OpKind::Binary(_) => {
+            OpKind::Binary(b) => {
                 arity(2, 1)?;
                 if !same(ins[0], ins[1]) || !same(ins[0], outs[0]) || ins[0].is_ptr() {
                     return fail("operands and result must share one numeric type");
+                }
+                let d = ins[0].dtype();
+                match b {
+                    BinaryOp::Pow | BinaryOp::Atan2 if !d.is_some_and(DType::is_float) => {
+                        return fail("needs float operands")
+                    }
+                    BinaryOp::MulHi if !d.is_some_and(DType::is_int) => {
+                        return fail("needs integer operands")
+                    }
+                    _ => {}
+                }
+            }
+            OpKind::Fma => {
+                arity(3, 1)?;
+                let all_same = ins.iter().all(|t| same(t, outs[0]));
+                if !all_same || !outs[0].dtype().is_some_and(DType::is_float) {
+                    return fail("operands and result must share one float type");
+                }
+            }
+            OpKind::Scan { axis, .. } | OpKind::Sort { axis, .. } => {
+                arity(1, 1)?;
+                if !same(ins[0], outs[0]) || ins[0].is_ptr() || ins[0].dtype() == Some(DType::Bool) {
+                    return fail("operand and result must share one numeric type (not bool)");
+                }
+                let Some(&len) = ins[0].shape.get(*axis) else {
+                    return fail("axis out of range");
+                };
+                if matches!(op.kind, OpKind::Sort { .. }) && !len.is_power_of_two() {
+                    return fail("the sorted axis must have a power-of-two length");
                 }
             }
             OpKind::Compare(_) => {

@@ -12,6 +12,7 @@ use crate::errors::CompilationError;
 
 mod control;
 mod debug;
+mod math_ops;
 mod ops;
 mod roles;
 mod state;
@@ -167,6 +168,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Tile>()?;
     m.add_function(wrap_pyfunction!(trace_kernel, m)?)?;
     ops::register(m)?;
+    math_ops::register(m)?;
     control::register(m)?;
     debug::register(m)?;
     roles::register(m)?;

@@ -120,7 +120,7 @@ class _Generator:
     def step(self) -> None:
         x = self.pick()
         assert x is not None
-        choice = self.rng.randrange(16)
+        choice = self.rng.randrange(18)
         if choice <= 2:
             y = self.pick(x.is_int)
             a, b, kind = _operands(x, y)
@@ -163,7 +163,10 @@ class _Generator:
         elif choice == 11:
             self.keepdims(x)
         elif choice == 12 and not x.is_int:
-            fn = self.rng.choice(["sqrt(metile.abs({}))", "exp(-metile.abs({}))", "tanh({})"])
+            fn = self.rng.choice([
+                "sqrt(metile.abs({}))", "exp(-metile.abs({}))", "tanh({})", "sin({})", "atan({})", "erf({})",
+                "sigmoid({})", "exp2(-metile.abs({}))", "log1p(metile.abs({}))", "floor({})", "rint({})",
+            ])
             self.emit(x.kind, False, "metile." + fn.format(x.name))
         elif choice == 13 and not x.is_int:
             # Through a narrower float and back: the same rounding everywhere.
@@ -174,6 +177,29 @@ class _Generator:
             self.emit("full", False, self.bounded(f"metile.dot({x.name}, w)", False))
         elif choice == 15:
             self.carried_reduction()
+        elif choice == 16 and x.kind in ("full", "rows", "cols"):
+            self.scan_or_sort(x)
+        elif choice == 17 and x.kind in ("full", "rows", "cols"):
+            self.arg_reduce(x)
+
+    def scan_or_sort(self, x: Value) -> None:
+        """A scan or a sort along an axis (every block extent is a power of two)."""
+        axis = self.rng.choice(["0", "1"]) if x.kind == "full" else "0"
+        op = self.rng.choice(["cumsum", "cumprod", "sort"] if x.is_int else ["cumsum", "sort"])
+        flag = self.rng.choice(["True", "False"])
+        if op == "sort":
+            expr = f"metile.sort({x.name}, dim={axis}, descending={flag})"
+        else:
+            expr = f"metile.{op}({x.name}, axis={axis}, reverse={flag})"
+        self.emit(x.kind, x.is_int, self.bounded(expr, x.is_int) if op != "sort" else expr)
+
+    def arg_reduce(self, x: Value) -> None:
+        """An index reduction (`argmax`/`argmin`) or an integer `xor_sum`."""
+        axes = {"full": [("0", "cols"), ("1", "rows"), ("None", "scalar")], "rows": [("0", "scalar")],
+                "cols": [("0", "scalar")]}
+        axis, kind = self.rng.choice(axes[x.kind])
+        op = self.rng.choice(["argmax", "argmin", "xor_sum"] if x.is_int else ["argmax", "argmin"])
+        self.emit(kind, True, f"metile.{op}({x.name}, axis={axis})")
 
     def carried_reduction(self) -> None:
         """A scalar and a 1-D value carried through a loop with a run-time trip count."""

@@ -139,6 +139,7 @@ impl<'f> Lowering<'f> {
             OpKind::Binary(b) => self.emit1(GpuOpKind::Binary(*b), [xs[0], xs[1]], scalar),
             OpKind::Compare(c) => self.compare(*c, xs[0], xs[1]),
             OpKind::Select => self.select(xs[0], xs[1], xs[2]),
+            OpKind::Fma => self.emit1(GpuOpKind::Fma, [xs[0], xs[1], xs[2]], scalar),
             OpKind::Cast => self.cast(xs[0], dtype),
             OpKind::AddPtr => {
                 let off = self.cast(xs[1], dtype);

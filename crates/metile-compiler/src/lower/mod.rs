@@ -33,6 +33,7 @@ mod index;
 mod memory;
 mod reduce;
 mod ring_barriers;
+mod scan_sort;
 mod store_staging;
 mod thread_ops;
 mod tma;
@@ -631,6 +632,7 @@ impl<'f> Lowering<'f> {
             | OpKind::Compare(_)
             | OpKind::Select
             | OpKind::AddPtr
+            | OpKind::Fma
             | OpKind::Assume { .. } => self.elementwise(op),
             OpKind::Load { .. } => self.load(op),
             OpKind::Store { .. } => self.store(op),
@@ -638,6 +640,12 @@ impl<'f> Lowering<'f> {
             OpKind::TileStore { .. } => self.tile_store(op),
             OpKind::Dot => self.dot(op),
             OpKind::Reduce { op: red, axis } => self.reduce(op, *red, *axis),
+            OpKind::Scan {
+                op: scan,
+                axis,
+                reverse,
+            } => self.scan(op, *scan, *axis, *reverse),
+            OpKind::Sort { axis, descending } => self.sort(op, *axis, *descending),
             OpKind::Swizzle { pattern, block_size } => self.swizzle(op, *pattern, *block_size),
             OpKind::For { .. } => self.for_op(op),
             OpKind::If => self.if_op(op),

@@ -1,4 +1,4 @@
-//! Reductions (`sum`/`max`/`min`, whole tile or one axis).
+//! Reductions (`sum`/`max`/`min`/`xor_sum`, whole tile or one axis).
 //!
 //! Three stages, each deterministic so that every thread holding a result
 //! element computes the same bits:
@@ -32,6 +32,7 @@ fn combine_op(op: ReduceOp) -> BinaryOp {
         ReduceOp::Sum => BinaryOp::Add,
         ReduceOp::Max => BinaryOp::Max,
         ReduceOp::Min => BinaryOp::Min,
+        ReduceOp::Xor => BinaryOp::Xor,
     }
 }
 
@@ -124,7 +125,8 @@ impl<'f> Lowering<'f> {
         let lane_extent: i64 = lane_terms.iter().map(|t| t.extent).product();
         let hardware_ok = match red {
             ReduceOp::Sum => matches!(acc_dtype, DType::I32 | DType::U32 | DType::F32),
-            _ => matches!(acc_dtype, DType::I32 | DType::U32),
+            ReduceOp::Max | ReduceOp::Min => matches!(acc_dtype, DType::I32 | DType::U32),
+            ReduceOp::Xor => false,
         };
         if lane_extent == 32 && hardware_ok {
             for p in partial.iter_mut() {

@@ -29,6 +29,7 @@ use metile_ir::{BinaryOp, CmpOp, DType, Loc, ReduceOp, UnaryOp};
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::{self, Write};
 
+mod math;
 mod tma;
 mod wgmma;
 
@@ -38,6 +39,9 @@ pub enum Helper {
     FloatToUint,
     FloatToLong,
     BfloatFromLong,
+    Erf,
+    Log1p,
+    Expm1,
 }
 
 /// `text` as a C string literal (the text is printable ASCII, see
@@ -79,6 +83,7 @@ pub const MSL_DEBUG_PREAMBLE: &str = "#if __METAL_VERSION__ >= 320
 
 pub fn helper_source(h: Helper) -> &'static str {
     match h {
+        Helper::Erf | Helper::Log1p | Helper::Expm1 => math::helper_source(h),
         Helper::FloatToInt => {
             "static inline int metile_float_to_int(float x) {\n  \
              return isnan(x) ? 0 : x >= 2147483648.0f ? 2147483647 : x <= -2147483648.0f ? (-2147483647 - 1) : int(x);\n}\n"
@@ -336,6 +341,10 @@ impl<'a> BodyWriter<'a> {
                 let rhs = self.compare(*c, op.operands[0], op.operands[1])?;
                 self.define(depth, op.results[0], &rhs);
             }
+            GpuOpKind::Fma => {
+                let rhs = self.fma(op)?;
+                self.define(depth, op.results[0], &rhs);
+            }
             GpuOpKind::Select => {
                 let (c, x, y) = (arg(0)?, arg(1)?, arg(2)?);
                 self.define_with(depth, op.results[0], |_, out| {
@@ -482,6 +491,7 @@ impl<'a> BodyWriter<'a> {
                     ReduceOp::Sum => "simd_sum",
                     ReduceOp::Max => "simd_max",
                     ReduceOp::Min => "simd_min",
+                    ReduceOp::Xor => return Err("xor reductions use shuffles, never simd_xor".into()),
                 };
                 self.define(depth, op.results[0], &format!("{f}({})", arg(0)?));
             }
@@ -1062,6 +1072,7 @@ impl<'a> BodyWriter<'a> {
                 DType::I32 | DType::I64 => format!("{a} < 0 ? {} : {a}", self.negate_int(d, &a, v)),
                 DType::U32 | DType::Bool => a.to_string(),
             },
+            u => return self.float_function(u, v),
         })
     }
 
@@ -1129,6 +1140,9 @@ impl<'a> BodyWriter<'a> {
                 BinaryOp::Max => w!("{narrow}({fmax}(float({a}), float({b})))"),
                 BinaryOp::Min if d == DType::F32 => w!("{fmin}({a}, {b})"),
                 BinaryOp::Min => w!("{narrow}({fmin}(float({a}), float({b})))"),
+                BinaryOp::Pow | BinaryOp::Atan2 => {
+                    out.push_str(&self.float_binary_function(op, d, &a.to_string(), &b.to_string()))
+                }
                 _ => return Err(format!("{op:?} on {d}")),
             }
             return Ok(());
@@ -1169,6 +1183,8 @@ impl<'a> BodyWriter<'a> {
                     w!("{a} << ({b} & {bits}u)")
                 }
             }
+            BinaryOp::MulHi => out.push_str(&self.mul_hi(d, &a.to_string(), &b.to_string())?),
+            BinaryOp::Pow | BinaryOp::Atan2 => return Err(format!("{op:?} on {d}")),
             BinaryOp::Shr => match d {
                 DType::U32 => w!("{a} >> ({b} & {bits}u)"),
                 DType::I64 => w!("{a} >> ({b} & {bits}L)"),

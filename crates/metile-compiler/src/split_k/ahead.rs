@@ -109,6 +109,7 @@ fn hoist(
                 | OpKind::Cast
                 | OpKind::Binary(_)
                 | OpKind::Unary(_)
+                | OpKind::Fma
                 | OpKind::Compare(_)
                 | OpKind::Select
                 | OpKind::Arange { .. }

@@ -9,6 +9,7 @@ use crate::ir_bail;
 use crate::tile_ir::*;
 
 mod debug;
+mod math;
 mod regions;
 
 /// An operand as the frontend sees it: an IR value or a Python literal whose
@@ -361,7 +362,7 @@ impl Builder {
             Elem::Ptr(..) => ir_bail!("{name} does not accept a pointer ({ty})"),
         };
         let target = match op {
-            UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Tanh if !d.is_float() => DType::F32,
+            u if u.is_float_math() && !d.is_float() => DType::F32,
             UnaryOp::Neg | UnaryOp::Abs if d == DType::Bool => DType::I32,
             UnaryOp::Not if d.is_float() => ir_bail!("~ needs an integer or bool operand, got {d}"),
             _ => d,
@@ -387,7 +388,8 @@ impl Builder {
         }
         let mut dtype = self.meet(a, b, name)?;
         match op {
-            BinaryOp::Div if !dtype.is_float() => dtype = DType::F32,
+            BinaryOp::Div | BinaryOp::Pow | BinaryOp::Atan2 if !dtype.is_float() => dtype = DType::F32,
+            BinaryOp::MulHi if !dtype.is_int() => ir_bail!("{name} needs integer operands, got {dtype}"),
             BinaryOp::Shl | BinaryOp::Shr if !dtype.is_int() => {
                 ir_bail!("{name} needs integer operands, got {dtype}")
             }
@@ -733,52 +735,6 @@ impl Builder {
         };
         let ty = self.ty(acc).clone();
         Ok(self.emit1(OpKind::Dot, vec![va, vb, acc], ty))
-    }
-
-    pub fn reduce(&mut self, op: ReduceOp, x: Operand, axis: Option<i64>) -> IrResult<ValueId> {
-        let name = OpKind::Reduce { op, axis: None }.name();
-        let v = self.materialize(x, None);
-        let ty = self.ty(v).clone();
-        let d = match ty.dtype() {
-            Some(d) => d,
-            None => ir_bail!("{name} does not accept pointers"),
-        };
-        let (v, d) = if d == DType::Bool && op == ReduceOp::Sum {
-            (self.cast(v, DType::I32)?, DType::I32)
-        } else {
-            (v, d)
-        };
-        if ty.is_scalar() {
-            if axis.is_some_and(|a| a != 0 && a != -1) {
-                ir_bail!("{name}: axis {axis:?} is out of range for a scalar");
-            }
-            return Ok(v);
-        }
-        let rank = ty.shape.len() as i64;
-        let axis = match axis {
-            None => None,
-            Some(a) => {
-                let a2 = if a < 0 { a + rank } else { a };
-                if !(0..rank).contains(&a2) {
-                    ir_bail!("{name}: axis {a} is out of range for a tile of rank {rank}");
-                }
-                Some(a2 as usize)
-            }
-        };
-        // Reducing the one axis of a 1-D tile is the whole-tile reduction: one
-        // spelling for one op, so every stage sees a scalar result the same way.
-        let axis = axis.filter(|_| rank > 1);
-        let shape: Vec<usize> = match axis {
-            None => vec![],
-            Some(a) => ty
-                .shape
-                .iter()
-                .enumerate()
-                .filter(|&(i, _)| i != a)
-                .map(|(_, &s)| s)
-                .collect(),
-        };
-        Ok(self.emit1(OpKind::Reduce { op, axis }, vec![v], Type::tile(d, &shape)))
     }
 
     pub fn swizzle(

@@ -2,7 +2,7 @@
 //! arguments, tags the op with the caller's source line and asks the builder,
 //! which owns every typing rule.
 
-use metile_ir::{BinaryOp, DType, Operand, ReduceOp, SwizzlePattern, UnaryOp};
+use metile_ir::{BinaryOp, DType, Operand, SwizzlePattern, UnaryOp};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
@@ -304,42 +304,6 @@ pub fn minimum(py: Python<'_>, a: Obj<'_, '_>, b: Obj<'_, '_>) -> PyResult<Py<Py
     elementwise(py, "metile.minimum()", BinaryOp::Min, a, b)
 }
 
-fn reduce(
-    py: Python<'_>,
-    what: &'static str,
-    op: ReduceOp,
-    x: Obj<'_, '_>,
-    axis: Option<Obj<'_, '_>>,
-) -> PyResult<Py<PyAny>> {
-    with_trace(py, what, |t| {
-        let x = t.operand(x, what)?;
-        let axis = match axis {
-            Some(a) if !a.is_none() => Some(t.static_int(a, "the reduction axis")?),
-            _ => None,
-        };
-        let v = t.ir(py, |bld| bld.reduce(op, x, axis))?;
-        t.wrap_any(py, v)
-    })
-}
-
-#[pyfunction]
-#[pyo3(signature = (x, axis=None))]
-pub fn sum(py: Python<'_>, x: Obj<'_, '_>, axis: Option<Obj<'_, '_>>) -> PyResult<Py<PyAny>> {
-    reduce(py, "metile.sum()", ReduceOp::Sum, x, axis)
-}
-
-#[pyfunction]
-#[pyo3(signature = (x, axis=None))]
-pub fn max(py: Python<'_>, x: Obj<'_, '_>, axis: Option<Obj<'_, '_>>) -> PyResult<Py<PyAny>> {
-    reduce(py, "metile.max()", ReduceOp::Max, x, axis)
-}
-
-#[pyfunction]
-#[pyo3(signature = (x, axis=None))]
-pub fn min(py: Python<'_>, x: Obj<'_, '_>, axis: Option<Obj<'_, '_>>) -> PyResult<Py<PyAny>> {
-    reduce(py, "metile.min()", ReduceOp::Min, x, axis)
-}
-
 #[pyfunction]
 #[pyo3(signature = (pid_m, pid_n, pattern="morton", block_size=None))]
 pub fn tile_swizzle<'py>(
@@ -531,9 +495,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(where_, m)?)?;
     m.add_function(wrap_pyfunction!(maximum, m)?)?;
     m.add_function(wrap_pyfunction!(minimum, m)?)?;
-    m.add_function(wrap_pyfunction!(sum, m)?)?;
-    m.add_function(wrap_pyfunction!(max, m)?)?;
-    m.add_function(wrap_pyfunction!(min, m)?)?;
     m.add_function(wrap_pyfunction!(tile_swizzle, m)?)?;
     m.add_function(wrap_pyfunction!(cast, m)?)?;
     m.add_function(wrap_pyfunction!(cdiv, m)?)?;

@@ -1,7 +1,8 @@
 // metal:: math, common, integer and relational functions.
 //
 // Plain functions follow IEEE semantics (the emulator compiles without fast
-// math so results are reproducible); `metal::precise::` is identical and
+// math so results are reproducible; `rsqrt` is correctly rounded, as Apple
+// documents for precise mode); `metal::precise::` is identical and
 // `metal::fast::` uses the formulas Apple documents for fast mode where they
 // change results visibly (tanh overflows to NaN for large inputs, pow goes
 // through exp2/log2). half functions compute in float and round once.
@@ -112,7 +113,7 @@ METILE_FLOAT_FN1(log, __builtin_logf(x))
 METILE_FLOAT_FN1(log2, __builtin_log2f(x))
 METILE_FLOAT_FN1(log10, __builtin_log10f(x))
 METILE_FLOAT_FN1(sqrt, __builtin_sqrtf(x))
-METILE_FLOAT_FN1(rsqrt, 1.0f / __builtin_sqrtf(x))
+METILE_FLOAT_FN1(rsqrt, float(1.0 / __builtin_sqrt(double(x))))
 METILE_FLOAT_FN1(sin, __builtin_sinf(x))
 METILE_FLOAT_FN1(cos, __builtin_cosf(x))
 METILE_FLOAT_FN1(tan, __builtin_tanf(x))
@@ -163,12 +164,19 @@ METILE_FLOAT_FN2(divide, x / y)
 }  // namespace fast
 
 namespace precise {
+METILE_FLOAT_FN1(tan, __builtin_tanf(x))
+METILE_FLOAT_FN1(asin, __builtin_asinf(x))
+METILE_FLOAT_FN1(acos, __builtin_acosf(x))
+METILE_FLOAT_FN1(atan, __builtin_atanf(x))
+METILE_FLOAT_FN1(sinh, __builtin_sinhf(x))
+METILE_FLOAT_FN1(cosh, __builtin_coshf(x))
+METILE_FLOAT_FN2(atan2, __builtin_atan2f(x, y))
 METILE_FLOAT_FN1(exp, __builtin_expf(x))
 METILE_FLOAT_FN1(exp2, __builtin_exp2f(x))
 METILE_FLOAT_FN1(log, __builtin_logf(x))
 METILE_FLOAT_FN1(log2, __builtin_log2f(x))
 METILE_FLOAT_FN1(sqrt, __builtin_sqrtf(x))
-METILE_FLOAT_FN1(rsqrt, 1.0f / __builtin_sqrtf(x))
+METILE_FLOAT_FN1(rsqrt, float(1.0 / __builtin_sqrt(double(x))))
 METILE_FLOAT_FN1(sin, __builtin_sinf(x))
 METILE_FLOAT_FN1(cos, __builtin_cosf(x))
 METILE_FLOAT_FN1(tanh, __builtin_tanhf(x))
@@ -302,6 +310,8 @@ inline uint ctz(uint x) { return x == 0 ? 32u : uint(__builtin_ctz(x)); }
 inline int ctz(int x) { return int(ctz(uint(x))); }
 inline uint mulhi(uint a, uint b) { return uint((ulong(a) * ulong(b)) >> 32); }
 inline int mulhi(int a, int b) { return int((long(a) * long(b)) >> 32); }
+inline ulong mulhi(ulong a, ulong b) { return ulong((unsigned __int128)a * b >> 64); }
+inline long mulhi(long a, long b) { return long((__int128)a * b >> 64); }
 
 // Swizzles (`v.xy`) are proxies, not vectors, so template deduction skips
 // them; these overloads convert them to vectors and call the real function.
