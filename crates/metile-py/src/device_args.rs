@@ -303,6 +303,15 @@ pub fn torch_tensor_arg(
 /// memory: torch's device index, DLPack's device id, or the driver's answer for
 /// a `__cuda_array_interface__` address.
 fn gpu_of(obj: &Bound<'_, PyAny>, memory: &dyn DeviceMemory) -> PyResult<Option<u32>> {
+    // Host values first, without attribute lookups (a missing attribute costs an
+    // exception): scalars, Buffers and numpy arrays go wherever the launch goes.
+    if obj.is_instance_of::<pyo3::types::PyInt>()
+        || obj.is_instance_of::<pyo3::types::PyFloat>()
+        || obj.is_instance_of::<crate::buffer::Buffer>()
+        || obj.is_instance_of::<numpy::PyUntypedArray>()
+    {
+        return Ok(None);
+    }
     let py = obj.py();
     let ty = obj.get_type();
     if ty.name()? == "Tensor" && ty.module()? == "torch" {
@@ -312,7 +321,7 @@ fn gpu_of(obj: &Bound<'_, PyAny>, memory: &dyn DeviceMemory) -> PyResult<Option<
     if let Some((kind, id)) = dlpack_device(obj)? {
         return Ok((kind == DLPACK_CUDA).then(|| u32::try_from(id).ok()).flatten());
     }
-    if obj.is_instance_of::<crate::buffer::Buffer>() || !obj.hasattr("__cuda_array_interface__")? {
+    if !obj.hasattr("__cuda_array_interface__")? {
         return Ok(None);
     }
     let (address, _): (u64, bool) = obj
