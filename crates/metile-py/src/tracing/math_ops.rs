@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
 use super::state::{describe_object, dtype_arg, python_number, with_trace, Trace};
+use super::ops::elementwise;
 use super::tile::Tile;
 
 type Obj<'a, 'py> = &'a Bound<'py, PyAny>;
@@ -96,37 +97,22 @@ unary_functions!(
     sqrt_rn => Sqrt,
 );
 
-fn binary(
-    py: Python<'_>,
-    what: &'static str,
-    op: BinaryOp,
-    a: Obj<'_, '_>,
-    b: Obj<'_, '_>,
-) -> PyResult<Py<PyAny>> {
-    with_trace(py, what, |t| {
-        let a = t.operand(a, what)?;
-        let b = t.operand(b, what)?;
-        let v = t.ir(py, |bld| bld.binary(op, a, b))?;
-        t.wrap_any(py, v)
-    })
-}
-
 /// `pow(x, y)`: `x ** y` on floats (integers compute in f32).
 #[pyfunction]
 pub fn pow(py: Python<'_>, x: Obj<'_, '_>, y: Obj<'_, '_>) -> PyResult<Py<PyAny>> {
-    binary(py, "metile.pow()", BinaryOp::Pow, x, y)
+    elementwise(py, "metile.pow()", BinaryOp::Pow, x, y)
 }
 
 /// `atan2(y, x)`, as C's.
 #[pyfunction]
 pub fn atan2(py: Python<'_>, y: Obj<'_, '_>, x: Obj<'_, '_>) -> PyResult<Py<PyAny>> {
-    binary(py, "metile.atan2()", BinaryOp::Atan2, y, x)
+    elementwise(py, "metile.atan2()", BinaryOp::Atan2, y, x)
 }
 
 /// `umulhi(x, y)`: the high half of the unsigned double-width product.
 #[pyfunction]
 pub fn umulhi(py: Python<'_>, x: Obj<'_, '_>, y: Obj<'_, '_>) -> PyResult<Py<PyAny>> {
-    binary(py, "metile.umulhi()", BinaryOp::MulHi, x, y)
+    elementwise(py, "metile.umulhi()", BinaryOp::MulHi, x, y)
 }
 
 /// `fdiv(x, y, ieee_rounding=False)`: `x / y`, correctly rounded on every
@@ -143,13 +129,13 @@ pub fn fdiv(
         static_flag(t, py, ieee_rounding, "fdiv's ieee_rounding")?;
         Ok(())
     })?;
-    binary(py, "metile.fdiv()", BinaryOp::Div, x, y)
+    elementwise(py, "metile.fdiv()", BinaryOp::Div, x, y)
 }
 
 /// `div_rn(x, y)`: `x / y` rounded to nearest (every backend's `/`).
 #[pyfunction]
 pub fn div_rn(py: Python<'_>, x: Obj<'_, '_>, y: Obj<'_, '_>) -> PyResult<Py<PyAny>> {
-    binary(py, "metile.div_rn()", BinaryOp::Div, x, y)
+    elementwise(py, "metile.div_rn()", BinaryOp::Div, x, y)
 }
 
 #[pyfunction]

@@ -279,7 +279,8 @@ pub fn where_(py: Python<'_>, cond: Obj<'_, '_>, x: Obj<'_, '_>, y: Obj<'_, '_>)
     })
 }
 
-fn elementwise(
+/// A binary element-wise op (`maximum`, `pow`, ...) on two operands.
+pub(crate) fn elementwise(
     py: Python<'_>,
     what: &'static str,
     op: BinaryOp,
