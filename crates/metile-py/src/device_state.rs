@@ -54,21 +54,19 @@ pub fn current_device(py: Python<'_>) -> PyResult<Arc<dyn Device>> {
     if let Ok(mut guard) = CURRENT.write() {
         *guard = Some(device.clone());
     }
-    show_cache_warnings(py)?;
+    show_runtime_warnings(py)?;
     Ok(device)
 }
 
-/// Shows, as `RuntimeWarning`s, what the disk cache refused since the last
-/// call (a cache folder that other users could write, once per folder).
-pub fn show_cache_warnings(py: Python<'_>) -> PyResult<()> {
-    let pending = metile_runtime::disk_cache::take_warnings();
-    if pending.is_empty() {
+/// Shows, as `metile.MetileWarning`s, what the runtime queued to say since
+/// the last call (a cache folder that other users could write, once per
+/// folder; host arrays copied for a launch).
+pub fn show_runtime_warnings(py: Python<'_>) -> PyResult<()> {
+    if !metile_runtime::notices::pending() {
         return Ok(());
     }
-    let warnings = py.import("warnings")?;
-    let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
-    for message in pending {
-        warnings.call_method1("warn", (message, &category, 2))?;
+    for message in metile_runtime::notices::take() {
+        crate::errors::warn(py, &message, 1)?;
     }
     Ok(())
 }
@@ -82,7 +80,7 @@ pub fn set_device(py: Python<'_>, name: &str) -> PyResult<()> {
         .map_err(|_| PyRuntimeError::new_err("device state poisoned"))?;
     *guard = Some(device);
     drop(guard);
-    show_cache_warnings(py)
+    show_runtime_warnings(py)
 }
 
 /// The name of the current device.

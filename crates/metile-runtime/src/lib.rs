@@ -12,6 +12,7 @@ pub mod metal;
 pub mod msl_emu;
 pub mod msl_emu_device;
 pub mod msl_launch;
+pub mod notices;
 pub mod shared_memory;
 pub mod workspace;
 

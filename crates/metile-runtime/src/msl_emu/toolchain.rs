@@ -78,10 +78,17 @@ pub struct CompilerCommand {
 
 impl CompilerCommand {
     /// `program` (a path, or a name looked up in `PATH`) as a clang++ driver;
-    /// a program named `zig` runs as `zig c++`.
+    /// a program named `zig` runs as `zig c++ -mcpu=baseline`.
     pub fn new(program: impl Into<PathBuf>) -> Self {
         let program = program.into();
-        let leading_args = if is_zig(&program) { vec!["c++"] } else { Vec::new() };
+        // zig builds for the host's own CPU unless told otherwise; a kernel
+        // library in the disk cache must run on any host that shares the
+        // cache folder, as clang's generic default does.
+        let leading_args = if is_zig(&program) {
+            vec!["c++", "-mcpu=baseline"]
+        } else {
+            Vec::new()
+        };
         CompilerCommand {
             program,
             leading_args,
@@ -102,6 +109,11 @@ impl CompilerCommand {
     pub(crate) fn command(&self) -> Command {
         let mut command = Command::new(&self.program);
         command.args(&self.leading_args);
+        if self.is_zig() {
+            if let Some(dir) = zig_cache_fallback() {
+                command.env("ZIG_GLOBAL_CACHE_DIR", dir);
+            }
+        }
         command
     }
 
@@ -139,7 +151,7 @@ impl CompilerCommand {
             })?;
             identity.insert_str(
                 0,
-                &format!("zig {}", String::from_utf8_lossy(&zig_version.stdout)),
+                &format!("{self}\nzig {}", String::from_utf8_lossy(&zig_version.stdout)),
             );
         }
         Ok((version, identity))
@@ -154,6 +166,20 @@ impl std::fmt::Display for CompilerCommand {
         }
         Ok(())
     }
+}
+
+/// zig keeps what every compile links (its compiler runtime, libc stubs) in
+/// `$XDG_CACHE_HOME/zig` or `~/.cache/zig`, and does not run at all without
+/// one of them. Where neither is set, it gets the folder `zig` under meTile's
+/// cache root (which then is `metile-<uid>` in the temporary folder), private
+/// to the user like the rest: what is there is linked into kernels.
+fn zig_cache_fallback() -> Option<PathBuf> {
+    let set = |name: &str| std::env::var_os(name).is_some_and(|value| !value.is_empty());
+    if set("ZIG_GLOBAL_CACHE_DIR") || set("XDG_CACHE_HOME") || set("HOME") {
+        return None;
+    }
+    let dir = crate::disk_cache::cache_root().ok()?.join("zig");
+    crate::disk_cache::private_folder(&dir).ok()
 }
 
 fn is_zig(program: &Path) -> bool {
@@ -263,10 +289,10 @@ mod tests {
         assert!(zig.is_zig());
         assert_eq!(
             zig.to_string(),
-            "/opt/venv/lib/python3.12/site-packages/ziglang/zig c++"
+            "/opt/venv/lib/python3.12/site-packages/ziglang/zig c++ -mcpu=baseline"
         );
         let args: Vec<_> = zig.command().get_args().map(|a| a.to_owned()).collect();
-        assert_eq!(args, ["c++"]);
+        assert_eq!(args, ["c++", "-mcpu=baseline"]);
         let clang = CompilerCommand::new("clang++-19");
         assert!(!clang.is_zig());
         assert_eq!(clang.to_string(), "clang++-19");
@@ -285,7 +311,7 @@ mod tests {
             panic!("two missing compilers should not be found");
         };
         assert!(
-            message.contains("not found: /nonexistent/clang++-99, /nonexistent/zig c++;"),
+            message.contains("not found: /nonexistent/clang++-99, /nonexistent/zig c++ -mcpu=baseline;"),
             "{message}"
         );
         assert!(message.contains("pip install 'metile[emu]'"), "{message}");
