@@ -46,7 +46,8 @@ const COMPILE_FLAGS: &[&str] = &[
     "-fstack-clash-protection",
     // Line tables only: lets a fault be traced back to the kernel's source line.
     "-gline-tables-only",
-    // binutils' addr2line (2.40) misreads DWARF 5 file tables in inlined frames.
+    // DWARF 4, which fault lines (`symbolize`) are tested with; binutils 2.40's
+    // addr2line, for reading them by hand, misreads DWARF 5 file tables in inlined frames.
     "-gdwarf-4",
     // MSL attributes such as [[buffer(0)]] mean nothing to clang.
     "-Wno-unknown-attributes",
