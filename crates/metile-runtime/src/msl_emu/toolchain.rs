@@ -171,15 +171,24 @@ impl std::fmt::Display for CompilerCommand {
 /// zig keeps what every compile links (its compiler runtime, libc stubs) in
 /// `$XDG_CACHE_HOME/zig` or `~/.cache/zig`, and does not run at all without
 /// one of them. Where neither is set, it gets the folder `zig` under meTile's
-/// cache root (which then is `metile-<uid>` in the temporary folder), private
-/// to the user like the rest: what is there is linked into kernels.
+/// cache root (then `metile-<uid>` in the temporary folder) once that root has
+/// passed the disk cache's checks, since what is there is linked into kernels;
+/// under a refused root, a folder in this process's private session folder,
+/// rebuilt by every process.
 fn zig_cache_fallback() -> Option<PathBuf> {
     let set = |name: &str| std::env::var_os(name).is_some_and(|value| !value.is_empty());
     if set("ZIG_GLOBAL_CACHE_DIR") || set("XDG_CACHE_HOME") || set("HOME") {
         return None;
     }
-    let dir = crate::disk_cache::cache_root().ok()?.join("zig");
-    crate::disk_cache::private_folder(&dir).ok()
+    let private = crate::disk_cache::cache_root()
+        .and_then(|root| crate::disk_cache::private_folder(&root))
+        .and_then(|root| crate::disk_cache::private_folder(&root.join("zig")));
+    match private {
+        Ok(dir) => Some(dir),
+        Err(_) => crate::disk_cache::session(None)
+            .ok()
+            .map(|session| session.join("zig")),
+    }
 }
 
 fn is_zig(program: &Path) -> bool {
