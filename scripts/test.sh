@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets meTile up (scripts/setup.sh) and runs every test: cargo, then pytest on
-# every backend this machine has (cpu always; msl-emu when clang is present).
+# every backend this machine has (cpu always; msl-emu with a system clang++ or
+# the ziglang package that setup.sh installs without one).
 # On Linux the Metal backend is type-checked against objc2-metal first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +11,14 @@ if [ "$(uname -s)" != "Darwin" ]; then
     bash scripts/check-metal.sh
 fi
 echo "== cargo test"
-cargo test --workspace --quiet
+# The Rust tests have no Python to find the ziglang package with: without a
+# system clang, they get its zig through METILE_CXX (pytest finds it itself).
+# shellcheck source=scripts/emu_compiler.sh
+source scripts/emu_compiler.sh
+zig=""
+if [ -z "${METILE_CXX:-}" ] && ! system_clang >/dev/null; then
+    zig=$(ziglang_zig)
+fi
+env ${zig:+METILE_CXX="$zig"} cargo test --workspace --quiet
 echo "== pytest"
 .venv/bin/python -m pytest -q "$@"

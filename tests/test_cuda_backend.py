@@ -93,10 +93,13 @@ def test_numpy_arguments_are_staged_and_written_back_with_a_warning(on_cuda, rng
     n = 1000
     x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
     out = np.full(n, np.nan, np.float32)
-    with warnings.catch_warnings(record=True):
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         rk.add[(metile.cdiv(n, 256),)](x, y, out, n, BLOCK=256)
     np.testing.assert_allclose(out, x + y, rtol=1e-6)
+    # Said once per process, so only when this was the first numpy launch on cuda.
+    staging = [w for w in caught if "copied to the GPU and back" in str(w.message)]
+    assert all(w.category is metile.MetileWarning and w.filename == __file__ for w in staging), staging
 
 
 @needs_cuda

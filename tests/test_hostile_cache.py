@@ -222,7 +222,7 @@ def test_a_process_killed_mid_compile_is_cleaned_up_by_the_next(place):
     assert list((place / "tmpdir").iterdir()) == []
 
 
-REFUSAL = "RuntimeWarning metile: not using the disk cache in {}: {}"
+REFUSAL = "MetileWarning not using the disk cache in {}: {}"
 
 
 def run_recording_warnings(place: Path, **extra: str) -> str:

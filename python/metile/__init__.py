@@ -12,7 +12,15 @@
 from metile._autotune import autotune
 from metile._config import Config
 from metile._kernel import kernel
-from metile._metile import Buffer, CompilationError, device_available, get_device, set_device, synchronize
+from metile._metile import (
+    Buffer,
+    CompilationError,
+    MetileWarning,
+    device_available,
+    get_device,
+    set_device,
+    synchronize,
+)
 from metile.language import *  # noqa: F403
 from metile.language import __all__ as _language_all
 
@@ -24,7 +32,21 @@ __all__ = [
     "device_available",
     "get_device",
     "kernel",
+    "MetileWarning",
     "set_device",
     "synchronize",
     *_language_all,
 ]
+
+# The installed distribution's version (pyproject.toml's), looked up on first use:
+# importing importlib.metadata would add tens of milliseconds to every `import metile`.
+__version__: str
+
+
+def __getattr__(name: str) -> str:
+    if name == "__version__":
+        from importlib.metadata import version
+
+        globals()["__version__"] = found = version("metile")
+        return found
+    raise AttributeError(f"module 'metile' has no attribute {name!r}")

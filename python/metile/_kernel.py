@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from typing import overload
 
 from metile import _frontend
 from metile._metile import Kernel
+
+
+@overload
+def kernel(fn: Callable, /) -> Kernel: ...
+@overload
+def kernel(fn: None = None, /) -> Callable[[Callable], Kernel]: ...
 
 
 def kernel(fn: Callable | None = None, /) -> Kernel | Callable[[Callable], Kernel]:

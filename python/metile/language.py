@@ -6,20 +6,27 @@ kernel (while no trace is running), they raise RuntimeError; `cdiv` and
 `next_power_of_2` also work on plain ints on the host.
 """
 
+from typing import TYPE_CHECKING, Any, TypeAlias
+
 from metile import _metile
 
+if TYPE_CHECKING:
+    # To a type checker a constexpr parameter is whatever value is passed for it
+    # (`BLOCK * 2`, `range(BLOCK)` type-check); at run time it is the marker class.
+    constexpr: TypeAlias = Any
+else:
 
-class constexpr:
-    """Annotation for a kernel parameter whose value is baked in at compile time.
+    class constexpr:
+        """Annotation for a kernel parameter whose value is baked in at compile time.
 
-        @metile.kernel
-        def k(X, N, BLOCK: metile.constexpr): ...
+            @metile.kernel
+            def k(X, N, BLOCK: metile.constexpr): ...
 
-        k[grid](x, n, BLOCK=256)
+            k[grid](x, n, BLOCK=256)
 
-    Inside the kernel a constexpr is the plain Python value, so `BLOCK * 2`,
-    `range(BLOCK // 32)` and `if BLOCK > 64:` run while tracing.
-    """
+        Inside the kernel a constexpr is the plain Python value, so `BLOCK * 2`,
+        `range(BLOCK // 32)` and `if BLOCK > 64:` run while tracing.
+        """
 
 
 # Program identity and index generation.

@@ -2,7 +2,7 @@
 //! own clock (`Device::time_ms`) around a Python callable, the device's model,
 //! and the shared on-disk cache where autotune winners persist across processes.
 
-use crate::device_state::{current_device, runtime_error_to_py, show_cache_warnings};
+use crate::device_state::{current_device, runtime_error_to_py, show_runtime_warnings};
 use metile_runtime::disk_cache::{cache_key, DiskCache};
 use metile_runtime::RuntimeError;
 use pyo3::prelude::*;
@@ -68,7 +68,7 @@ fn autotune_key(py: Python<'_>, parts: &[String]) -> PyResult<String> {
 pub fn autotune_cache_get(py: Python<'_>, parts: Vec<String>) -> PyResult<Option<String>> {
     let key = autotune_key(py, &parts)?;
     let cache = DiskCache::open(AUTOTUNE_CACHE);
-    show_cache_warnings(py)?;
+    show_runtime_warnings(py)?;
     Ok(cache.get(&key).and_then(|bytes| String::from_utf8(bytes).ok()))
 }
 
@@ -78,7 +78,7 @@ pub fn autotune_cache_get(py: Python<'_>, parts: Vec<String>) -> PyResult<Option
 pub fn autotune_cache_put(py: Python<'_>, parts: Vec<String>, entry: &str) -> PyResult<bool> {
     let key = autotune_key(py, &parts)?;
     let cache = DiskCache::open(AUTOTUNE_CACHE);
-    show_cache_warnings(py)?;
+    show_runtime_warnings(py)?;
     Ok(cache.put(&key, entry.as_bytes()).is_ok())
 }
 
@@ -87,7 +87,7 @@ pub fn autotune_cache_put(py: Python<'_>, parts: Vec<String>, entry: &str) -> Py
 #[pyfunction]
 pub fn autotune_cache_dir(py: Python<'_>) -> PyResult<Option<String>> {
     let cache = DiskCache::open(AUTOTUNE_CACHE);
-    show_cache_warnings(py)?;
+    show_runtime_warnings(py)?;
     Ok(cache.dir().map(|dir| dir.display().to_string()))
 }
 

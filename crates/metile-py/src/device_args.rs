@@ -6,7 +6,7 @@
 //! * numpy arrays are copied to a fresh device allocation before the launch and,
 //!   when the kernel stores through them, copied back after it (which waits for
 //!   the kernel). This costs two trips over PCIe, so the first time it happens a
-//!   `RuntimeWarning` says so; `metile.Buffer` or a CUDA tensor avoids it.
+//!   `metile.MetileWarning` says so; `metile.Buffer` or a CUDA tensor avoids it.
 //! * `metile.Buffer` keeps a device copy of its own (see `buffer.rs`).
 //!
 //! On a device without memory of its own, a CUDA tensor is refused with a
@@ -60,19 +60,14 @@ pub fn stage_host(
     (ptr, len, dtype): (*mut u8, usize, DType),
 ) -> PyResult<KernelArg> {
     if !STAGING_WARNED.swap(true, Ordering::Relaxed) {
-        let warnings = py.import("warnings")?;
-        let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
-        warnings.call_method1(
-            "warn",
-            (
-                format!(
-                    "numpy arrays passed to a {} kernel are copied to the GPU and back on every launch; \
-                     use metile.Buffer or a CUDA tensor (torch, CuPy) to keep data on the GPU",
-                    ctx.device_name
-                ),
-                category,
-                3,
+        crate::errors::warn(
+            py,
+            &format!(
+                "numpy arrays passed to a {} kernel are copied to the GPU and back on every launch; \
+                 use metile.Buffer or a CUDA tensor (torch, CuPy) to keep data on the GPU",
+                ctx.device_name
             ),
+            1,
         )?;
     }
     let bytes = len * dtype.size_bytes();

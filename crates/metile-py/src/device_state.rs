@@ -3,11 +3,13 @@
 //! one test process runs the conformance suite on every backend.
 
 use crate::errors::{compilation_error, with_location};
-use metile_runtime::{default_device_name, open_device, Device, RuntimeError};
+use metile_runtime::msl_emu::CompilerCommand;
+use metile_runtime::{default_device_name, open_device_with, Device, HostTools, RuntimeError};
 use pyo3::exceptions::{
     PyIndexError, PyKeyboardInterrupt, PyRuntimeError, PyTypeError, PyValueError, PyZeroDivisionError,
 };
 use pyo3::prelude::*;
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 static CURRENT: RwLock<Option<Arc<dyn Device>>> = RwLock::new(None);
@@ -48,25 +50,23 @@ pub fn current_device(py: Python<'_>) -> PyResult<Arc<dyn Device>> {
             return Ok(d.clone());
         }
     }
-    let device = open_device(&default_device_name()).map_err(|e| runtime_error_to_py(py, e))?;
+    let device = open_device(py, &default_device_name()).map_err(|e| runtime_error_to_py(py, e))?;
     if let Ok(mut guard) = CURRENT.write() {
         *guard = Some(device.clone());
     }
-    show_cache_warnings(py)?;
+    show_runtime_warnings(py)?;
     Ok(device)
 }
 
-/// Shows, as `RuntimeWarning`s, what the disk cache refused since the last
-/// call (a cache folder that other users could write, once per folder).
-pub fn show_cache_warnings(py: Python<'_>) -> PyResult<()> {
-    let pending = metile_runtime::disk_cache::take_warnings();
-    if pending.is_empty() {
+/// Shows, as `metile.MetileWarning`s, what the runtime queued to say since
+/// the last call (a cache folder that other users could write, once per
+/// folder; host arrays copied for a launch).
+pub fn show_runtime_warnings(py: Python<'_>) -> PyResult<()> {
+    if !metile_runtime::notices::pending() {
         return Ok(());
     }
-    let warnings = py.import("warnings")?;
-    let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
-    for message in pending {
-        warnings.call_method1("warn", (message, &category, 2))?;
+    for message in metile_runtime::notices::take() {
+        crate::errors::warn(py, &message, 1)?;
     }
     Ok(())
 }
@@ -74,13 +74,13 @@ pub fn show_cache_warnings(py: Python<'_>) -> PyResult<()> {
 /// Makes `name` ("cpu", "msl-emu", "metal", "cuda") the device later launches use.
 #[pyfunction]
 pub fn set_device(py: Python<'_>, name: &str) -> PyResult<()> {
-    let device = open_device(name).map_err(|e| runtime_error_to_py(py, e))?;
+    let device = open_device(py, name).map_err(|e| runtime_error_to_py(py, e))?;
     let mut guard = CURRENT
         .write()
         .map_err(|_| PyRuntimeError::new_err("device state poisoned"))?;
     *guard = Some(device);
     drop(guard);
-    show_cache_warnings(py)
+    show_runtime_warnings(py)
 }
 
 /// The name of the current device.
@@ -99,6 +99,39 @@ pub fn synchronize(py: Python<'_>) -> PyResult<()> {
 
 /// Whether a backend can be opened here, without switching to it.
 #[pyfunction]
-pub fn device_available(name: &str) -> bool {
-    open_device(name).is_ok()
+pub fn device_available(py: Python<'_>, name: &str) -> bool {
+    open_device(py, name).is_ok()
+}
+
+/// Opens the backend `name`, handing the runtime what only Python can find:
+/// for msl-emu, the `zig` of the `ziglang` package (`pip install 'metile[emu]'`),
+/// used where the system has no clang++ that builds the shim.
+fn open_device(py: Python<'_>, name: &str) -> Result<Arc<dyn Device>, RuntimeError> {
+    let mut tools = HostTools::default();
+    if name == "msl-emu" {
+        tools
+            .emu_compilers
+            .extend(ziglang_zig(py).map(CompilerCommand::new));
+    }
+    open_device_with(name, &tools)
+}
+
+/// The `zig` executable inside the installed `ziglang` package, found
+/// without importing it.
+fn ziglang_zig(py: Python<'_>) -> Option<PathBuf> {
+    let spec = py
+        .import("importlib.util")
+        .and_then(|util| util.call_method1("find_spec", ("ziglang",)))
+        .ok()?;
+    if spec.is_none() {
+        return None;
+    }
+    let locations = spec.getattr("submodule_search_locations").ok()?;
+    let executable = if cfg!(windows) { "zig.exe" } else { "zig" };
+    locations
+        .try_iter()
+        .ok()?
+        .filter_map(|location| location.ok()?.extract::<PathBuf>().ok())
+        .map(|folder| folder.join(executable))
+        .find(|zig| zig.is_file())
 }

@@ -3,7 +3,7 @@
 
 use metile_ir::Loc;
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyRuntimeWarning};
 use pyo3::prelude::*;
 
 create_exception!(
@@ -12,6 +12,23 @@ create_exception!(
     PyException,
     "A kernel that meTile cannot compile: the message names the op, the reason and the kernel's source line."
 );
+
+create_exception!(
+    _metile,
+    MetileWarning,
+    PyRuntimeWarning,
+    "Every warning meTile issues: work it does on the user's behalf that costs time (arrays copied to a \
+     GPU and back at every launch) or that it refused (a disk cache folder other users could write). A \
+     RuntimeWarning, so filters on RuntimeWarning keep applying."
+);
+
+/// Issues `message` as a `metile.MetileWarning`; `stacklevel` as in
+/// `warnings.warn` (1: the Python frame that called into meTile).
+pub fn warn(py: Python<'_>, message: &str, stacklevel: i32) -> PyResult<()> {
+    let category = py.get_type::<MetileWarning>();
+    let message = std::ffi::CString::new(message.replace('\0', " "))?;
+    PyErr::warn(py, &category, &message, stacklevel)
+}
 
 /// The source text of `loc`'s line, read through Python's `linecache` (the same
 /// cache `inspect.getsource` fills), or `None` when unavailable.

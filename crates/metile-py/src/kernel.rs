@@ -7,7 +7,7 @@ use crate::args::{convert_arg, ensure_writable, ArgKind};
 use crate::captures::CaptureList;
 use crate::compiled::CompiledKernelInfo;
 use crate::device_args::{copy_back, ArgContext, Staged};
-use crate::device_state::{current_device, runtime_error_to_py};
+use crate::device_state::{current_device, runtime_error_to_py, show_runtime_warnings};
 use crate::split_launch::{compile_split, parse_split_k, SplitKernels, OPTION_SPLIT_K};
 use crate::tracing::PyTileFunction;
 use crate::value_key::{value_key, ValueKey, KEYED_VALUES};
@@ -795,7 +795,8 @@ impl Launcher {
             // SAFETY: every buffer argument is a device address of an object in
             // `args` (the Python tuple), which outlives this call.
             let launched = unsafe { spec.launch(&kernel_args, grid, &device) };
-            return launched.map_err(|e| runtime_error_to_py(py, e));
+            launched.map_err(|e| runtime_error_to_py(py, e))?;
+            return show_runtime_warnings(py);
         }
         let send = SendArgs(kernel_args, staged);
         // A CPU launch can run for long: Python's signals (Ctrl-C) are checked
@@ -828,7 +829,8 @@ impl Launcher {
         if let Some(e) = raised.into_inner().ok().flatten() {
             return Err(e);
         }
-        result.map_err(|e| runtime_error_to_py(py, e))
+        result.map_err(|e| runtime_error_to_py(py, e))?;
+        show_runtime_warnings(py)
     }
 
     /// The grid: a tuple of three extents, or the grid function.

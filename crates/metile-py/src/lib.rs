@@ -24,6 +24,7 @@ mod value_key;
 fn _metile(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("CompilationError", py.get_type::<errors::CompilationError>())?;
+    m.add("MetileWarning", py.get_type::<errors::MetileWarning>())?;
     m.add_class::<buffer::Buffer>()?;
     m.add_class::<kernel::Kernel>()?;
     m.add_class::<kernel::Launcher>()?;

@@ -173,11 +173,26 @@ pub trait Device: Send + Sync {
 /// Every backend name, in the order `METILE_DEVICE` documents them.
 pub const DEVICE_NAMES: [&str; 4] = ["cpu", "msl-emu", "metal", "cuda"];
 
+/// Tools that the host found and the runtime cannot look for itself.
+#[derive(Clone, Debug, Default)]
+pub struct HostTools {
+    /// Compilers msl-emu tries after the system's clang++ (metile-py: the
+    /// `zig` of the `ziglang` Python package).
+    pub emu_compilers: Vec<crate::msl_emu::CompilerCommand>,
+}
+
 /// Creates the backend called `name`, or says why it is unavailable here.
 pub fn open_device(name: &str) -> Result<Arc<dyn Device>, RuntimeError> {
+    open_device_with(name, &HostTools::default())
+}
+
+/// [`open_device`], with tools the host found.
+pub fn open_device_with(name: &str, tools: &HostTools) -> Result<Arc<dyn Device>, RuntimeError> {
     match name {
         "cpu" => Ok(Arc::new(crate::cpu::CpuDevice)),
-        "msl-emu" => Ok(Arc::new(crate::msl_emu_device::MslEmuDevice::open()?)),
+        "msl-emu" => Ok(Arc::new(
+            crate::msl_emu_device::MslEmuDevice::open_with_fallbacks(&tools.emu_compilers)?,
+        )),
         #[cfg(any(target_os = "macos", metile_metal_check))]
         "metal" => Ok(Arc::new(crate::metal::MetalDevice::open()?)),
         #[cfg(not(any(target_os = "macos", metile_metal_check)))]

@@ -12,12 +12,13 @@ pub mod metal;
 pub mod msl_emu;
 pub mod msl_emu_device;
 pub mod msl_launch;
+pub mod notices;
 pub mod shared_memory;
 pub mod workspace;
 
 pub use device::{
-    check_grid, default_device_name, grid_is_empty, open_device, CompileOptions, CompiledKernel, Device,
-    DeviceAllocation, DeviceMemory, KernelResources, DEVICE_NAMES,
+    check_grid, default_device_name, grid_is_empty, open_device, open_device_with, CompileOptions,
+    CompiledKernel, Device, DeviceAllocation, DeviceMemory, HostTools, KernelResources, DEVICE_NAMES,
 };
 pub use error::RuntimeError;
 pub use metile_interp::{KernelArg, ScalarValue};

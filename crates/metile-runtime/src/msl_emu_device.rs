@@ -6,7 +6,7 @@
 use crate::device::{CompileOptions, CompiledKernel, Device, KernelResources};
 use crate::error::RuntimeError;
 use crate::msl_emu::{
-    Builtin, EmuCompiler, EmuError, EmuKernel, EntryParam, EntrySpec, LaunchArg,
+    Builtin, CompilerCommand, EmuCompiler, EmuError, EmuKernel, EntryParam, EntrySpec, LaunchArg,
     MAX_THREADGROUP_MEMORY_BYTES, MAX_THREADS_PER_GROUP,
 };
 use crate::msl_launch::{emit, fault_loc, msl_compile_failure, ArgBinding, BoundArg, ThreadgroupLimits};
@@ -22,12 +22,20 @@ pub struct MslEmuDevice {
 
 impl MslEmuDevice {
     pub fn open() -> Result<MslEmuDevice, RuntimeError> {
-        let compiler = EmuCompiler::find().map_err(|e| {
-            RuntimeError::Unavailable(format!(
-                "the msl-emu backend needs clang++ 18 or newer (set METILE_CXX or install clang-19): {e}"
-            ))
+        Self::open_with_fallbacks(&[])
+    }
+
+    /// Opens the device with the first compiler `EmuCompiler::find_with_fallbacks` finds.
+    pub fn open_with_fallbacks(fallbacks: &[CompilerCommand]) -> Result<MslEmuDevice, RuntimeError> {
+        let compiler = EmuCompiler::find_with_fallbacks(fallbacks).map_err(|e| {
+            RuntimeError::Unavailable(format!("the msl-emu backend is unavailable here: {e}"))
         })?;
         Ok(MslEmuDevice { compiler })
+    }
+
+    /// The compiler kernels are built with.
+    pub fn compiler(&self) -> &EmuCompiler {
+        &self.compiler
     }
 }
 

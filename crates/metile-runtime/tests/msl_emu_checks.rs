@@ -10,14 +10,6 @@ mod msl_emu_support;
 use metile_runtime::msl_emu::{Builtin, EmuCompiler, EmuError, EmuKernel, EntryParam, LaunchArg};
 use msl_emu_support::*;
 
-/// Fault lines come from binutils' addr2line (installed with clang).
-fn has_addr2line() -> bool {
-    std::process::Command::new("addr2line")
-        .arg("--version")
-        .output()
-        .is_ok()
-}
-
 /// `x` (read-only), `out`, an int `n` and the thread index, then `body`.
 fn kernel(compiler: &EmuCompiler, name: &str, body: &str) -> EmuKernel {
     let msl = format!(
@@ -48,10 +40,8 @@ fn error_of(result: Result<(), EmuError>) -> String {
 }
 
 fn assert_line(message: &str, line: u32, name: &str) {
-    if has_addr2line() {
-        let at = format!("at line {line} of {name}.metal");
-        assert!(message.ends_with(&at), "{message}");
-    }
+    let at = format!("at line {line} of {name}.metal");
+    assert!(message.ends_with(&at), "{message}");
 }
 
 #[test]

@@ -17,14 +17,6 @@ fn params() -> Vec<EntryParam> {
     ]
 }
 
-/// Fault lines come from binutils' addr2line (installed with clang).
-fn has_addr2line() -> bool {
-    std::process::Command::new("addr2line")
-        .arg("--version")
-        .output()
-        .is_ok()
-}
-
 fn kernel_source(name: &str, body: &str) -> String {
     format!(
         "{HEADER}kernel void {name}(device const float* x [[buffer(0)]],\n\
@@ -61,9 +53,7 @@ fn write_past_the_end_is_reported_and_in_bounds_writes_kept() {
     let mut out = vec![0f32; 32];
     let message = launch_err(&kernel, &mut x, &mut out, 0, 64);
     assert!(message.contains("out-of-bounds"), "{message}");
-    if has_addr2line() {
-        assert!(message.contains("at line 9 of overrun.metal"), "{message}");
-    }
+    assert!(message.contains("at line 9 of overrun.metal"), "{message}");
     assert!(message.contains("argument 1 (device float*)"), "{message}");
     assert!(
         message.contains("byte offset 128") && message.contains("has 128 bytes"),
@@ -124,9 +114,7 @@ fn integer_division_by_zero_is_reported() {
     let mut out = vec![0f32; 32];
     let message = launch_err(&kernel, &mut x, &mut out, 0, 32);
     assert!(message.contains("division by zero"), "{message}");
-    if has_addr2line() {
-        assert!(message.contains("at line 9 of divide.metal"), "{message}");
-    }
+    assert!(message.contains("at line 9 of divide.metal"), "{message}");
     run(
         &kernel,
         &[buf(&mut x), buf(&mut out), bytes_of(&2i32)],

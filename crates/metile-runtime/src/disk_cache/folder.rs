@@ -9,7 +9,7 @@
 //! rename or delete what is not theirs there). A sticky bit does not make the
 //! cache folder itself safe: others could still create entries in it. A folder
 //! that fails is refused: the backend runs without a disk cache and says so
-//! once, through [`take_warnings`].
+//! once, through [`crate::notices`].
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -85,8 +85,8 @@ pub(crate) fn private_folder(dir: &Path) -> Result<PathBuf, String> {
     }
     let result = create_private(dir).and_then(|()| check_private(dir));
     if let Err(reason) = &result {
-        queue_warning(format!(
-            "metile: not using the disk cache in {}: {reason}. Another user could plant compiled code \
+        crate::notices::warn(format!(
+            "not using the disk cache in {}: {reason}. Another user could plant compiled code \
              there, so this process compiles without a disk cache; make the folder yours and private \
              (chmod 700) or point METILE_CACHE_DIR at a private folder",
             dir.display()
@@ -165,21 +165,6 @@ fn check_private(dir: &Path) -> Result<PathBuf, String> {
     std::fs::canonicalize(dir).map_err(|e| format!("it cannot be resolved: {e}"))
 }
 
-static WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-fn queue_warning(message: String) {
-    WARNINGS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .push(message);
-}
-
-/// The cache warnings not yet shown (each refused folder once per process);
-/// the Python module shows them as `RuntimeWarning`s.
-pub fn take_warnings() -> Vec<String> {
-    std::mem::take(&mut *WARNINGS.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
-}
-
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
@@ -193,7 +178,7 @@ mod tests {
 
     fn messages_about(dir: &Path) -> Vec<String> {
         let shown = dir.display().to_string();
-        take_warnings()
+        crate::notices::take()
             .into_iter()
             .filter(|w| w.contains(&shown))
             .collect()

@@ -16,7 +16,8 @@
 mod folder;
 mod scratch;
 
-pub use folder::{cache_root, take_warnings};
+pub use folder::cache_root;
+pub(crate) use folder::private_folder;
 pub(crate) use scratch::{nonce, session, WorkFolder};
 
 use sha2::{Digest, Sha256};

@@ -249,7 +249,7 @@ fn a_folder_others_can_write_is_never_read() {
         assert_eq!(refused.get(&key), None, "never read");
         assert!(refused.put(&key, b"x").is_err(), "never written");
         assert!(dir.join(format!("{key}.entry")).exists(), "and never touched");
-        let warnings = take_warnings();
+        let warnings = crate::notices::take();
         let expected = format!("other users can write to it (mode {:o})", mode);
         assert!(
             warnings

@@ -194,9 +194,10 @@ impl MetalKernel {
             }
         }
         if !WARNED_STAGING.swap(true, Ordering::Relaxed) {
-            eprintln!(
-                "metile: warning: numpy arrays that are not page-aligned are copied to the GPU and back at each \
-                 launch; use metile.Buffer for zero-copy access"
+            crate::notices::warn(
+                "numpy arrays that are not page-aligned are copied to the GPU and back at each launch; use \
+                 metile.Buffer for zero-copy access"
+                    .into(),
             );
         }
         // SAFETY: the caller's contract: `len` readable bytes at `pointer`.

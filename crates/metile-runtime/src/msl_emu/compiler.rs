@@ -10,17 +10,12 @@
 
 use super::kernel::EmuKernel;
 use super::shim;
+use super::toolchain::{self, ClangVersion, CompilerCommand};
 use super::wrapper::{self, EntrySpec};
 use super::{instrument, threadgroup_vars, EmuError};
 use crate::disk_cache::{self, cache_key, DiskCache, WorkFolder};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// The oldest clang that builds the shim: it needs C++23 explicit object
-/// parameters ("deducing this"), first in clang 18.
-pub const MIN_CLANG_MAJOR: u32 = 18;
-/// Apple's clang numbering differs from LLVM's; Apple clang 16 has deducing this.
-const MIN_APPLE_CLANG_MAJOR: u32 = 16;
 
 /// Bumped when the compile flags or the cache layout change.
 const CACHE_FORMAT: &str = "metile-msl-emu-5";
@@ -51,7 +46,8 @@ const COMPILE_FLAGS: &[&str] = &[
     "-fstack-clash-protection",
     // Line tables only: lets a fault be traced back to the kernel's source line.
     "-gline-tables-only",
-    // binutils' addr2line (2.40) misreads DWARF 5 file tables in inlined frames.
+    // DWARF 4, which fault lines (`symbolize`) are tested with; binutils 2.40's
+    // addr2line, for reading them by hand, misreads DWARF 5 file tables in inlined frames.
     "-gdwarf-4",
     // MSL attributes such as [[buffer(0)]] mean nothing to clang.
     "-Wno-unknown-attributes",
@@ -75,9 +71,9 @@ const CHECKED_IR_FLAGS: &[&str] = &[
 ];
 
 /// A checked kernel's second step: instrumented IR to the shared object.
+/// The input is named `.ll`, which says it is LLVM IR to clang and to zig
+/// (whose driver refuses `-x ir`).
 const CHECKED_LINK_FLAGS: &[&str] = &[
-    "-x",
-    "ir",
     "-O2",
     "-fPIC",
     "-shared",
@@ -95,50 +91,12 @@ fn checks_from_env() -> bool {
     std::env::var(CHECKS_ENV).map_or(true, |v| v.trim() != "0")
 }
 
-/// A clang version as printed by `--version`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ClangVersion {
-    pub major: u32,
-    pub minor: u32,
-    pub apple: bool,
-}
-
-impl ClangVersion {
-    /// Parses `clang version 19.1.7` / `Apple clang version 16.0.0` from `--version` output.
-    pub fn parse(version_output: &str) -> Option<Self> {
-        let line = version_output.lines().find(|l| l.contains("clang version"))?;
-        let apple = line.contains("Apple clang");
-        let rest = &line[line.find("clang version")? + "clang version".len()..];
-        let number = rest.split_whitespace().next()?;
-        let mut parts = number.split(|c: char| !c.is_ascii_digit());
-        let major = parts.next()?.parse().ok()?;
-        let minor = parts.next().and_then(|m| m.parse().ok()).unwrap_or(0);
-        Some(ClangVersion { major, minor, apple })
-    }
-
-    fn is_supported(&self) -> bool {
-        self.major
-            >= if self.apple {
-                MIN_APPLE_CLANG_MAJOR
-            } else {
-                MIN_CLANG_MAJOR
-            }
-    }
-}
-
-impl std::fmt::Display for ClangVersion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let vendor = if self.apple { "Apple clang" } else { "clang" };
-        write!(f, "{vendor} {}.{}", self.major, self.minor)
-    }
-}
-
 /// A located, checked clang++ and the disk cache compiled kernels go to.
 #[derive(Clone, Debug)]
 pub struct EmuCompiler {
-    command: String,
+    command: CompilerCommand,
     version: ClangVersion,
-    /// `--version` output: part of every cache key.
+    /// `--version` output (and zig's version): part of every cache key.
     identity: String,
     cache: DiskCache,
     /// Instrument kernels with memory checks (`checks.h`).
@@ -146,62 +104,38 @@ pub struct EmuCompiler {
 }
 
 impl EmuCompiler {
-    /// Finds the compiler: `METILE_CXX` (a path or command) if set, else
-    /// `clang++-19`, else `clang++`. The cache is the folder `msl-emu` under
-    /// [`disk_cache::cache_root`], if that is private to this user.
+    /// Finds the compiler: `METILE_CXX` (a clang++ or a `zig`, as a path or a
+    /// command) if set, else the first system clang++ 18 or newer
+    /// (`clang++-19`, `clang++`, then other versioned names). The cache is the
+    /// folder `msl-emu` under [`disk_cache::cache_root`], if that is private
+    /// to this user.
     pub fn find() -> Result<Self, EmuError> {
-        let candidates: Vec<String> = match std::env::var("METILE_CXX") {
-            Ok(cxx) if !cxx.trim().is_empty() => vec![cxx.trim().to_string()],
-            _ => vec!["clang++-19".into(), "clang++".into()],
-        };
-        let mut problems = Vec::new();
-        for command in &candidates {
-            match Self::probe(command) {
-                Ok(compiler) => return Ok(compiler),
-                Err(EmuError::CompilerNotFound(reason)) => problems.push(reason),
-                Err(err) => return Err(err),
-            }
-        }
-        Err(EmuError::CompilerNotFound(format!(
-            "{}; install clang {MIN_CLANG_MAJOR} or newer (e.g. `apt-get install clang-19`) or set METILE_CXX",
-            problems.join("; ")
-        )))
+        Self::find_with_fallbacks(&[])
     }
 
-    /// Uses exactly `command` as the compiler.
-    pub fn with_command(command: &str) -> Result<Self, EmuError> {
-        Self::probe(command)
+    /// As [`find`](Self::find), then, when `METILE_CXX` is unset and no system
+    /// clang++ can build the shim, the first of `fallbacks` that can (metile-py
+    /// passes the `zig` of the `ziglang` Python package).
+    pub fn find_with_fallbacks(fallbacks: &[CompilerCommand]) -> Result<Self, EmuError> {
+        let (command, version, identity) = toolchain::first_usable(&toolchain::candidates(fallbacks))?;
+        Ok(Self::from_probed(command, version, identity))
     }
 
-    fn probe(command: &str) -> Result<Self, EmuError> {
-        let output = Command::new(command)
-            .arg("--version")
-            .output()
-            .map_err(|e| EmuError::CompilerNotFound(format!("{command}: {e}")))?;
-        if !output.status.success() {
-            return Err(EmuError::CompilerNotFound(format!("{command} --version failed")));
-        }
-        let identity = String::from_utf8_lossy(&output.stdout).into_owned();
-        let version = ClangVersion::parse(&identity).ok_or_else(|| EmuError::CompilerUnsuitable {
-            compiler: command.into(),
-            reason: "not clang (the shim needs clang's address spaces and _Float16)".into(),
-        })?;
-        if !version.is_supported() {
-            return Err(EmuError::CompilerUnsuitable {
-                compiler: command.into(),
-                reason: format!(
-                    "{version} is too old; the Metal shim needs clang {MIN_CLANG_MAJOR} or newer \
-                     (C++23 explicit object parameters)"
-                ),
-            });
-        }
-        Ok(EmuCompiler {
-            command: command.into(),
+    /// Uses exactly `program` as the compiler (run as `zig c++` when it is a `zig`).
+    pub fn with_command(program: impl Into<PathBuf>) -> Result<Self, EmuError> {
+        let command = CompilerCommand::new(program);
+        let (version, identity) = command.probe().map_err(|failure| failure.into_error(&command))?;
+        Ok(Self::from_probed(command, version, identity))
+    }
+
+    fn from_probed(command: CompilerCommand, version: ClangVersion, identity: String) -> Self {
+        EmuCompiler {
+            command,
             version,
             identity,
             cache: DiskCache::open("msl-emu"),
             checks: checks_from_env(),
-        })
+        }
     }
 
     /// Same compiler, compiled kernels cached under `dir` instead (checked as
@@ -233,7 +167,8 @@ impl EmuCompiler {
         &self.version
     }
 
-    pub fn command(&self) -> &str {
+    /// How the compiler is run.
+    pub fn command(&self) -> &CompilerCommand {
         &self.command
     }
 
@@ -299,7 +234,7 @@ impl EmuCompiler {
         // clang's intermediate files go to TMPDIR: keep them in the work folder,
         // which is removed whatever happens to this process.
         let step = || {
-            let mut command = Command::new(&self.command);
+            let mut command = self.command.command();
             command
                 .current_dir(work)
                 .env("TMPDIR", work)
@@ -394,28 +329,3 @@ fn write_private_copy(session: &Path, bytes: &[u8]) -> Result<PathBuf, EmuError>
 }
 
 pub(crate) use crate::msl_launch::source_file_name;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_clang_versions() {
-        let v =
-            ClangVersion::parse("Debian clang version 19.1.7 (3~deb12u1)\nTarget: x86_64").expect("parse");
-        assert_eq!(
-            v,
-            ClangVersion {
-                major: 19,
-                minor: 1,
-                apple: false
-            }
-        );
-        assert!(v.is_supported());
-        let v = ClangVersion::parse("Ubuntu clang version 14.0.0-1ubuntu1").expect("parse");
-        assert!(!v.is_supported());
-        let v = ClangVersion::parse("Apple clang version 16.0.0 (clang-1600.0.26.3)").expect("parse");
-        assert!(v.apple && v.is_supported());
-        assert!(ClangVersion::parse("g++ (Debian 12.2.0-14) 12.2.0").is_none());
-    }
-}

@@ -43,11 +43,13 @@ mod shim;
 mod stacks;
 mod symbolize;
 mod threadgroup_vars;
+mod toolchain;
 mod trap;
 mod wrapper;
 
-pub use compiler::{ClangVersion, EmuCompiler, CHECKS_ENV, MIN_CLANG_MAJOR};
+pub use compiler::{EmuCompiler, CHECKS_ENV};
 pub use kernel::{EmuKernel, LaunchArg, MAX_THREADGROUP_MEMORY_BYTES, MAX_THREADS_PER_GROUP};
+pub use toolchain::{ClangVersion, CompilerCommand, COMPILER_ENV, MIN_CLANG_MAJOR};
 pub use wrapper::{Builtin, EntryParam, EntrySpec};
 
 use std::path::PathBuf;

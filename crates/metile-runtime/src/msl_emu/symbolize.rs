@@ -1,9 +1,12 @@
 //! Mapping the program counter of a fault back to a line of the kernel's MSL
-//! source, through the kernel library's line tables and binutils' addr2line.
-//! Best effort: without addr2line the error simply names no line.
+//! source, through the line tables (and inlining records) of the kernel
+//! library's DWARF, read in-process with gimli: no binutils needed, so a
+//! machine whose only compiler is zig's still gets lines. Best effort: a
+//! library without usable debug information simply names no line.
 
+use addr2line::gimli;
+use object::{Object, ObjectSection};
 use std::path::Path;
-use std::process::Command;
 
 /// The line of `source_file` (the MSL source's name at compile time) that the
 /// code at `pc` came from, innermost inlined frame in the kernel source first.
@@ -12,18 +15,7 @@ pub(crate) fn kernel_line(library: &Path, pc: usize, source_file: &str) -> Optio
         return None;
     }
     let offset = pc.checked_sub(library_base(pc)?)?;
-    let output = Command::new("addr2line")
-        .arg("-i")
-        .arg("-e")
-        .arg(library)
-        .arg(format!("{offset:#x}"))
-        .output()
-        .ok()?;
-    if !output.status.success() {
-        return None;
-    }
-    let text = String::from_utf8_lossy(&output.stdout);
-    text.lines().find_map(|line| line_in(line, source_file))
+    with_line_tables(library, |tables| tables.kernel_line(offset as u64, source_file))
 }
 
 /// The line of `source_file` that the first of `return_addresses` (innermost
@@ -36,37 +28,67 @@ pub(crate) fn kernel_line_of_return_addresses(
     source_file: &str,
 ) -> Option<u32> {
     let base = library_base(*return_addresses.first()?)?;
-    // A return address points after the call; look up the call itself.
-    let offsets: Vec<String> = return_addresses
-        .iter()
-        .filter_map(|&pc| pc.checked_sub(base + 1))
-        .map(|offset| format!("{offset:#x}"))
-        .collect();
-    let output = Command::new("addr2line")
-        .arg("-a")
-        .arg("-i")
-        .arg("-e")
-        .arg(library)
-        .args(&offsets)
-        .output()
-        .ok()?;
-    if !output.status.success() {
-        return None;
-    }
-    // "-a" prints each address on its own line before its (inlined) frames.
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter(|line| !line.starts_with("0x"))
-        .find_map(|line| line_in(line, source_file))
+    with_line_tables(library, |tables| {
+        return_addresses
+            .iter()
+            // A return address points after the call; look up the call itself.
+            .filter_map(|&pc| pc.checked_sub(base + 1))
+            .find_map(|offset| tables.kernel_line(offset as u64, source_file))
+    })
 }
 
-/// The line number of "path/to/name.metal:12" or "name.metal:12 (discriminator 3)"
-/// when the file is `source_file`.
-fn line_in(line: &str, source_file: &str) -> Option<u32> {
-    let location = line.split_whitespace().next()?;
-    let (file, number) = location.rsplit_once(':')?;
-    let file_name = file.rsplit('/').next()?;
-    (file_name == source_file).then(|| number.parse().ok()).flatten()
+/// The DWARF of one kernel library.
+struct LineTables<'data> {
+    context: addr2line::Context<gimli::EndianSlice<'data, gimli::RunTimeEndian>>,
+}
+
+impl LineTables<'_> {
+    /// The first frame at `address` (innermost inlined call first) whose file
+    /// is `source_file`.
+    fn kernel_line(&self, address: u64, source_file: &str) -> Option<u32> {
+        let mut frames = self.context.find_frames(address).skip_all_loads().ok()?;
+        while let Ok(Some(frame)) = frames.next() {
+            let Some(location) = frame.location else { continue };
+            if location
+                .file
+                .is_some_and(|file| is_source_file(file, source_file))
+            {
+                return location.line;
+            }
+        }
+        None
+    }
+}
+
+/// Reads `library` and runs `lookup` over its DWARF; `None` when the file or
+/// its debug sections cannot be read.
+fn with_line_tables<T>(library: &Path, lookup: impl FnOnce(&LineTables<'_>) -> Option<T>) -> Option<T> {
+    let bytes = std::fs::read(library).ok()?;
+    let file = object::File::parse(&*bytes).ok()?;
+    let endian = if file.is_little_endian() {
+        gimli::RunTimeEndian::Little
+    } else {
+        gimli::RunTimeEndian::Big
+    };
+    // Sections are borrowed from `bytes` (never compressed: the emulator
+    // does not ask for it); a missing one reads as empty.
+    let section =
+        |id: gimli::SectionId| -> Result<gimli::EndianSlice<'_, gimli::RunTimeEndian>, gimli::Error> {
+            let data = file
+                .section_by_name(id.name())
+                .and_then(|section| section.data().ok())
+                .unwrap_or(&[]);
+            Ok(gimli::EndianSlice::new(data, endian))
+        };
+    let dwarf = gimli::Dwarf::load(section).ok()?;
+    let context = addr2line::Context::from_dwarf(dwarf).ok()?;
+    lookup(&LineTables { context })
+}
+
+/// Whether `path` (as the line tables name it, often with its folder) is the
+/// file called `source_file`.
+fn is_source_file(path: &str, source_file: &str) -> bool {
+    Path::new(path).file_name().and_then(|name| name.to_str()) == Some(source_file)
 }
 
 #[cfg(unix)]
