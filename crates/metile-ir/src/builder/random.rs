@@ -40,6 +40,16 @@ pub const MAX_PHILOX_ROUNDS: u32 = 64;
 /// below 1.0 in f32: uniforms stay in `[0, 1)`.
 const UNIFORM_SCALE: f64 = 4.6566127342e-10;
 
+/// A Python literal as the kernel wrote it, for messages.
+fn literal_text(op: Operand) -> String {
+    match op {
+        Operand::Bool(b) => format!("the bool {}", if b { "True" } else { "False" }),
+        Operand::Int(i) => format!("the int {i}"),
+        Operand::Float(x) => format!("the float {x}"),
+        Operand::Value(v) => format!("{v}"),
+    }
+}
+
 impl Builder {
     /// The Philox key of `seed`: an integer scalar (or literal) widened to 64
     /// bits, split into its low and high words.
@@ -54,7 +64,7 @@ impl Builder {
             }
             Operand::Value(v) => v,
             Operand::Bool(_) | Operand::Float(_) => {
-                ir_bail!("{what}: the seed must be an integer, got {seed:?}")
+                ir_bail!("{what}: the seed must be an integer, got {}", literal_text(seed))
             }
         };
         let ty = self.ty(v).clone();
@@ -89,7 +99,10 @@ impl Builder {
                 ),
             },
             Operand::Bool(_) | Operand::Float(_) => {
-                ir_bail!("{what}: the offsets must be i32 or u32 integers, got {offset:?}")
+                ir_bail!(
+                    "{what}: the offsets must be i32 or u32 integers, got {}",
+                    literal_text(offset)
+                )
             }
         }
     }
