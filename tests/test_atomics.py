@@ -488,6 +488,21 @@ def test_an_out_of_bounds_atomic_changes_nothing(device):
         np.testing.assert_array_equal(x, 0)
 
 
+def test_an_atomic_on_a_misaligned_array_is_refused_on_cpu():
+    # An int32 view one byte into raw memory: the cpu backend uses memory in place,
+    # and atomics need aligned elements (GPU backends copy such arrays).
+    raw = bytearray(4 * 17)
+    x = np.frombuffer(memoryview(raw)[1:65], dtype=np.int32)
+    assert not x.flags.aligned
+    previous = metile.get_device()
+    metile.set_device("cpu")
+    try:
+        with pytest.raises(TypeError, match=r"`atomic_add` on `X` needs the buffer aligned to its 4-byte elements"):
+            unmasked_add[(1,)](x, BLOCK=16)
+    finally:
+        metile.set_device(previous)
+
+
 def test_an_atomic_on_a_read_only_array_is_refused(device):
     x = np.zeros(16, np.int32)
     x.flags.writeable = False

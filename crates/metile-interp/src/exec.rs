@@ -367,10 +367,11 @@ impl Machine<'_> {
                 let mem = w.regs[p].mem;
                 let region = self.region(mem, &mut w.shared)?;
                 let oob = self.oob(ins, mem, region.len);
-                let misaligned = || ExecError::InvalidValue {
-                    loc: ins.loc.clone(),
-                    message: format!(
-                        "`{}` on `{}`: atomics need the buffer aligned to its {}-byte elements",
+                let misaligned = || {
+                    ExecError::BadArguments(format!(
+                        "{}: `{}` on `{}` needs the buffer aligned to its {}-byte elements (an array \
+                         made from an offset into raw bytes is not); pass a copy of it",
+                        ins.loc,
                         ins_name(spec.op),
                         self.program
                             .mem_names
@@ -378,7 +379,7 @@ impl Machine<'_> {
                             .cloned()
                             .unwrap_or_default(),
                         spec.dtype.size_bytes()
-                    ),
+                    ))
                 };
                 let cas = spec.op == metile_ir::AtomicOp::Cas;
                 let value = arg(1 + usize::from(cas));
