@@ -119,6 +119,24 @@ cumsum = _metile.cumsum
 cumprod = _metile.cumprod
 sort = _metile.sort
 
+# Atomics (Triton's names and defaults: sem="acq_rel", scope="gpu").
+atomic_add = _metile.atomic_add
+atomic_max = _metile.atomic_max
+atomic_min = _metile.atomic_min
+atomic_and = _metile.atomic_and
+atomic_or = _metile.atomic_or
+atomic_xor = _metile.atomic_xor
+atomic_xchg = _metile.atomic_xchg
+atomic_cas = _metile.atomic_cas
+
+# Random numbers: Philox4x32-10, Triton's numbers for the same seed and offsets.
+randint4x = _metile.randint4x
+randint = _metile.randint
+rand = _metile.rand
+rand4x = _metile.rand4x
+randn = _metile.randn
+randn4x = _metile.randn4x
+
 # Tile scheduling.
 tile_swizzle = _metile.tile_swizzle
 
@@ -152,6 +170,14 @@ __all__ = [
     "asin",
     "atan",
     "atan2",
+    "atomic_add",
+    "atomic_and",
+    "atomic_cas",
+    "atomic_max",
+    "atomic_min",
+    "atomic_or",
+    "atomic_xchg",
+    "atomic_xor",
     "barrier",
     "bfloat16",
     "bool_",
@@ -195,6 +221,12 @@ __all__ = [
     "num_programs",
     "pow",
     "program_id",
+    "rand",
+    "rand4x",
+    "randint",
+    "randint4x",
+    "randn",
+    "randn4x",
     "range",
     "rint",
     "round",

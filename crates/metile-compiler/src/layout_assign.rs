@@ -426,6 +426,7 @@ fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
                 | OpKind::Select
                 | OpKind::AddPtr
                 | OpKind::Load { .. }
+                | OpKind::Atomic { .. }
                 | OpKind::Assume { .. }
         )
     {
@@ -510,6 +511,17 @@ fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
                 None => Class::Uniform,
                 Some(None) => Class::Fixed(a.blocked(&shape_of(r))?),
                 Some(Some(l)) => Class::Fixed(l),
+            };
+            set(f, a, r, class);
+        }
+        // Each element is owned by one thread of the layout; a scalar atomic is
+        // the program's one atomic, its old value broadcast (uniform).
+        OpKind::Atomic { .. } => {
+            let r = op.results[0];
+            let class = match a.elementwise_layout(&op.operands, &shape_of(r))? {
+                Some(Some(l)) => Class::Fixed(l),
+                _ if f.ty(r).is_scalar() => Class::Uniform,
+                _ => Class::Fixed(a.blocked(&shape_of(r))?),
             };
             set(f, a, r, class);
         }

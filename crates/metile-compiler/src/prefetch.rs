@@ -137,6 +137,7 @@ pub(crate) fn writes_nothing(op: &Op) -> bool {
     match op.kind {
         OpKind::Store { .. }
         | OpKind::TileStore { .. }
+        | OpKind::Atomic { .. }
         | OpKind::Barrier
         | OpKind::Shared { .. }
         | OpKind::SimdgroupRole { .. } => false,

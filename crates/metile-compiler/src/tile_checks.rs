@@ -115,6 +115,7 @@ fn check_block(block: &Block, level: &[bool], in_role: bool) -> CompileResult<()
             OpKind::Load { .. }
                 | OpKind::Store { .. }
                 | OpKind::TileStore { .. }
+                | OpKind::Atomic { .. }
                 | OpKind::Reduce { .. }
                 | OpKind::Scan { .. }
                 | OpKind::Sort { .. }

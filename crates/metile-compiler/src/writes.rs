@@ -4,7 +4,8 @@
 //!
 //! Every pointer value is traced back to the parameters it may point into
 //! (through pointer arithmetic, broadcasts, selects, loop-carried values and
-//! `if` results); a store marks all of them. Shared memory has no parameter.
+//! `if` results); a store or an atomic marks all of them. Shared memory has no
+//! parameter.
 
 use metile_ir::{Block, Function, OpKind, ValueId};
 
@@ -64,7 +65,7 @@ impl Analysis {
                     self.flow(op.operands[1], op.results[0]);
                     self.flow(op.operands[2], op.results[0]);
                 }
-                OpKind::Store { .. } | OpKind::TileStore { .. } => {
+                OpKind::Store { .. } | OpKind::TileStore { .. } | OpKind::Atomic { .. } => {
                     for &p in &self.roots[op.operands[0].index()] {
                         self.written[p] = true;
                     }

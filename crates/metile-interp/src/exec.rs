@@ -1,6 +1,7 @@
 //! Executes a prepared `Program` for one program instance at a time, on a worker's
 //! reusable register file.
 
+use crate::atomic::{self, AtomicArgs};
 use crate::elem::{with_elem, Element};
 use crate::elementwise::select;
 use crate::error::{internal, ExecError};
@@ -53,6 +54,11 @@ pub(crate) struct Machine<'a> {
     /// Whether the launch should give up (asked between instances and at every
     /// loop iteration, so a long loop can be interrupted too).
     pub stop: &'a (dyn Fn() -> bool + Sync),
+}
+
+/// The kernel-facing name of an atomic (`atomic_add`), for messages.
+fn ins_name(op: metile_ir::AtomicOp) -> String {
+    format!("atomic_{}", op.name())
 }
 
 fn splat_i32(v: i64) -> Repr {
@@ -355,6 +361,39 @@ impl Machine<'_> {
                 with_elem!(*dtype, T => memory::store::<T>(
                     &regs[p].repr, &regs[v].repr, mask, n, region, scratch, &oob
                 ))?;
+            }
+            Exec::Atomic { spec, has_mask } => {
+                let p = arg(0);
+                let mem = w.regs[p].mem;
+                let region = self.region(mem, &mut w.shared)?;
+                let oob = self.oob(ins, mem, region.len);
+                let misaligned = || {
+                    ExecError::BadArguments(format!(
+                        "{}: `{}` on `{}` needs the buffer aligned to its {}-byte elements (an array \
+                         made from an offset into raw bytes is not); pass a copy of it",
+                        ins.loc,
+                        ins_name(spec.op),
+                        self.program
+                            .mem_names
+                            .get(mem as usize)
+                            .cloned()
+                            .unwrap_or_default(),
+                        spec.dtype.size_bytes()
+                    ))
+                };
+                let cas = spec.op == metile_ir::AtomicOp::Cas;
+                let value = arg(1 + usize::from(cas));
+                let cmp = cas.then(|| arg(1));
+                let mask = has_mask.then(|| arg(2 + usize::from(cas)));
+                Self::with_out(w, ins, |regs, out, scratch| {
+                    let args = AtomicArgs {
+                        offsets: &regs[p].repr,
+                        values: &regs[value].repr,
+                        cmp: cmp.map(|c| &regs[c].repr),
+                        mask: mask.map(|m| &regs[m].repr),
+                    };
+                    atomic::atomic(*spec, args, out, n, region, scratch, &oob, &misaligned)
+                })?;
             }
             Exec::TileLoad {
                 dtype,

@@ -67,6 +67,7 @@
 //!   element race, as on a GPU. When several instances fail, the error of the
 //!   lowest-numbered failing instance is reported.
 
+mod atomic;
 mod debug;
 mod elem;
 mod elementwise;

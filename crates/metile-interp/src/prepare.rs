@@ -104,6 +104,11 @@ pub(crate) enum Exec {
         dtype: DType,
         has_mask: bool,
     },
+    /// Operands `(ptrs, [cmp,] values [, mask])`.
+    Atomic {
+        spec: crate::atomic::AtomicSpec,
+        has_mask: bool,
+    },
     TileLoad {
         dtype: DType,
         rows: usize,
@@ -302,7 +307,7 @@ fn reads_within(op: &Op, out: &mut HashSet<u32>) {
 fn writes_memory(op: &Op) -> bool {
     matches!(
         op.kind,
-        OpKind::Store { .. } | OpKind::TileStore { .. } | OpKind::Shared { .. }
+        OpKind::Store { .. } | OpKind::TileStore { .. } | OpKind::Atomic { .. } | OpKind::Shared { .. }
     ) || op.regions.iter().any(|r| r.ops.iter().any(writes_memory))
 }
 
@@ -534,6 +539,25 @@ impl<'f> Preparer<'f> {
                 dtype: self.pointee(op)?,
                 has_mask: *has_mask,
             },
+            OpKind::Atomic {
+                op: aop,
+                sem,
+                has_mask,
+                ..
+            } => {
+                let dtype = self.pointee(op)?;
+                if !aop.accepts(dtype) {
+                    return Err(unsupported(op, format!("not defined on {dtype}")));
+                }
+                Exec::Atomic {
+                    spec: crate::atomic::AtomicSpec {
+                        op: *aop,
+                        sem: *sem,
+                        dtype,
+                    },
+                    has_mask: *has_mask,
+                }
+            }
             OpKind::TileLoad { rows, cols } => Exec::TileLoad {
                 dtype: self.pointee(op)?,
                 rows: *rows,

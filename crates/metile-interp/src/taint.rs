@@ -16,7 +16,7 @@
 //! divisions or shifts by run-time values tracks nothing.
 
 use crate::poison::{FaultKind, FaultSpec, Observed, PoisonRule, ResultRule};
-use metile_ir::{BinaryOp, DType, Function, Literal, Op, OpKind, Type, ValueId};
+use metile_ir::{AtomicOp, BinaryOp, DType, Function, Literal, Op, OpKind, Type, ValueId};
 
 /// The fault an integer binary op may raise, by op and dtype.
 pub(crate) fn fault_kind(op: BinaryOp, dtype: DType) -> Option<FaultKind> {
@@ -236,6 +236,15 @@ impl Taint {
                         .map(|i| masked(i, mask)),
                 );
             }
+            OpKind::Atomic { has_mask, .. } => {
+                let n = op.operands.len();
+                let mask = has_mask.then_some(n - 1);
+                if let Some(m) = mask.filter(|&m| observed(m)) {
+                    observe.push(all(m));
+                }
+                let data = n - usize::from(*has_mask);
+                observe.extend((0..data).filter(|&i| observed(i)).map(|i| masked(i, mask)));
+            }
             // Loop bounds and conditions are observed; carried values travel with
             // their registers.
             OpKind::For { .. } => observe.extend((0..3).filter(|&i| observed(i)).map(all)),
@@ -301,6 +310,21 @@ fn role(kind: &OpKind, i: usize) -> &'static str {
             OpKind::Load { .. } | OpKind::Store { .. } | OpKind::TileLoad { .. } | OpKind::TileStore { .. },
             0,
         ) => "the address",
+        (OpKind::Atomic { .. }, 0) => "the address",
+        (
+            OpKind::Atomic {
+                op: AtomicOp::Cas, ..
+            },
+            1,
+        ) => "the comparand",
+        (
+            OpKind::Atomic {
+                op: AtomicOp::Cas, ..
+            },
+            2,
+        )
+        | (OpKind::Atomic { .. }, 1) => "the value",
+        (OpKind::Atomic { .. }, _) => "the mask",
         (OpKind::Load { .. }, 1) | (OpKind::Store { .. }, 2) => "the mask",
         (OpKind::Store { .. }, 1) | (OpKind::TileStore { .. }, 4) => "the value",
         (OpKind::TileLoad { .. } | OpKind::TileStore { .. }, 1) => "the row",

@@ -29,7 +29,7 @@
 //!   the verifier checks this with a uniformity analysis.
 
 use crate::dtype::DType;
-use crate::tile_ir::{BinaryOp, CmpOp, Literal, Loc, ReduceOp, UnaryOp};
+use crate::tile_ir::{AtomicOp, BinaryOp, CmpOp, Literal, Loc, MemScope, MemSem, ReduceOp, UnaryOp};
 use std::fmt;
 
 #[path = "gpu_ir_values.rs"]
@@ -381,8 +381,23 @@ pub enum GpuOpKind {
     /// `value` to `counts[index]` atomically, with acquire and release
     /// semantics at threadgroup scope, and returns the previous count.
     AtomicAdd,
+    /// `(ptr: device, index: int [, cmp: T], value: T [, mask: bool]) -> T`:
+    /// one atomic read-modify-write of `ptr[index]` (`cmp` for `Cas` only)
+    /// with the Tile IR's semantics, returning the old value; masked off it
+    /// touches nothing and yields 0. `sem` orders this thread's other memory
+    /// accesses around it, as seen by the threads of `scope`.
+    Atomic {
+        op: AtomicOp,
+        sem: MemSem,
+        scope: MemScope,
+        has_mask: bool,
+    },
     /// `()`: threadgroup execution and threadgroup-memory barrier.
     Barrier,
+    /// `()`: a [`GpuOpKind::Barrier`] that also orders device memory: every
+    /// thread's device accesses before it happen before every thread's after
+    /// it (a program's scalar atomic with acquire or release semantics).
+    DeviceBarrier,
     /// `(start, end, step: i32)`: region 0 has one argument, the `i32` induction
     /// variable, and runs for `iv = start; step > 0 ? iv < end : iv > end; iv += step`
     /// (no iterations when `step == 0`).
@@ -458,7 +473,9 @@ impl GpuOpKind {
             GpuOpKind::MbarrierWait => "mbarrier_wait".into(),
             GpuOpKind::TmaLoad => "tma_load".into(),
             GpuOpKind::AtomicAdd => "atomic_add".into(),
+            GpuOpKind::Atomic { op, .. } => format!("atomic_{}", op.name()),
             GpuOpKind::Barrier => "barrier".into(),
+            GpuOpKind::DeviceBarrier => "device_barrier".into(),
             GpuOpKind::For => "for".into(),
             GpuOpKind::If => "if".into(),
             GpuOpKind::While => "while".into(),

@@ -141,6 +141,14 @@ fn print_block(f: &GpuFunction, block: &GpuBlock, depth: usize, out: &mut String
                 }
             }
             GpuOpKind::Store { has_mask: true, .. } => out.push_str(" masked"),
+            GpuOpKind::Atomic {
+                sem, scope, has_mask, ..
+            } => {
+                let _ = write!(out, " {} {}", sem.name(), scope.name());
+                if *has_mask {
+                    out.push_str(" masked");
+                }
+            }
             GpuOpKind::Print { pieces, hex_from } => {
                 let _ = write!(out, " {pieces:?}");
                 if let Some(h) = hex_from {

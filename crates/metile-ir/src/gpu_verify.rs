@@ -15,6 +15,7 @@
 use crate::dtype::DType;
 use crate::error::{IrError, IrResult};
 use crate::gpu_ir::*;
+use crate::tile_ir::AtomicOp;
 
 /// How much a value or a control-flow path may differ between threads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -192,7 +193,8 @@ impl<'f> GpuVerifier<'f> {
         if self.cooperative_error.is_some() {
             return;
         }
-        if matches!(op.kind, GpuOpKind::Barrier) && control != Uniformity::Uniform {
+        if matches!(op.kind, GpuOpKind::Barrier | GpuOpKind::DeviceBarrier) && control != Uniformity::Uniform
+        {
             self.cooperative_error = Some(self.err(
                 op,
                 "a barrier under control flow that differs between threads of the threadgroup",
@@ -226,7 +228,7 @@ impl<'f> GpuVerifier<'f> {
             // Each lane gets its own part of the product.
             GpuOpKind::Mma(_) | GpuOpKind::LdMatrix { .. } => Uniformity::Varying,
             // Each arrival sees its own count.
-            GpuOpKind::AtomicAdd => Uniformity::Varying,
+            GpuOpKind::AtomicAdd | GpuOpKind::Atomic { .. } => Uniformity::Varying,
             _ => operand_u,
         }
     }
@@ -586,7 +588,29 @@ impl<'f> GpuVerifier<'f> {
                     return fail("the mask and the inside flag must be bool scalars");
                 }
             }
-            GpuOpKind::AsyncCommit | GpuOpKind::AsyncWait { .. } | GpuOpKind::Barrier => arity(0, 0)?,
+            GpuOpKind::AsyncCommit
+            | GpuOpKind::AsyncWait { .. }
+            | GpuOpKind::Barrier
+            | GpuOpKind::DeviceBarrier => arity(0, 0)?,
+            GpuOpKind::Atomic {
+                op: aop, has_mask, ..
+            } => {
+                let values = 1 + usize::from(*aop == AtomicOp::Cas);
+                arity(2 + values + usize::from(*has_mask), 1)?;
+                let GpuType::Ptr(d, MemSpace::Device) = ins[0] else {
+                    return fail("atomics go through a device pointer root");
+                };
+                let scalar = GpuType::Scalar(d);
+                if !aop.accepts(d) || !int_scalar(ins[1]) || outs[0] != scalar {
+                    return fail("(device ptr, int index, ...) -> the pointee, of a type the atomic takes");
+                }
+                if ins[2..2 + values].iter().any(|&t| t != scalar) {
+                    return fail("the operands must be pointee scalars");
+                }
+                if *has_mask && ins[2 + values] != bools {
+                    return fail("the mask must be a bool scalar");
+                }
+            }
             GpuOpKind::MbarrierInit { .. } | GpuOpKind::MbarrierArrive { .. } | GpuOpKind::MbarrierWait => {
                 let extra = match op.kind {
                     GpuOpKind::MbarrierArrive { expect_tx } => usize::from(expect_tx),

@@ -14,7 +14,7 @@ pub mod printer;
 pub mod tile_ir;
 pub mod verify;
 
-pub use builder::{Builder, Operand};
+pub use builder::{AtomicFlags, Builder, Operand, MAX_PHILOX_ROUNDS, PHILOX_ROUNDS};
 pub use dtype::{AddrSpace, DType, Elem, Type};
 pub use error::{IrError, IrResult};
 pub use gpu_printer::print_gpu_function;

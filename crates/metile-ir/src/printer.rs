@@ -38,6 +38,9 @@ fn attrs(kind: &OpKind) -> String {
             format!("{}{}", flag(*has_mask, " masked"), flag(*has_other, " other"))
         }
         OpKind::Store { has_mask } => flag(*has_mask, " masked").to_string(),
+        OpKind::Atomic {
+            sem, scope, has_mask, ..
+        } => format!(" {} {}{}", sem.name(), scope.name(), flag(*has_mask, " masked")),
         OpKind::TileLoad { rows, cols } | OpKind::TileStore { rows, cols } => {
             format!(" [{rows},{cols}]")
         }

@@ -203,6 +203,108 @@ impl SwizzlePattern {
     }
 }
 
+/// The read-modify-write of an [`OpKind::Atomic`]: the new value it stores
+/// from the old one and the operand (Triton's `atomic_*` names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AtomicOp {
+    Add,
+    /// Signed or unsigned by the dtype; on floats NaN operands are ignored and
+    /// equal values (`-0.0`, `0.0`) keep the stored one.
+    Max,
+    Min,
+    And,
+    Or,
+    Xor,
+    /// Stores the operand.
+    Xchg,
+    /// Compare and swap: stores the operand where the old value equals the
+    /// comparand (bit for bit on floats).
+    Cas,
+}
+
+impl AtomicOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            AtomicOp::Add => "add",
+            AtomicOp::Max => "max",
+            AtomicOp::Min => "min",
+            AtomicOp::And => "and",
+            AtomicOp::Or => "or",
+            AtomicOp::Xor => "xor",
+            AtomicOp::Xchg => "xchg",
+            AtomicOp::Cas => "cas",
+        }
+    }
+
+    /// The element types the op is defined on. Backends may take fewer (f16,
+    /// bf16 and i64 atomics are refused on Apple GPUs where they are compiled).
+    pub fn accepts(self, d: DType) -> bool {
+        use DType::*;
+        match self {
+            AtomicOp::Add => matches!(d, I32 | U32 | I64 | F32 | F16 | BF16),
+            AtomicOp::Max | AtomicOp::Min | AtomicOp::Xchg | AtomicOp::Cas => {
+                matches!(d, I32 | U32 | I64 | F32)
+            }
+            AtomicOp::And | AtomicOp::Or | AtomicOp::Xor => matches!(d, I32 | U32 | I64),
+        }
+    }
+}
+
+/// The memory ordering of an atomic (Triton's `sem=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemSem {
+    Relaxed,
+    Acquire,
+    Release,
+    AcqRel,
+}
+
+impl MemSem {
+    pub const ALL: [MemSem; 4] = [MemSem::Relaxed, MemSem::Acquire, MemSem::Release, MemSem::AcqRel];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MemSem::Relaxed => "relaxed",
+            MemSem::Acquire => "acquire",
+            MemSem::Release => "release",
+            MemSem::AcqRel => "acq_rel",
+        }
+    }
+
+    /// Later memory accesses stay after the atomic.
+    pub fn acquires(self) -> bool {
+        matches!(self, MemSem::Acquire | MemSem::AcqRel)
+    }
+
+    /// Earlier memory accesses stay before the atomic.
+    pub fn releases(self) -> bool {
+        matches!(self, MemSem::Release | MemSem::AcqRel)
+    }
+}
+
+/// Which threads an atomic's ordering is promised to (Triton's `scope=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemScope {
+    /// Every program of the launch.
+    Gpu,
+    /// The threads of one program (threadgroup).
+    Cta,
+    /// The GPU and the host (CUDA only).
+    Sys,
+}
+
+impl MemScope {
+    pub const ALL: [MemScope; 3] = [MemScope::Gpu, MemScope::Cta, MemScope::Sys];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MemScope::Gpu => "gpu",
+            MemScope::Cta => "cta",
+            MemScope::Sys => "sys",
+        }
+    }
+}
+
 /// What an [`OpKind::Assume`] promises about `x` along its last axis, for `n`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AssumeFact {
@@ -263,6 +365,17 @@ pub enum OpKind {
     Load { has_mask: bool, has_other: bool },
     /// `(ptrs, values [, mask]) -> ()`; masked-off lanes are skipped.
     Store { has_mask: bool },
+    /// `(ptrs, value [, mask]) -> old` (`(ptrs, cmp, value [, mask])` for
+    /// `Cas`), all in the pointer's shape, pointers into kernel buffers: one
+    /// atomic read-modify-write per element, returning the values it replaced;
+    /// masked-off lanes touch nothing and return 0. A scalar pointer makes one
+    /// atomic for the whole program instance.
+    Atomic {
+        op: AtomicOp,
+        sem: MemSem,
+        scope: MemScope,
+        has_mask: bool,
+    },
     /// `(base_ptr, row, col, stride) -> T[rows, cols]`: a row-major block at
     /// `base + (row + r) * stride + col + c`.
     TileLoad { rows: usize, cols: usize },
@@ -400,6 +513,16 @@ impl OpKind {
             OpKind::AddPtr => "add_ptr",
             OpKind::Load { .. } => "load",
             OpKind::Store { .. } => "store",
+            OpKind::Atomic { op, .. } => match op {
+                AtomicOp::Add => "atomic_add",
+                AtomicOp::Max => "atomic_max",
+                AtomicOp::Min => "atomic_min",
+                AtomicOp::And => "atomic_and",
+                AtomicOp::Or => "atomic_or",
+                AtomicOp::Xor => "atomic_xor",
+                AtomicOp::Xchg => "atomic_xchg",
+                AtomicOp::Cas => "atomic_cas",
+            },
             OpKind::TileLoad { .. } => "tile_load",
             OpKind::TileStore { .. } => "tile_store",
             OpKind::Dot => "dot",
@@ -439,6 +562,7 @@ impl OpKind {
             self,
             OpKind::Store { .. }
                 | OpKind::TileStore { .. }
+                | OpKind::Atomic { .. }
                 | OpKind::Yield
                 | OpKind::Barrier
                 | OpKind::SimdgroupRole { .. }
@@ -455,7 +579,11 @@ impl OpKind {
     pub fn reads_memory(&self) -> bool {
         matches!(
             self,
-            OpKind::Load { .. } | OpKind::TileLoad { .. } | OpKind::SimdShuffleXor | OpKind::SimdBroadcast
+            OpKind::Load { .. }
+                | OpKind::TileLoad { .. }
+                | OpKind::Atomic { .. }
+                | OpKind::SimdShuffleXor
+                | OpKind::SimdBroadcast
         )
     }
 }

@@ -2,7 +2,7 @@
 //! tracing and after every pass; a failure is a compiler bug, reported with the
 //! op and its source line.
 
-use crate::dtype::{DType, Elem, Type};
+use crate::dtype::{AddrSpace, DType, Elem, Type};
 use crate::error::{IrError, IrResult};
 use crate::tile_ir::*;
 
@@ -385,6 +385,26 @@ impl<'f> Verifier<'f> {
                     return fail("value must be the pointee type in the pointer's shape");
                 }
                 if *has_mask && !is_tile_of(ins[2], DType::Bool, &ins[0].shape) {
+                    return fail("mask must be bool in the pointer's shape");
+                }
+            }
+            OpKind::Atomic {
+                op: aop, has_mask, ..
+            } => {
+                let values = 1 + usize::from(*aop == AtomicOp::Cas);
+                arity(1 + values + usize::from(*has_mask), 1)?;
+                let Elem::Ptr(d, AddrSpace::Global) = ins[0].elem else {
+                    return fail("atomics go through a pointer into a kernel buffer");
+                };
+                if !aop.accepts(d) {
+                    return fail("the pointee type is not one the atomic is defined on");
+                }
+                let shape = &ins[0].shape;
+                if !is_tile_of(outs[0], d, shape) || !ins[1..=values].iter().all(|t| is_tile_of(t, d, shape))
+                {
+                    return fail("operands and result must be the pointee type in the pointer's shape");
+                }
+                if *has_mask && !is_tile_of(ins[values + 1], DType::Bool, shape) {
                     return fail("mask must be bool in the pointer's shape");
                 }
             }

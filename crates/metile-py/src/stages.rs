@@ -63,6 +63,7 @@ impl PyMslCompilation {
             "language_version" => {
                 let version = match self.kernel.language_version {
                     MslVersion::V3_1 => "3.1",
+                    MslVersion::V3_2 => "3.2",
                     MslVersion::V4_0 => "4.0",
                 };
                 PyString::new(py, version).into_any().unbind()

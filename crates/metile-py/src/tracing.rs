@@ -10,6 +10,7 @@ use pyo3::types::{PyList, PyTuple};
 
 use crate::errors::CompilationError;
 
+mod atomics;
 mod control;
 mod debug;
 mod math_ops;
@@ -168,6 +169,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Tile>()?;
     m.add_function(wrap_pyfunction!(trace_kernel, m)?)?;
     ops::register(m)?;
+    atomics::register(m)?;
     math_ops::register(m)?;
     control::register(m)?;
     debug::register(m)?;

@@ -22,6 +22,7 @@
 //! register arrays.
 
 mod async_ring;
+mod atomic;
 mod block_access;
 mod control;
 mod convert;
@@ -636,6 +637,7 @@ impl<'f> Lowering<'f> {
             | OpKind::Assume { .. } => self.elementwise(op),
             OpKind::Load { .. } => self.load(op),
             OpKind::Store { .. } => self.store(op),
+            OpKind::Atomic { .. } => self.atomic(op),
             OpKind::TileLoad { .. } => self.tile_load(op),
             OpKind::TileStore { .. } => self.tile_store(op),
             OpKind::Dot => self.dot(op),

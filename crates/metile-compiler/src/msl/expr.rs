@@ -29,6 +29,7 @@ use metile_ir::{BinaryOp, CmpOp, DType, Loc, ReduceOp, UnaryOp};
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::{self, Write};
 
+mod atomic;
 mod math;
 mod tma;
 mod wgmma;
@@ -656,6 +657,15 @@ impl<'a> BodyWriter<'a> {
                 Lang::Msl => self.line(depth, "threadgroup_barrier(mem_flags::mem_threadgroup);"),
                 Lang::Cuda => self.line(depth, "__syncthreads();"),
             },
+            // `__syncthreads` orders global memory too.
+            GpuOpKind::DeviceBarrier => match self.lang {
+                Lang::Msl => self.line(
+                    depth,
+                    "threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup);",
+                ),
+                Lang::Cuda => self.line(depth, "__syncthreads();"),
+            },
+            GpuOpKind::Atomic { .. } => self.atomic(op, depth)?,
             GpuOpKind::For => self.for_loop(op, depth)?,
             GpuOpKind::While => {
                 self.line(depth, "while (true) {");

@@ -1,5 +1,6 @@
 //! The MSL emitter: a walk over GPU IR that prints one Metal Shading Language
-//! 3.1 kernel, or 4.0 where it uses Metal 4 tensor ops (`tensor_ops.rs`).
+//! 3.1 kernel, 3.2 where atomics need fences, or 4.0 where it uses Metal 4
+//! tensor ops (`tensor_ops.rs`).
 //!
 //! Shape of the output (byte-identical for the same GPU IR in every process):
 //! `#include <metal_stdlib>` (and the tensor-op headers for MSL 4.0),
@@ -181,10 +182,10 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
         "\n// meTile kernel `{}`: {} threads per threadgroup{}.\n",
         f.name.replace(['\n', '\r'], " "),
         f.threads_per_group,
-        if language_version == MslVersion::V4_0 {
-            "; MSL 4.0 (Metal 4 tensor ops)"
-        } else {
-            ""
+        match language_version {
+            MslVersion::V4_0 => "; MSL 4.0 (Metal 4 tensor ops)",
+            MslVersion::V3_2 => "; MSL 3.2 (atomic fences)",
+            MslVersion::V3_1 => "",
         }
     );
     let mut debugs = false;
@@ -306,11 +307,11 @@ fn emit_error(reason: &str) -> CompileError {
     )
 }
 
-/// Whether some store writes through each value (a pointer root), by value.
+/// Whether some store or atomic writes through each value (a pointer root), by value.
 fn stored_roots(f: &GpuFunction) -> Vec<bool> {
     let mut out = vec![false; f.values.len()];
     f.walk(&mut |op| {
-        if matches!(op.kind, GpuOpKind::Store { .. }) {
+        if matches!(op.kind, GpuOpKind::Store { .. } | GpuOpKind::Atomic { .. }) {
             out[op.operands[0].index()] = true;
         }
     });

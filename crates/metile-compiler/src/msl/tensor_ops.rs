@@ -13,6 +13,7 @@
 //! (their products are exact in f32) and f32 `dot`s keep the 8x8 matrices.
 
 use metile_ir::gpu_ir::{AtomKind, GpuFunction, GpuOpKind};
+use metile_ir::MemSem;
 
 /// The headers and namespace a kernel with tensor ops needs after
 /// `#include <metal_stdlib>` (the MPP header path as Apple ships it; the
@@ -22,11 +23,13 @@ pub(crate) const INCLUDES: &str =
 pub(crate) const USING: &str = "using namespace mpp::tensor_ops;\n";
 
 /// The MSL version a kernel is written in: 3.1 (bfloat and
-/// `simdgroup_matrix<bfloat>`), or 4.0 where it uses Metal 4 tensor ops.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+/// `simdgroup_matrix<bfloat>`), 3.2 where atomics need fences
+/// (`atomic_thread_fence`, macOS 15), or 4.0 where it uses Metal 4 tensor ops.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum MslVersion {
     #[default]
     V3_1,
+    V3_2,
     V4_0,
 }
 
@@ -35,21 +38,23 @@ impl MslVersion {
     pub fn std_flag(self) -> &'static str {
         match self {
             MslVersion::V3_1 => "-std=metal3.1",
+            MslVersion::V3_2 => "-std=metal3.2",
             MslVersion::V4_0 => "-std=metal4.0",
         }
     }
 
     /// The version `f`'s MSL needs.
     pub fn of(f: &GpuFunction) -> MslVersion {
-        let mut tensor_ops = false;
+        let mut version = MslVersion::V3_1;
         f.walk(&mut |op| {
-            tensor_ops |= op.kind == GpuOpKind::Mma(AtomKind::AppleMatmul2d16x32x16);
+            let needs = match op.kind {
+                GpuOpKind::Mma(AtomKind::AppleMatmul2d16x32x16) => MslVersion::V4_0,
+                GpuOpKind::Atomic { sem, .. } if sem != MemSem::Relaxed => MslVersion::V3_2,
+                _ => MslVersion::V3_1,
+            };
+            version = version.max(needs);
         });
-        if tensor_ops {
-            MslVersion::V4_0
-        } else {
-            MslVersion::V3_1
-        }
+        version
     }
 }
 

@@ -81,6 +81,7 @@ fn is_effect(kind: &OpKind) -> bool {
         kind,
         OpKind::Store { .. }
             | OpKind::TileStore { .. }
+            | OpKind::Atomic { .. }
             | OpKind::Barrier
             | OpKind::Shared { .. }
             | OpKind::SimdgroupRole { .. }

@@ -8,9 +8,14 @@ use crate::error::IrResult;
 use crate::ir_bail;
 use crate::tile_ir::*;
 
+mod atomic;
 mod debug;
 mod math;
+mod random;
 mod regions;
+
+pub use atomic::AtomicFlags;
+pub use random::{MAX_PHILOX_ROUNDS, PHILOX_ROUNDS};
 
 /// An operand as the frontend sees it: an IR value or a Python literal whose
 /// dtype is decided by the value it meets.

@@ -1,13 +1,24 @@
 // Metal atomics: atomic<T> for int, uint, bool, ulong and float, with the
 // *_explicit free functions on device and threadgroup objects. Threadgroups
 // run on different OS threads, so device atomics are real CPU atomics; Metal
-// only allows memory_order_relaxed, which is what they use. Each function
-// checks the object's address (checks.h) before the builtin touches it.
+// only allows memory_order_relaxed, which is what they use, and orders them
+// with atomic_thread_fence (Metal 3.2). Each function checks the object's
+// address (checks.h) before the builtin touches it.
 #pragma once
 
 namespace metal {
 
 enum memory_order { memory_order_relaxed = 0, memory_order_seq_cst = 5 };
+
+enum thread_scope { thread_scope_thread = 0, thread_scope_simdgroup = 1, thread_scope_threadgroup = 2, thread_scope_device = 3 };
+
+// Metal 3.2's fence, which gives relaxed atomics acquire and release
+// semantics. Threadgroups run on different OS threads, so the host's fence is
+// what orders device memory between them (the threads of one threadgroup are
+// fibers of one OS thread and already ordered).
+inline void atomic_thread_fence(mem_flags, memory_order, thread_scope = thread_scope_device) {
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
 
 template <class T> struct atomic {
   static_assert(metile_emu::is_same<T, int> || metile_emu::is_same<T, uint> || metile_emu::is_same<T, bool> ||

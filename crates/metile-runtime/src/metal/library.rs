@@ -28,6 +28,7 @@ const METAL_FLAGS: &[&str] = &["-O2", "-fno-fast-math"];
 fn language_version(version: MslVersion) -> MTLLanguageVersion {
     match version {
         MslVersion::V3_1 => MTLLanguageVersion::Version3_1,
+        MslVersion::V3_2 => MTLLanguageVersion::Version3_2,
         MslVersion::V4_0 => MTLLanguageVersion::Version4_0,
     }
 }
