@@ -112,6 +112,19 @@ cumsum = _metile.cumsum
 cumprod = _metile.cumprod
 sort = _metile.sort
 
+# Shape ops (Triton's names and arguments; also methods of a tile: `x.T`,
+# `x.reshape(...)`, `x.permute(...)`, `x.split()`, ...).
+permute = _metile.permute
+trans = _metile.trans
+reshape = _metile.reshape
+view = _metile.view
+expand_dims = _metile.expand_dims
+broadcast_to = _metile.broadcast_to
+broadcast = _metile.broadcast
+join = _metile.join
+split = _metile.split
+cat = _metile.cat
+
 # Tile scheduling.
 tile_swizzle = _metile.tile_swizzle
 
@@ -148,7 +161,10 @@ __all__ = [
     "barrier",
     "bfloat16",
     "bool_",
+    "broadcast",
+    "broadcast_to",
     "cast",
+    "cat",
     "cdiv",
     "ceil",
     "clamp",
@@ -164,6 +180,7 @@ __all__ = [
     "erf",
     "exp",
     "exp2",
+    "expand_dims",
     "expm1",
     "fdiv",
     "float16",
@@ -173,6 +190,7 @@ __all__ = [
     "full",
     "int32",
     "int64",
+    "join",
     "load",
     "log",
     "log1p",
@@ -186,9 +204,11 @@ __all__ = [
     "multiple_of",
     "next_power_of_2",
     "num_programs",
+    "permute",
     "pow",
     "program_id",
     "range",
+    "reshape",
     "rint",
     "round",
     "rsqrt",
@@ -202,6 +222,7 @@ __all__ = [
     "sinh",
     "softmax",
     "sort",
+    "split",
     "sqrt",
     "sqrt_rn",
     "static_assert",
@@ -217,8 +238,10 @@ __all__ = [
     "tile_range",
     "tile_store",
     "tile_swizzle",
+    "trans",
     "uint32",
     "umulhi",
+    "view",
     "where",
     "xor_sum",
     "zeros",

@@ -15,6 +15,8 @@
 //! the axis' value leaves vanish, its thread leaves become replication) and a
 //! broadcast add one without moving data.
 
+mod shape;
+
 use metile_layout::{IntTuple, Layout, LayoutError};
 use std::cell::RefCell;
 use std::collections::HashMap;

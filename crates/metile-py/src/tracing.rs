@@ -13,6 +13,7 @@ use crate::errors::CompilationError;
 mod control;
 mod debug;
 mod math_ops;
+mod shape_ops;
 mod ops;
 mod roles;
 mod state;
@@ -169,6 +170,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_kernel, m)?)?;
     ops::register(m)?;
     math_ops::register(m)?;
+    shape_ops::register(m)?;
     control::register(m)?;
     debug::register(m)?;
     roles::register(m)?;

@@ -34,6 +34,7 @@ mod memory;
 mod reduce;
 mod ring_barriers;
 mod scan_sort;
+mod shape;
 mod store_staging;
 mod thread_ops;
 mod tma;
@@ -633,7 +634,10 @@ impl<'f> Lowering<'f> {
             | OpKind::Select
             | OpKind::AddPtr
             | OpKind::Fma
-            | OpKind::Assume { .. } => self.elementwise(op),
+            | OpKind::Assume { .. }
+            | OpKind::Permute { .. }
+            | OpKind::Reshape
+            | OpKind::Take { .. } => self.elementwise(op),
             OpKind::Load { .. } => self.load(op),
             OpKind::Store { .. } => self.store(op),
             OpKind::TileLoad { .. } => self.tile_load(op),

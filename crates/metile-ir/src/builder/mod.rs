@@ -11,6 +11,7 @@ use crate::tile_ir::*;
 mod debug;
 mod math;
 mod regions;
+mod shape;
 
 /// An operand as the frontend sees it: an IR value or a Python literal whose
 /// dtype is decided by the value it meets.
