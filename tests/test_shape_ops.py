@@ -111,6 +111,26 @@ def test_permute_3d_every_order(device, rng, dims, shape, block):
     np.testing.assert_array_equal(out, np.transpose(x, dims))
 
 
+@metile.kernel
+def transposed_pointers(X, Out, M, N, BM: metile.constexpr, BN: metile.constexpr):
+    rm = metile.arange(0, BM)[:, None]
+    rn = metile.arange(0, BN)[None, :]
+    ptrs = (X + rm * N + rn).T  # [BN, BM] pointers
+    inside = ((rm < M) & (rn < N)).T
+    y = metile.load(ptrs, mask=inside, other=-1.0)
+    flat = metile.reshape(Out + metile.arange(0, BN * BM), (BN, BM))
+    metile.store(flat, y)
+
+
+def test_pointer_tiles_transpose_and_reshape(device, rng):
+    x = rng.standard_normal((5, 6)).astype(np.float32)
+    out = np.zeros((8, 8), np.float32)
+    transposed_pointers[(1,)](x, out, 5, 6, BM=8, BN=8)
+    expected = np.full((8, 8), -1.0, np.float32)
+    expected[:6, :5] = x.T
+    np.testing.assert_array_equal(out, expected)
+
+
 # ------------------------------------------------------------------- reshape
 
 
@@ -185,6 +205,83 @@ def test_reshape_to_and_from_a_scalar(device):
     out = np.zeros(5, np.float32)
     reshape_to_scalar[(1,)](np.array([2.5], np.float32), out)
     np.testing.assert_array_equal(out, [3.5, 2.5, 2.5, 2.5, 2.5])
+
+
+@metile.kernel
+def reshape_2d_2d(X, Out, A: metile.constexpr, B: metile.constexpr, C: metile.constexpr, D: metile.constexpr):
+    x = metile.load(X + metile.arange(0, A)[:, None] * B + metile.arange(0, B)[None, :])
+    y = x.reshape(C, D) + metile.arange(0, C)[:, None] * 1000
+    metile.store(Out + metile.arange(0, C)[:, None] * D + metile.arange(0, D)[None, :], y)
+
+
+@pytest.mark.parametrize("shapes", [(6, 4, 4, 6), (1, 12, 4, 3), (3, 4, 2, 6), (8, 8, 4, 16), (4, 6, 24, 1)])
+@pytest.mark.parametrize("num_sgs", [1, 4])
+def test_reshapes_whose_layouts_do_not_split(device, rng, shapes, num_sgs):
+    # Runs of elements a thread holds cross the new rows: the values move
+    # through threadgroup memory on GPUs.
+    a, b, c, d = shapes
+    x = rng.integers(-100, 100, (a, b)).astype(np.int32)
+    out = np.zeros((c, d), np.int32)
+    reshape_2d_2d[(1,)](x, out, A=a, B=b, C=c, D=d, num_sgs=num_sgs)
+    np.testing.assert_array_equal(out, x.reshape(c, d) + np.arange(c)[:, None] * 1000)
+
+
+@metile.kernel
+def split_small(X, Lo, Hi, N: metile.constexpr):
+    # A [N, 2] tile small enough that threads, not registers, hold its pairs.
+    x = metile.load(X + metile.arange(0, N)[:, None] * 2 + metile.arange(0, 2)[None, :])
+    lo, hi = metile.split(x + 1)
+    metile.store(Lo + metile.arange(0, N), lo)
+    metile.store(Hi + metile.arange(0, N), hi * lo)
+
+
+@pytest.mark.parametrize("n", [1, 8, 48])
+@pytest.mark.parametrize("num_sgs", [1, 4])
+def test_split_of_pairs_held_by_different_threads(device, rng, n, num_sgs):
+    x = rng.integers(-100, 100, (n, 2)).astype(np.int32)
+    lo = np.zeros(n, np.int32)
+    hi = np.zeros(n, np.int32)
+    split_small[(1,)](x, lo, hi, N=n, num_sgs=num_sgs)
+    np.testing.assert_array_equal(lo, x[:, 0] + 1)
+    np.testing.assert_array_equal(hi, (x[:, 1] + 1) * (x[:, 0] + 1))
+
+
+@metile.kernel
+def thread_level_shapes(X, Out):
+    tid = metile.thread_id()
+    x = metile.load(X + tid) * 2
+    y = x.reshape(4, 32).T  # [32, 4]: y[i, j] = x[j * 32 + i]
+    metile.store(Out + metile.arange(0, 32)[:, None] * 4 + metile.arange(0, 4)[None, :], y)
+
+
+def test_thread_level_values_reshape_and_transpose(device, rng):
+    x = rng.standard_normal(128).astype(np.float32)
+    out = np.zeros((32, 4), np.float32)
+    thread_level_shapes[(1,)](x, out, num_sgs=4)
+    np.testing.assert_array_equal(out, (x * 2).reshape(4, 32).T)
+
+
+@metile.kernel
+def quotient_transposed(X, Y, Keep, Out, N: metile.constexpr):
+    r = metile.arange(0, N)[:, None] * N + metile.arange(0, N)[None, :]
+    q = (metile.load(X + r) // metile.load(Y + r)).T
+    # Lane (i, j) of the transpose is lane (j, i) of the quotient: a store
+    # masked by the transposed nonzero divisors observes no undefined quotient.
+    keep = (metile.load(Keep + r) != 0).T
+    metile.store(Out + r, q, mask=keep)
+
+
+def test_undefined_lanes_follow_a_transpose(device):
+    x = np.arange(16, dtype=np.int32).reshape(4, 4) + 1
+    y = np.ones((4, 4), np.int32)
+    y[0, 3] = 0
+    out = np.full((4, 4), -1, np.int32)
+    quotient_transposed[(1,)](x, y, y, out, N=4)
+    np.testing.assert_array_equal(out, np.where(y.T != 0, x.T, -1))
+    if device == "cpu":
+        # A mask transposed once too often stores the undefined lane.
+        with pytest.raises(ZeroDivisionError, match=r"integer division by zero: 4 // 0"):
+            quotient_transposed[(1,)](x, y, y.T.copy(), out, N=4)
 
 
 # ------------------------------------------------- expand_dims, broadcast_to

@@ -603,7 +603,7 @@ fn shape_op_layout(a: &mut Assignment, op: &Op, l: LayoutId, shape: &[usize]) ->
     let kept = match &op.kind {
         OpKind::Permute { dims } => src.permuted(dims),
         OpKind::Reshape => src.reshaped(shape),
-        OpKind::Take { axis, .. } if src.axis_in_registers(*axis) => {
+        OpKind::Take { axis, .. } if src.is_separable() && src.axis_in_registers(*axis) => {
             Some(src.slice(*axis).map_err(|e| layout_err(op, e))?)
         }
         _ => None,

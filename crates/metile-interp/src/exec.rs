@@ -89,7 +89,13 @@ fn transfer(regs: &mut [Val], temps: &mut Vec<Val>, block: &Block, to: &[u32]) {
 }
 
 /// The strided view of `src` that `Exec::Broadcast` describes, into `out`.
-pub(crate) fn broadcast_dense<T: Element>(src: &[T], offset: usize, strides: &[usize], shape: &[usize], out: &mut [T]) {
+pub(crate) fn broadcast_dense<T: Element>(
+    src: &[T],
+    offset: usize,
+    strides: &[usize],
+    shape: &[usize],
+    out: &mut [T],
+) {
     let rank = shape.len();
     let Some((&inner_len, outer_shape)) = shape.split_last() else {
         if let (Some(o), Some(&s)) = (out.first_mut(), src.get(offset)) {
@@ -100,7 +106,12 @@ pub(crate) fn broadcast_dense<T: Element>(src: &[T], offset: usize, strides: &[u
     let inner_stride = strides[rank - 1];
     let mut counter = [0usize; MAX_RANK];
     for row in out.chunks_exact_mut(inner_len.max(1)) {
-        let base: usize = offset + counter[..rank - 1].iter().zip(strides).map(|(c, s)| c * s).sum::<usize>();
+        let base: usize = offset
+            + counter[..rank - 1]
+                .iter()
+                .zip(strides)
+                .map(|(c, s)| c * s)
+                .sum::<usize>();
         match inner_stride {
             0 => row.fill(src[base]),
             1 => row.copy_from_slice(&src[base..base + inner_len]),

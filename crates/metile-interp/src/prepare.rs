@@ -503,7 +503,8 @@ impl<'f> Preparer<'f> {
                     src_numel: src.numel(),
                     src_offset,
                     src_strides,
-                    in_order: matches!(op.kind, OpKind::Broadcast) && src.numel() == dst.iter().product::<usize>(),
+                    in_order: matches!(op.kind, OpKind::Broadcast)
+                        && src.numel() == dst.iter().product::<usize>(),
                     dst_shape: dst,
                     storage: storage_dtype(src),
                 }

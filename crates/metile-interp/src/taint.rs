@@ -276,12 +276,10 @@ impl Taint {
                 | OpKind::Cast
                 | OpKind::ExpandDims { .. }
                 | OpKind::Reshape
-                | OpKind::Assume { .. } => {
-                    ResultRule::Union {
-                        operands: vec![0],
-                        fault: None,
-                    }
-                }
+                | OpKind::Assume { .. } => ResultRule::Union {
+                    operands: vec![0],
+                    fault: None,
+                },
                 OpKind::Compare(_) | OpKind::AddPtr => ResultRule::Union {
                     operands: vec![0, 1],
                     fault: None,

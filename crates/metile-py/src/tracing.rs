@@ -13,9 +13,9 @@ use crate::errors::CompilationError;
 mod control;
 mod debug;
 mod math_ops;
-mod shape_ops;
 mod ops;
 mod roles;
+mod shape_ops;
 mod state;
 mod tile;
 

@@ -13,7 +13,10 @@ impl DistLayout {
     /// in the same order, each moved to its axis' new position. `None` when
     /// the layout is not axis-separable.
     pub fn permuted(&self, dims: &[usize]) -> Option<DistLayout> {
-        let shape: Vec<usize> = dims.iter().map(|&d| self.shape.get(d).copied()).collect::<Option<_>>()?;
+        let shape: Vec<usize> = dims
+            .iter()
+            .map(|&d| self.shape.get(d).copied())
+            .collect::<Option<_>>()?;
         let (old, new) = (row_major_strides(&self.shape), row_major_strides(&shape));
         let moved = |leaf: &Leaf| -> Option<Leaf> {
             if leaf.stride == 0 {
@@ -29,7 +32,7 @@ impl DistLayout {
         let thread: Vec<Leaf> = self.thread.iter().map(moved).collect::<Option<_>>()?;
         let value: Vec<Leaf> = self.value.iter().map(moved).collect::<Option<_>>()?;
         let l = DistLayout::from_leaves(&shape, &thread, &value).ok()?;
-        Some(l.with_thread_base(self.thread_base))
+        l.is_separable().then(|| l.with_thread_base(self.thread_base))
     }
 
     /// The layout of this tile reshaped to `shape` (same element count) with
@@ -79,8 +82,10 @@ impl DistLayout {
         for leaf in &self.value {
             split(leaf, &mut value)?;
         }
+        // Leaves that each fit an axis may still together run past it (runs of 4
+        // two apart in rows of 6): then the coordinates are not per-axis sums.
         let l = DistLayout::from_leaves(shape, &thread, &value).ok()?;
-        Some(l.with_thread_base(self.thread_base))
+        l.is_separable().then(|| l.with_thread_base(self.thread_base))
     }
 
     /// True when no thread leaf lies along `axis`: every thread holds whole
@@ -109,7 +114,12 @@ mod tests {
 
     #[test]
     fn a_transpose_keeps_every_element_in_its_register() {
-        for (shape, threads) in [([64usize, 32usize], 128usize), ([8, 8], 32), ([3, 40], 64), ([16, 1], 32)] {
+        for (shape, threads) in [
+            ([64usize, 32usize], 128usize),
+            ([8, 8], 32),
+            ([3, 40], 64),
+            ([16, 1], 32),
+        ] {
             let l = DistLayout::blocked(&shape, threads, 4).unwrap();
             let t = l.permuted(&[1, 0]).unwrap();
             assert_eq!(t.shape(), &[shape[1], shape[0]]);
@@ -118,6 +128,14 @@ mod tests {
             assert!(same_places(&l, &t, transpose_index(r, c)), "{l} -> {t}");
             assert_eq!(t.permuted(&[1, 0]).unwrap(), l);
         }
+    }
+
+    #[test]
+    fn a_transpose_restrides_each_leaf_on_its_new_axis() {
+        let l = DistLayout::blocked(&[64, 32], 128, 4).unwrap();
+        assert_eq!(l.cute().to_string(), "((8,16),(4,4)):((4,32),(1,512))");
+        let t = l.permuted(&[1, 0]).unwrap();
+        assert_eq!(t.cute().to_string(), "((8,16),(4,4)):((256,1),(64,16))");
     }
 
     #[test]
@@ -150,6 +168,10 @@ mod tests {
         // A run of 4 cannot stay whole across rows of 3.
         let l = DistLayout::blocked(&[12], 3, 4).unwrap();
         assert!(l.reshaped(&[4, 3]).is_none());
+        // Each leaf fits a row of 6, but threads 4 apart with 4 columns each run past it.
+        let l = DistLayout::blocked(&[6, 4], 32, 4).unwrap();
+        assert_eq!(l.cute().to_string(), "((4,2,4),(3)):((1,4,0),(8))");
+        assert!(l.reshaped(&[4, 6]).is_none());
     }
 
     #[test]

@@ -31,36 +31,50 @@ impl<'f> Lowering<'f> {
         }
         let dst = self.layout(l).clone();
         let src_shape = self.f.ty(x).shape.clone();
-        let kept = match &op.kind {
+        match &op.kind {
             OpKind::Permute { dims } => {
                 let mut inverse = vec![0; dims.len()];
                 for (i, &d) in dims.iter().enumerate() {
                     inverse[d] = i;
                 }
-                dst.permuted(&inverse)
+                match dst.permuted(&inverse) {
+                    Some(src) => {
+                        let src = self.a.layouts.intern(src);
+                        self.elems(x, src)
+                    }
+                    // `l` is not axis-separable: transpose into the default
+                    // layout (which is), then convert.
+                    None => self.via_default_layout(op, l),
+                }
             }
-            OpKind::Reshape => dst.reshaped(&src_shape),
-            OpKind::Take { axis, index } => return self.take_in(op, (*axis, *index), l),
-            _ => return Err(self.internal("not a shape op")),
-        };
-        match kept {
-            Some(src) => {
-                let src = self.a.layouts.intern(src);
-                self.elems(x, src)
-            }
-            // `l` does not split at the operand's axes: compute the result in
-            // the default layout and convert (one exchange either way).
-            None => self.via_default_layout(op, l),
+            OpKind::Reshape => match dst.reshaped(&src_shape) {
+                Some(src) => {
+                    let src = self.a.layouts.intern(src);
+                    self.elems(x, src)
+                }
+                // `l` does not split at the operand's axes: the operand in its
+                // default layout, converted (the row-major index is the same in
+                // both shapes, which is all a conversion goes by).
+                None => {
+                    let from = self.a.blocked(&src_shape)?;
+                    let xs = self.elems(x, from)?;
+                    let dtype = self.elem_dtype(x);
+                    self.convert(xs, from, l, dtype)
+                }
+            },
+            OpKind::Take { axis, index } => self.take_in(op, (*axis, *index), l),
+            _ => Err(self.internal("not a shape op")),
         }
     }
 
-    /// The result computed in the default layout of its shape, then converted to `l`.
+    /// A permute or take computed in the default layout of its result (which
+    /// is axis-separable), then converted to `l`.
     fn via_default_layout(&mut self, op: &Op, l: LayoutId) -> CompileResult<Vec<GpuValue>> {
         let r = op.results[0];
         let shape = self.f.ty(r).shape.clone();
         let m = self.a.blocked(&shape)?;
         if m == l {
-            return Err(self.internal(format!("the default layout of {shape:?} does not take a shape op")));
+            return Err(self.internal(format!("the default layout of {shape:?} is not axis-separable")));
         }
         let elems = self.shape_op_in(op, m)?;
         let dtype = self.elem_dtype(r);
@@ -70,14 +84,20 @@ impl<'f> Lowering<'f> {
     /// `take` in `l`: the operand in `l` grown by the taken axis (every thread
     /// holds the whole line along it, the axis' positions in registers of
     /// their own), from which each register is picked.
-    fn take_in(&mut self, op: &Op, (axis, index): (usize, usize), l: LayoutId) -> CompileResult<Vec<GpuValue>> {
+    fn take_in(
+        &mut self,
+        op: &Op,
+        (axis, index): (usize, usize),
+        l: LayoutId,
+    ) -> CompileResult<Vec<GpuValue>> {
         let x = op.operands[0];
         let dst = self.layout(l).clone();
         let shape = self.f.ty(x).shape.clone();
         let mut line = shape.clone();
         line[axis] = 1;
-        let Ok(grown) = dst.with_shape(&line).extend_to(&shape) else {
-            return self.via_default_layout(op, l);
+        let grown = match dst.with_shape(&line).extend_to(&shape) {
+            Ok(g) if dst.is_separable() => g,
+            _ => return self.via_default_layout(op, l),
         };
         let src = self.a.layouts.intern(grown.clone());
         let xs = self.elems(x, src)?;
@@ -102,10 +122,7 @@ impl<'f> Lowering<'f> {
         };
         let ones = vec![1; shape.len()];
         let one = self.a.blocked(&ones)?;
-        let everywhere = self
-            .layout(one)
-            .extend_to(&shape)
-            .map_err(|e| self.internal(e))?;
+        let everywhere = self.layout(one).extend_to(&shape).map_err(|e| self.internal(e))?;
         let register = everywhere
             .value_offsets()
             .iter()

@@ -130,7 +130,11 @@ impl Builder {
         let index = self.arange(0, 2)?;
         let first = self.compare(CmpOp::Eq, index.into(), Operand::Int(0))?;
         let first = self.broadcast_to(first, &joined)?;
-        Ok(self.emit1(OpKind::Select, vec![first, halves[0], halves[1]], Type::tile(dtype, &joined)))
+        Ok(self.emit1(
+            OpKind::Select,
+            vec![first, halves[0], halves[1]],
+            Type::tile(dtype, &joined),
+        ))
     }
 
     /// `split(x)`: the two halves of a last axis of size 2.
@@ -143,7 +147,10 @@ impl Builder {
                 ty.shape
             );
         }
-        Ok((self.take(v, ty.shape.len() - 1, 0)?, self.take(v, ty.shape.len() - 1, 1)?))
+        Ok((
+            self.take(v, ty.shape.len() - 1, 0)?,
+            self.take(v, ty.shape.len() - 1, 1)?,
+        ))
     }
 
     /// The elements at `index` along `axis`, which the result drops.

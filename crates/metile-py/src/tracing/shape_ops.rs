@@ -28,7 +28,10 @@ fn static_ints(t: &Trace, args: &Bound<'_, PyTuple>, what: &str) -> PyResult<Vec
             } else {
                 return Err(t.error(
                     py,
-                    &format!("{what} must be ints or a tuple of ints, got {}", describe_object(&only)),
+                    &format!(
+                        "{what} must be ints or a tuple of ints, got {}",
+                        describe_object(&only)
+                    ),
                 ));
             }
         }
@@ -48,7 +51,12 @@ fn accepted_flag(t: &Trace, py: Python<'_>, obj: Option<Obj<'_, '_>>, what: &str
     }
 }
 
-pub(super) fn permute_impl(py: Python<'_>, x: Obj<'_, '_>, dims: &Bound<'_, PyTuple>, what: &str) -> PyResult<Py<PyAny>> {
+pub(super) fn permute_impl(
+    py: Python<'_>,
+    x: Obj<'_, '_>,
+    dims: &Bound<'_, PyTuple>,
+    what: &str,
+) -> PyResult<Py<PyAny>> {
     with_trace(py, what, |t| {
         let x = t.operand(x, what)?;
         let dims = static_ints(t, dims, "permute's dims")?;
@@ -58,7 +66,12 @@ pub(super) fn permute_impl(py: Python<'_>, x: Obj<'_, '_>, dims: &Bound<'_, PyTu
 }
 
 /// `trans(x)` swaps the two axes of a 2-D tile; `trans(x, *dims)` is `permute`.
-pub(super) fn trans_impl(py: Python<'_>, x: Obj<'_, '_>, dims: &Bound<'_, PyTuple>, what: &str) -> PyResult<Py<PyAny>> {
+pub(super) fn trans_impl(
+    py: Python<'_>,
+    x: Obj<'_, '_>,
+    dims: &Bound<'_, PyTuple>,
+    what: &str,
+) -> PyResult<Py<PyAny>> {
     with_trace(py, what, |t| {
         let x = t.operand(x, what)?;
         let mut dims = static_ints(t, dims, "trans's dims")?;
@@ -110,7 +123,12 @@ pub(super) fn view_impl(py: Python<'_>, x: Obj<'_, '_>, shape: &Bound<'_, PyTupl
     reshape_impl(py, x, shape, None, "metile.view()")
 }
 
-pub(super) fn expand_dims_impl(py: Python<'_>, x: Obj<'_, '_>, axis: Obj<'_, '_>, what: &str) -> PyResult<Py<PyAny>> {
+pub(super) fn expand_dims_impl(
+    py: Python<'_>,
+    x: Obj<'_, '_>,
+    axis: Obj<'_, '_>,
+    what: &str,
+) -> PyResult<Py<PyAny>> {
     with_trace(py, what, |t| {
         let x = t.operand(x, what)?;
         let axes = static_ints(t, &PyTuple::new(py, [axis])?, "expand_dims's axis")?;
@@ -119,7 +137,12 @@ pub(super) fn expand_dims_impl(py: Python<'_>, x: Obj<'_, '_>, axis: Obj<'_, '_>
     })
 }
 
-pub(super) fn broadcast_to_impl(py: Python<'_>, x: Obj<'_, '_>, shape: &Bound<'_, PyTuple>, what: &str) -> PyResult<Py<PyAny>> {
+pub(super) fn broadcast_to_impl(
+    py: Python<'_>,
+    x: Obj<'_, '_>,
+    shape: &Bound<'_, PyTuple>,
+    what: &str,
+) -> PyResult<Py<PyAny>> {
     with_trace(py, what, |t| {
         let x = t.operand(x, what)?;
         let shape = static_ints(t, shape, "broadcast_to's shape")?;
@@ -187,7 +210,11 @@ pub fn broadcast_to(py: Python<'_>, input: Obj<'_, '_>, shape: &Bound<'_, PyTupl
 
 /// `broadcast(input, other)`: both broadcast to their common shape.
 #[pyfunction]
-pub fn broadcast<'py>(py: Python<'py>, input: Obj<'_, 'py>, other: Obj<'_, 'py>) -> PyResult<Bound<'py, PyTuple>> {
+pub fn broadcast<'py>(
+    py: Python<'py>,
+    input: Obj<'_, 'py>,
+    other: Obj<'_, 'py>,
+) -> PyResult<Bound<'py, PyTuple>> {
     let what = "metile.broadcast()";
     let (a, b) = with_trace(py, what, |t| {
         let a = t.operand(input, what)?;
@@ -219,7 +246,12 @@ pub fn split<'py>(py: Python<'py>, a: Obj<'_, 'py>) -> PyResult<Bound<'py, PyTup
 /// `cat(input, other, can_reorder=False)`: `input` then `other` along axis 0.
 #[pyfunction]
 #[pyo3(signature = (input, other, can_reorder=None))]
-pub fn cat(py: Python<'_>, input: Obj<'_, '_>, other: Obj<'_, '_>, can_reorder: Option<Obj<'_, '_>>) -> PyResult<Py<PyAny>> {
+pub fn cat(
+    py: Python<'_>,
+    input: Obj<'_, '_>,
+    other: Obj<'_, '_>,
+    can_reorder: Option<Obj<'_, '_>>,
+) -> PyResult<Py<PyAny>> {
     let what = "metile.cat()";
     with_trace(py, what, |t| {
         accepted_flag(t, py, can_reorder, "cat's can_reorder")?;
