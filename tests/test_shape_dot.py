@@ -101,7 +101,7 @@ def test_dot_of_a_transposed_tile_in_one_block(device, rng, dtype, M, N, K, bloc
 
 
 @metile.kernel
-def attention_block(Q, K, V, O, S, D: metile.constexpr, BM: metile.constexpr, BN: metile.constexpr):
+def attention_block(Q, K, V, Out, S, D: metile.constexpr, BM: metile.constexpr, BN: metile.constexpr):
     """One block of attention: softmax(q @ k.T * scale) @ v, ragged key count S."""
     rm = metile.arange(0, BM)
     rn = metile.arange(0, BN)
@@ -113,7 +113,7 @@ def attention_block(Q, K, V, O, S, D: metile.constexpr, BM: metile.constexpr, BN
     s = metile.where(rn[None, :] < S, s, float("-inf"))
     p = metile.softmax(s, dim=1)
     o = metile.dot(p.to(q.dtype), v)
-    metile.store(O + rm[:, None] * D + rd[None, :], o)
+    metile.store(Out + rm[:, None] * D + rd[None, :], o)
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])

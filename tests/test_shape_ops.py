@@ -495,8 +495,8 @@ def bad_shape_op(X, WHAT: metile.constexpr):
 def test_shape_op_errors_name_the_line(what, message):
     with pytest.raises(metile.CompilationError, match=message) as e:
         bad_shape_op[(1,)](np.zeros(8, np.float32), WHAT=what)
-    marker = {"T_1d": "x.T", "reshape_size": "(3, 3)", "reshape_zero": "reshape(x, 0, 8)", "runtime_dims": "program_id(0), 0",
-              "join_pointers": "metile.join(X"}.get(what, f'"{what}"')
+    marker = {"T_1d": "x.T", "reshape_size": "(3, 3)", "reshape_zero": "reshape(x, 0, 8)",
+              "runtime_dims": "program_id(0), 0", "join_pointers": "metile.join(X"}.get(what, f'"{what}"')
     line = line_of(bad_shape_op, marker)
     if marker.startswith('"'):
         line += 1  # the statement after the `elif` naming the case
