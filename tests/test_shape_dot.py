@@ -100,6 +100,17 @@ def test_dot_of_a_transposed_tile_in_one_block(device, rng, dtype, M, N, K, bloc
     np.testing.assert_allclose(c, a64 @ b64.T, **_tol(dtype, K))
 
 
+@pytest.mark.parametrize("splits", [2, 3])
+def test_split_k_of_a_transposed_operand(device, rng, splits):
+    M, N, K = 67, 45, 83
+    a, a64 = _operand(rng, (M, K), "f16")
+    b, b64 = _operand(rng, (N, K), "f16")
+    c = np.full((M, N), np.nan, np.float32)
+    dot_b_transposed[(metile.cdiv(M, 32), metile.cdiv(N, 32))](a, b, c, M, N, K, BM=32, BN=32, BK=16,
+                                                               split_k=splits)
+    np.testing.assert_allclose(c, a64 @ b64.T, **_tol("f16", K))
+
+
 @metile.kernel
 def attention_block(Q, K, V, Out, S, D: metile.constexpr, BM: metile.constexpr, BN: metile.constexpr):
     """One block of attention: softmax(q @ k.T * scale) @ v, ragged key count S."""
