@@ -137,6 +137,19 @@ rand4x = _metile.rand4x
 randn = _metile.randn
 randn4x = _metile.randn4x
 
+# Shape ops (Triton's names and arguments; also methods of a tile: `x.T`,
+# `x.reshape(...)`, `x.permute(...)`, `x.split()`, ...).
+permute = _metile.permute
+trans = _metile.trans
+reshape = _metile.reshape
+view = _metile.view
+expand_dims = _metile.expand_dims
+broadcast_to = _metile.broadcast_to
+broadcast = _metile.broadcast
+join = _metile.join
+split = _metile.split
+cat = _metile.cat
+
 # Tile scheduling.
 tile_swizzle = _metile.tile_swizzle
 
@@ -181,7 +194,10 @@ __all__ = [
     "barrier",
     "bfloat16",
     "bool_",
+    "broadcast",
+    "broadcast_to",
     "cast",
+    "cat",
     "cdiv",
     "ceil",
     "clamp",
@@ -197,6 +213,7 @@ __all__ = [
     "erf",
     "exp",
     "exp2",
+    "expand_dims",
     "expm1",
     "fdiv",
     "float16",
@@ -206,6 +223,7 @@ __all__ = [
     "full",
     "int32",
     "int64",
+    "join",
     "load",
     "log",
     "log1p",
@@ -219,6 +237,7 @@ __all__ = [
     "multiple_of",
     "next_power_of_2",
     "num_programs",
+    "permute",
     "pow",
     "program_id",
     "rand",
@@ -228,6 +247,7 @@ __all__ = [
     "randn",
     "randn4x",
     "range",
+    "reshape",
     "rint",
     "round",
     "rsqrt",
@@ -241,6 +261,7 @@ __all__ = [
     "sinh",
     "softmax",
     "sort",
+    "split",
     "sqrt",
     "sqrt_rn",
     "static_assert",
@@ -256,8 +277,10 @@ __all__ = [
     "tile_range",
     "tile_store",
     "tile_swizzle",
+    "trans",
     "uint32",
     "umulhi",
+    "view",
     "where",
     "xor_sum",
     "zeros",

@@ -358,7 +358,12 @@ impl Pass {
                     self.set(op.results[0], Some(present), false);
                 }
             }
-            OpKind::Broadcast | OpKind::ExpandDims { .. } | OpKind::Cast => {
+            OpKind::Broadcast
+            | OpKind::ExpandDims { .. }
+            | OpKind::Permute { .. }
+            | OpKind::Reshape
+            | OpKind::Take { .. }
+            | OpKind::Cast => {
                 if let Some(p) = self.presence(op.operands[0]) {
                     let r = op.results[0];
                     let mask = match op.kind {

@@ -15,6 +15,8 @@
 //! the axis' value leaves vanish, its thread leaves become replication) and a
 //! broadcast add one without moving data.
 
+mod shape;
+
 use metile_layout::{IntTuple, Layout, LayoutError};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -292,12 +294,23 @@ impl DistLayout {
         })
     }
 
-    /// True when every leaf with a nonzero stride lies inside one axis.
+    /// True when every leaf with a nonzero stride lies inside one axis and the
+    /// leaves of each axis together stay inside it (their largest offsets sum
+    /// to less than the axis' span), so an element's coordinate along an axis
+    /// is the sum of its axis' leaves' parts.
     pub fn is_separable(&self) -> bool {
-        self.thread
-            .iter()
-            .chain(&self.value)
-            .all(|&l| l.stride == 0 || self.axis_of(l).is_some())
+        let strides = row_major_strides(&self.shape);
+        let mut reach = vec![0i64; self.shape.len()];
+        for &l in self.thread.iter().chain(&self.value) {
+            if l.stride == 0 {
+                continue;
+            }
+            match self.axis_of(l) {
+                Some(a) => reach[a] += l.stride * (l.extent - 1),
+                None => return false,
+            }
+        }
+        (0..self.shape.len()).all(|a| reach[a] < strides[a] * self.shape[a] as i64)
     }
 
     /// The same distribution for a shape with the same row-major order (size-1

@@ -682,6 +682,8 @@ mod tests {
     /// with the A rows and B columns of the same tile.
     fn check(target: &Target, shape: (usize, usize, usize), dtype: DType, threads: usize) {
         let p = plan(target, shape, dtype, threads).unwrap();
+        // Reductions, transposes and splits of a `dot`'s result read coordinates per axis.
+        assert!(p.c.is_separable(), "{}", p.c);
         let (m, n, _) = shape;
         let (am, an, ak) = p.atom.shape;
         let (na, nb, nc) = p.atom.values_per_thread();

@@ -487,6 +487,17 @@ fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
             };
             set(f, a, r, class);
         }
+        OpKind::Permute { .. } | OpKind::Reshape | OpKind::Take { .. } => {
+            let (x, r) = (op.operands[0], op.results[0]);
+            let class = match a.class(x) {
+                Class::Fixed(l) if !shape_of(r).is_empty() => {
+                    a.broadcast_derived[r.index()] = a.broadcast_derived[x.index()];
+                    Class::Fixed(shape_op_layout(a, op, l, &shape_of(r))?)
+                }
+                other => other,
+            };
+            set(f, a, r, class);
+        }
         OpKind::Cast
         | OpKind::Unary(_)
         | OpKind::Binary(_)
@@ -593,6 +604,26 @@ fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
         }
     }
     Ok(())
+}
+
+/// The layout of a permute, reshape or take of a tile in layout `l`: the one
+/// that keeps every element where it is when there is one (a transpose always,
+/// a reshape when the leaves split at the new axes, a take when the axis lies
+/// in registers), else the default one (the lowering then moves the data).
+fn shape_op_layout(a: &mut Assignment, op: &Op, l: LayoutId, shape: &[usize]) -> CompileResult<LayoutId> {
+    let src = a.layout(l).clone();
+    let kept = match &op.kind {
+        OpKind::Permute { dims } => src.permuted(dims),
+        OpKind::Reshape => src.reshaped(shape),
+        OpKind::Take { axis, .. } if src.is_separable() && src.axis_in_registers(*axis) => {
+            Some(src.slice(*axis).map_err(|e| layout_err(op, e))?)
+        }
+        _ => None,
+    };
+    match kept {
+        Some(k) => Ok(a.layouts.intern(k)),
+        None => a.blocked(shape),
+    }
 }
 
 /// The matrix-atom plan of a `dot` op, when one fits (never inside a

@@ -117,6 +117,9 @@ fn is_slice_op(kind: &OpKind) -> bool {
             | OpKind::Arange { .. }
             | OpKind::Broadcast
             | OpKind::ExpandDims { .. }
+            | OpKind::Permute { .. }
+            | OpKind::Reshape
+            | OpKind::Take { .. }
             | OpKind::Cast
             | OpKind::Unary(_)
             | OpKind::Binary(_)

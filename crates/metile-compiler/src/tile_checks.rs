@@ -39,6 +39,9 @@ fn mark_block(f: &Function, block: &Block, level: &mut [bool]) {
             }
             OpKind::Broadcast
             | OpKind::ExpandDims { .. }
+            | OpKind::Permute { .. }
+            | OpKind::Reshape
+            | OpKind::Take { .. }
             | OpKind::Cast
             | OpKind::Unary(_)
             | OpKind::Binary(_)

@@ -191,6 +191,8 @@ impl Hash for KindKey {
             OpKind::Compare(c) => c.hash(h),
             OpKind::Arange { start, end } => (start, end).hash(h),
             OpKind::ExpandDims { axis } => axis.hash(h),
+            OpKind::Permute { dims } => dims.hash(h),
+            OpKind::Take { axis, index } => (axis, index).hash(h),
             OpKind::ProgramId { axis } | OpKind::NumPrograms { axis } => axis.hash(h),
             OpKind::Reduce { op, axis } => (op, axis).hash(h),
             _ => {}

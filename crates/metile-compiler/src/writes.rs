@@ -58,7 +58,13 @@ impl Analysis {
     fn block(&mut self, block: &Block) {
         for op in &block.ops {
             match op.kind {
-                OpKind::AddPtr | OpKind::Broadcast | OpKind::ExpandDims { .. } | OpKind::Assume { .. } => {
+                OpKind::AddPtr
+                | OpKind::Broadcast
+                | OpKind::ExpandDims { .. }
+                | OpKind::Permute { .. }
+                | OpKind::Reshape
+                | OpKind::Take { .. }
+                | OpKind::Assume { .. } => {
                     self.flow(op.operands[0], op.results[0]);
                 }
                 OpKind::Select => {

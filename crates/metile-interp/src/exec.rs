@@ -94,11 +94,17 @@ fn transfer(regs: &mut [Val], temps: &mut Vec<Val>, block: &Block, to: &[u32]) {
     }
 }
 
-/// Dense numpy broadcast of `src` into `out` (see `Exec::Broadcast`).
-pub(crate) fn broadcast_dense<T: Element>(src: &[T], strides: &[usize], shape: &[usize], out: &mut [T]) {
+/// The strided view of `src` that `Exec::Broadcast` describes, into `out`.
+pub(crate) fn broadcast_dense<T: Element>(
+    src: &[T],
+    offset: usize,
+    strides: &[usize],
+    shape: &[usize],
+    out: &mut [T],
+) {
     let rank = shape.len();
     let Some((&inner_len, outer_shape)) = shape.split_last() else {
-        if let (Some(o), Some(&s)) = (out.first_mut(), src.first()) {
+        if let (Some(o), Some(&s)) = (out.first_mut(), src.get(offset)) {
             *o = s;
         }
         return;
@@ -106,11 +112,20 @@ pub(crate) fn broadcast_dense<T: Element>(src: &[T], strides: &[usize], shape: &
     let inner_stride = strides[rank - 1];
     let mut counter = [0usize; MAX_RANK];
     for row in out.chunks_exact_mut(inner_len.max(1)) {
-        let base: usize = counter[..rank - 1].iter().zip(strides).map(|(c, s)| c * s).sum();
-        if inner_stride == 0 {
-            row.fill(src[base]);
-        } else {
-            row.copy_from_slice(&src[base..base + inner_len]);
+        let base: usize = offset
+            + counter[..rank - 1]
+                .iter()
+                .zip(strides)
+                .map(|(c, s)| c * s)
+                .sum::<usize>();
+        match inner_stride {
+            0 => row.fill(src[base]),
+            1 => row.copy_from_slice(&src[base..base + inner_len]),
+            s => {
+                for (i, o) in row.iter_mut().enumerate() {
+                    *o = src[base + i * s];
+                }
+            }
         }
         for d in (0..outer_shape.len()).rev() {
             counter[d] += 1;
@@ -240,17 +255,18 @@ impl Machine<'_> {
             ),
             Exec::Broadcast {
                 src_numel,
+                src_offset,
                 src_strides,
                 dst_shape,
                 storage,
+                in_order,
             } => {
                 let src = arg(0);
                 w.regs[ins.outs[0] as usize].mem = w.regs[src].mem;
                 Self::with_out(w, ins, |regs, out, scratch| {
                     let input = &regs[src].repr;
-                    if matches!(input, Repr::Splat(_)) || *src_numel == n {
-                        // A splat stays a splat; equal sizes mean only size-1 axes were
-                        // added, which keeps the flat order.
+                    if matches!(input, Repr::Splat(_)) || *in_order {
+                        // A splat stays a splat; a view in flat order is the operand.
                         out.assign_from(input);
                         return Ok(());
                     }
@@ -258,7 +274,7 @@ impl Machine<'_> {
                         let [buf, _, _] = T::scratch(&mut scratch.typed);
                         let s = input.dense_slice::<T>(*src_numel, buf)?;
                         let mut v = take_vec::<T>(out, n);
-                        broadcast_dense(s, src_strides, dst_shape, &mut v);
+                        broadcast_dense(s, *src_offset, src_strides, dst_shape, &mut v);
                         put_vec(out, v);
                     });
                     Ok(())

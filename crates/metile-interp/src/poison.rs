@@ -257,6 +257,7 @@ impl PoisonRule {
             }
             ResultRule::Broadcast => {
                 let Exec::Broadcast {
+                    src_offset,
                     src_strides,
                     dst_shape,
                     ..
@@ -271,7 +272,7 @@ impl PoisonRule {
                         if lanes.len() == 1 {
                             out.fill(lanes[0]);
                         } else {
-                            broadcast_dense(lanes, src_strides, dst_shape, &mut out);
+                            broadcast_dense(lanes, *src_offset, src_strides, dst_shape, &mut out);
                         }
                         p.add(out, fault);
                     }

@@ -69,15 +69,21 @@ pub(crate) enum Exec {
     Arange {
         start: i64,
     },
-    /// `src_strides` has one entry per result dimension: the operand's row-major
-    /// stride there, 0 where it is broadcast.
+    /// A strided view of the operand: result element `(c0, c1, ..)` is operand
+    /// element `src_offset + sum(ci * src_strides[i])`. `src_strides` has one
+    /// entry per result dimension: the operand's row-major stride there, 0
+    /// where it is broadcast; a transpose permutes them, a `take` drops its
+    /// axis and starts at `src_offset`. `in_order`: the view is the operand in
+    /// its own flat order (a broadcast that only adds size-1 axes).
     Broadcast {
         src_numel: usize,
+        src_offset: usize,
         src_strides: Vec<usize>,
         dst_shape: Vec<usize>,
         storage: DType,
+        in_order: bool,
     },
-    /// Same elements in the same flat order (`expand_dims`).
+    /// Same elements in the same flat order (`expand_dims`, `reshape`).
     Reshape,
     Cast(UnaryFn),
     Unary(UnaryFn),
@@ -483,19 +489,32 @@ impl<'f> Preparer<'f> {
                 Exec::Constant(crate::elem::with_elem!(d, T => literal_bits::<T>(*lit)))
             }
             OpKind::Arange { start, .. } => Exec::Arange { start: *start },
-            OpKind::Broadcast => {
+            OpKind::Broadcast | OpKind::Permute { .. } | OpKind::Take { .. } => {
                 let (src, dst) = (in_ty(0), out_ty.map(|t| t.shape.clone()).unwrap_or_default());
-                if dst.len() > MAX_RANK {
+                if dst.len() > MAX_RANK || src.shape.len() > MAX_RANK {
                     return Err(unsupported(op, format!("tiles of rank above {MAX_RANK}")));
                 }
+                let strides = row_major(&src.shape);
+                let (src_offset, src_strides) = match &op.kind {
+                    OpKind::Permute { dims } => (0, dims.iter().map(|&d| strides[d]).collect()),
+                    OpKind::Take { axis, index } => {
+                        let mut kept = strides.clone();
+                        kept.remove(*axis);
+                        (index * strides[*axis], kept)
+                    }
+                    _ => (0, broadcast_strides(&src.shape, &dst)),
+                };
                 Exec::Broadcast {
                     src_numel: src.numel(),
-                    src_strides: broadcast_strides(&src.shape, &dst),
+                    src_offset,
+                    src_strides,
+                    in_order: matches!(op.kind, OpKind::Broadcast)
+                        && src.numel() == dst.iter().product::<usize>(),
                     dst_shape: dst,
                     storage: storage_dtype(src),
                 }
             }
-            OpKind::ExpandDims { .. } => Exec::Reshape,
+            OpKind::ExpandDims { .. } | OpKind::Reshape => Exec::Reshape,
             OpKind::Cast => {
                 let from = self.dtype(op, op.operands[0])?;
                 let to = self.dtype(op, op.results[0])?;
@@ -778,6 +797,15 @@ pub(crate) const MAX_RANK: usize = 16;
 
 /// Row-major strides of `src` laid against the dimensions of `dst` (numpy alignment
 /// from the right), 0 on broadcast dimensions.
+/// Row-major strides of a shape, in elements.
+fn row_major(shape: &[usize]) -> Vec<usize> {
+    let mut strides = vec![1; shape.len()];
+    for a in (0..shape.len().saturating_sub(1)).rev() {
+        strides[a] = strides[a + 1] * shape[a + 1];
+    }
+    strides
+}
+
 fn broadcast_strides(src: &[usize], dst: &[usize]) -> Vec<usize> {
     let lead = dst.len().saturating_sub(src.len());
     let mut strides = vec![0; dst.len()];

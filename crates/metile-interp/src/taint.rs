@@ -78,7 +78,14 @@ impl Taint {
                 // As the constant is held: wrapped to its dtype (`1 << 32` is an i32 zero).
                 (OpKind::Constant(Literal::Int(i)), _) => int_dtype.map(|d| wrap(*i, d)),
                 (OpKind::Constant(Literal::Bool(b)), _) => Some(i64::from(*b)),
-                (OpKind::Broadcast | OpKind::ExpandDims { .. }, Some(&src)) => self.constants[src.index()],
+                (
+                    OpKind::Broadcast
+                    | OpKind::ExpandDims { .. }
+                    | OpKind::Permute { .. }
+                    | OpKind::Reshape
+                    | OpKind::Take { .. },
+                    Some(&src),
+                ) => self.constants[src.index()],
                 (OpKind::Cast, Some(&src)) => {
                     int_dtype.and_then(|d| self.constants[src.index()].map(|v| wrap(v, d)))
                 }
@@ -119,6 +126,9 @@ impl Taint {
                 | OpKind::Cast
                 | OpKind::Broadcast
                 | OpKind::ExpandDims { .. }
+                | OpKind::Permute { .. }
+                | OpKind::Reshape
+                | OpKind::Take { .. }
                 | OpKind::AddPtr
                 | OpKind::Assume { .. }
                 | OpKind::Fma
@@ -207,6 +217,9 @@ impl Taint {
             | OpKind::Cast
             | OpKind::Broadcast
             | OpKind::ExpandDims { .. }
+            | OpKind::Permute { .. }
+            | OpKind::Reshape
+            | OpKind::Take { .. }
             | OpKind::AddPtr
             | OpKind::Select
             | OpKind::Assume { .. }
@@ -268,12 +281,14 @@ impl Taint {
                     operands: vec![0, 1],
                     fault: self.fault_source(op, *b, values),
                 },
-                OpKind::Unary(_) | OpKind::Cast | OpKind::ExpandDims { .. } | OpKind::Assume { .. } => {
-                    ResultRule::Union {
-                        operands: vec![0],
-                        fault: None,
-                    }
-                }
+                OpKind::Unary(_)
+                | OpKind::Cast
+                | OpKind::ExpandDims { .. }
+                | OpKind::Reshape
+                | OpKind::Assume { .. } => ResultRule::Union {
+                    operands: vec![0],
+                    fault: None,
+                },
                 OpKind::Compare(_) | OpKind::AddPtr => ResultRule::Union {
                     operands: vec![0, 1],
                     fault: None,
@@ -282,7 +297,7 @@ impl Taint {
                     operands: vec![0, 1, 2],
                     fault: None,
                 },
-                OpKind::Broadcast => ResultRule::Broadcast,
+                OpKind::Broadcast | OpKind::Permute { .. } | OpKind::Take { .. } => ResultRule::Broadcast,
                 OpKind::Select => ResultRule::Select,
                 OpKind::Load { has_other: true, .. } => ResultRule::LoadOther,
                 OpKind::SimdShuffleXor => ResultRule::Exchange { xor: true },

@@ -34,6 +34,11 @@ fn attrs(kind: &OpKind) -> String {
         OpKind::Constant(l) => format!(" {l}"),
         OpKind::Arange { start, end } => format!(" {start}, {end}"),
         OpKind::ExpandDims { axis } => format!(" axis={axis}"),
+        OpKind::Permute { dims } => {
+            let dims: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+            format!(" dims=[{}]", dims.join(","))
+        }
+        OpKind::Take { axis, index } => format!(" axis={axis} index={index}"),
         OpKind::Load { has_mask, has_other } => {
             format!("{}{}", flag(*has_mask, " masked"), flag(*has_other, " other"))
         }

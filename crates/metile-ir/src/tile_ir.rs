@@ -343,6 +343,16 @@ pub enum OpKind {
     Broadcast,
     /// `(x[..]) -> x[..1..]`: inserts a size-1 axis.
     ExpandDims { axis: usize },
+    /// `(x) -> x'`: axis `i` of the result is axis `dims[i]` of `x` (a
+    /// transpose; `dims` is a permutation of the axes, never the identity).
+    Permute { dims: Vec<usize> },
+    /// `(x) -> x'`: the same elements in the same row-major order, in another
+    /// shape of the same size.
+    Reshape,
+    /// `(x[.., n, ..]) -> x[.., ..]`: the elements at position `index` along
+    /// `axis`, which the result drops (numpy's `take` with one index; one
+    /// half of `split`).
+    Take { axis: usize, index: usize },
     /// `(x) -> x`, same shape, the result's element type.
     Cast,
     /// `(x) -> x`.
@@ -454,6 +464,9 @@ impl OpKind {
             OpKind::Arange { .. } => "arange",
             OpKind::Broadcast => "broadcast",
             OpKind::ExpandDims { .. } => "expand_dims",
+            OpKind::Permute { .. } => "permute",
+            OpKind::Reshape => "reshape",
+            OpKind::Take { .. } => "take",
             OpKind::Cast => "cast",
             OpKind::Unary(u) => match u {
                 UnaryOp::Neg => "neg",

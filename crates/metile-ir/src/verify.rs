@@ -280,6 +280,35 @@ impl<'f> Verifier<'f> {
                     return fail("wrong result shape");
                 }
             }
+            OpKind::Permute { dims } => {
+                arity(1, 1)?;
+                let mut sorted = dims.clone();
+                sorted.sort_unstable();
+                if sorted != (0..ins[0].shape.len()).collect::<Vec<_>>() {
+                    return fail("dims must be a permutation of the operand's axes");
+                }
+                let permuted: Vec<usize> = dims.iter().map(|&d| ins[0].shape[d]).collect();
+                if permuted != outs[0].shape || outs[0].elem != ins[0].elem {
+                    return fail("wrong result shape");
+                }
+            }
+            OpKind::Reshape => {
+                arity(1, 1)?;
+                if ins[0].numel() != outs[0].numel() || outs[0].elem != ins[0].elem || ins[0].is_scalar() {
+                    return fail("a reshape keeps the element count and type");
+                }
+            }
+            OpKind::Take { axis, index } => {
+                arity(1, 1)?;
+                let mut shape = ins[0].shape.clone();
+                if *axis >= shape.len() || *index >= shape[*axis] {
+                    return fail("axis or index out of range");
+                }
+                shape.remove(*axis);
+                if shape != outs[0].shape || outs[0].elem != ins[0].elem {
+                    return fail("wrong result shape");
+                }
+            }
             OpKind::Cast => {
                 arity(1, 1)?;
                 if ins[0].shape != outs[0].shape || ins[0].is_ptr() || outs[0].is_ptr() {

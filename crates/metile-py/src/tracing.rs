@@ -16,6 +16,7 @@ mod debug;
 mod math_ops;
 mod ops;
 mod roles;
+mod shape_ops;
 mod state;
 mod tile;
 
@@ -171,6 +172,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ops::register(m)?;
     atomics::register(m)?;
     math_ops::register(m)?;
+    shape_ops::register(m)?;
     control::register(m)?;
     debug::register(m)?;
     roles::register(m)?;

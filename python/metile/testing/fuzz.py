@@ -120,7 +120,7 @@ class _Generator:
     def step(self) -> None:
         x = self.pick()
         assert x is not None
-        choice = self.rng.randrange(18)
+        choice = self.rng.randrange(19)
         if choice <= 2:
             y = self.pick(x.is_int)
             a, b, kind = _operands(x, y)
@@ -181,6 +181,28 @@ class _Generator:
             self.scan_or_sort(x)
         elif choice == 17 and x.kind in ("full", "rows", "cols"):
             self.arg_reduce(x)
+        elif choice == 18 and x.kind == "full":
+            self.shape_op(x)
+
+    def shape_op(self, x: Value) -> None:
+        """Transposes, reshapes (to 1-D, through 3-D), join/split round trips and
+        `dot(x, w.T)` of a [BM, BN] value (every BN is even)."""
+        y = self.pick(x.is_int, ("full",))
+        forms = [
+            ("rows", f"metile.sum({x.name}.T, axis=0)"),
+            ("cols", f"metile.max(metile.trans({x.name}), axis=1)"),
+            ("full", self.bounded(f"({x.name}.T + {y.name}.T).T", x.is_int)),
+            ("full", f"metile.reshape({x.name}, (BM * BN,)).reshape(BM, BN)"),
+            ("full", self.bounded(f"({x.name}.reshape(BM * BN) * (metile.arange(0, BM * BN) % 3)).reshape(BM, BN)",
+                                  x.is_int)),
+            ("full", f"metile.permute({x.name}[None, :, :], 1, 0, 2).reshape(BM, BN)"),
+            ("full", f"metile.join(*metile.split({x.name}.reshape(BM, BN // 2, 2))).reshape(BM, BN)"),
+            ("full", f"metile.split(metile.join({x.name}, {y.name}))[1]"),
+        ]
+        if not x.is_int:
+            forms.append(("full", self.bounded(f"metile.dot({x.name}, w.T)", False)))
+        kind, expr = self.rng.choice(forms)
+        self.emit(kind, x.is_int, expr)
 
     def scan_or_sort(self, x: Value) -> None:
         """A scan or a sort along an axis (every block extent is a power of two)."""

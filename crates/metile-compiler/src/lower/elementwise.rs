@@ -51,6 +51,7 @@ impl<'f> Lowering<'f> {
     fn elementwise_uniform(&mut self, op: &Op) -> CompileResult<GpuValue> {
         match op.kind {
             OpKind::Broadcast | OpKind::ExpandDims { .. } => self.uniform(op.operands[0]),
+            OpKind::Permute { .. } | OpKind::Reshape | OpKind::Take { .. } => self.shape_op_uniform(op),
             _ => {
                 let xs = op
                     .operands
@@ -81,6 +82,7 @@ impl<'f> Lowering<'f> {
                 Ok(out)
             }
             OpKind::Broadcast => self.broadcast_in(op, l),
+            OpKind::Permute { .. } | OpKind::Reshape | OpKind::Take { .. } => self.shape_op_in(op, l),
             OpKind::ExpandDims { .. } => {
                 let x = op.operands[0];
                 let shape = self.f.ty(x).shape.clone();

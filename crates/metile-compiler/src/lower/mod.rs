@@ -35,6 +35,7 @@ mod memory;
 mod reduce;
 mod ring_barriers;
 mod scan_sort;
+mod shape;
 mod store_staging;
 mod thread_ops;
 mod tma;
@@ -634,7 +635,10 @@ impl<'f> Lowering<'f> {
             | OpKind::Select
             | OpKind::AddPtr
             | OpKind::Fma
-            | OpKind::Assume { .. } => self.elementwise(op),
+            | OpKind::Assume { .. }
+            | OpKind::Permute { .. }
+            | OpKind::Reshape
+            | OpKind::Take { .. } => self.elementwise(op),
             OpKind::Load { .. } => self.load(op),
             OpKind::Store { .. } => self.store(op),
             OpKind::Atomic { .. } => self.atomic(op),

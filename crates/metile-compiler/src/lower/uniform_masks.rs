@@ -33,7 +33,12 @@ impl<'f> Lowering<'f> {
         }
         let op = self.def_op[mask.index()]?;
         match op.kind {
-            OpKind::Broadcast | OpKind::ExpandDims { .. } => self.mask_all_true(op.operands[0]),
+            // A lane of these is a lane of the operand: all true when all of it is.
+            OpKind::Broadcast
+            | OpKind::ExpandDims { .. }
+            | OpKind::Permute { .. }
+            | OpKind::Reshape
+            | OpKind::Take { .. } => self.mask_all_true(op.operands[0]),
             OpKind::Binary(BinaryOp::And) => {
                 let a = self.mask_all_true(op.operands[0])?;
                 let b = self.mask_all_true(op.operands[1])?;
@@ -75,7 +80,11 @@ impl<'f> Lowering<'f> {
                 lo: start,
                 hi: end - 1,
             }),
-            OpKind::Broadcast | OpKind::ExpandDims { .. } => self.span(op.operands[0]),
+            OpKind::Broadcast
+            | OpKind::ExpandDims { .. }
+            | OpKind::Permute { .. }
+            | OpKind::Reshape
+            | OpKind::Take { .. } => self.span(op.operands[0]),
             OpKind::Binary(b @ (BinaryOp::Add | BinaryOp::Sub)) => {
                 let x = self.span(op.operands[0])?;
                 let y = self.span(op.operands[1])?;

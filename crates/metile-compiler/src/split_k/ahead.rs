@@ -106,6 +106,9 @@ fn hoist(
             OpKind::Constant(_)
                 | OpKind::Broadcast
                 | OpKind::ExpandDims { .. }
+                | OpKind::Permute { .. }
+                | OpKind::Reshape
+                | OpKind::Take { .. }
                 | OpKind::Cast
                 | OpKind::Binary(_)
                 | OpKind::Unary(_)

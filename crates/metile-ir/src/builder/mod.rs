@@ -13,6 +13,7 @@ mod debug;
 mod math;
 mod random;
 mod regions;
+mod shape;
 
 pub use atomic::AtomicFlags;
 pub use random::{MAX_PHILOX_ROUNDS, PHILOX_ROUNDS};

@@ -6,6 +6,7 @@ use pyo3::basic::CompareOp;
 use pyo3::prelude::*;
 use pyo3::types::{PySlice, PyTuple};
 
+use super::shape_ops;
 use super::state::{describe_object, dtype_arg, with_trace, Trace};
 
 #[pyclass(module = "metile._metile", name = "Tile", frozen)]
@@ -235,6 +236,57 @@ impl Tile {
             }
             t.wrap_any(py, v)
         })
+    }
+
+    /// `x.T`: the transpose of a 2-D tile, `trans(x)`.
+    #[getter(T)]
+    fn transposed(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        shape_ops::trans_impl(py, slf.as_any(), &PyTuple::empty(py), "Tile.T")
+    }
+
+    /// `x.trans(*dims)`, as `metile.trans(x, *dims)`.
+    #[pyo3(signature = (*dims))]
+    fn trans(slf: &Bound<'_, Self>, dims: &Bound<'_, PyTuple>) -> PyResult<Py<PyAny>> {
+        shape_ops::trans_impl(slf.py(), slf.as_any(), dims, "Tile.trans()")
+    }
+
+    /// `x.permute(*dims)`, as `metile.permute(x, *dims)`.
+    #[pyo3(signature = (*dims))]
+    fn permute(slf: &Bound<'_, Self>, dims: &Bound<'_, PyTuple>) -> PyResult<Py<PyAny>> {
+        shape_ops::permute_impl(slf.py(), slf.as_any(), dims, "Tile.permute()")
+    }
+
+    /// `x.reshape(*shape, can_reorder=False)`, as `metile.reshape`.
+    #[pyo3(signature = (*shape, can_reorder=None))]
+    fn reshape(
+        slf: &Bound<'_, Self>,
+        shape: &Bound<'_, PyTuple>,
+        can_reorder: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        shape_ops::reshape_impl(slf.py(), slf.as_any(), shape, can_reorder, "Tile.reshape()")
+    }
+
+    /// `x.view(*shape)`, Triton's deprecated spelling of `x.reshape`.
+    #[pyo3(signature = (*shape))]
+    fn view(slf: &Bound<'_, Self>, shape: &Bound<'_, PyTuple>) -> PyResult<Py<PyAny>> {
+        shape_ops::view_impl(slf.py(), slf.as_any(), shape)
+    }
+
+    /// `x.expand_dims(axis)`, as `metile.expand_dims`.
+    fn expand_dims(slf: &Bound<'_, Self>, axis: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        shape_ops::expand_dims_impl(slf.py(), slf.as_any(), axis, "Tile.expand_dims()")
+    }
+
+    /// `x.broadcast_to(*shape)`, as `metile.broadcast_to`.
+    #[pyo3(signature = (*shape))]
+    fn broadcast_to(slf: &Bound<'_, Self>, shape: &Bound<'_, PyTuple>) -> PyResult<Py<PyAny>> {
+        shape_ops::broadcast_to_impl(slf.py(), slf.as_any(), shape, "Tile.broadcast_to()")
+    }
+
+    /// `x.split()`, as `metile.split(x)`.
+    fn split<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        shape_ops::split_impl(slf.py(), slf.as_any(), "Tile.split()")
     }
 
     /// The tile's shape as a tuple of ints (`()` for a scalar).
