@@ -29,6 +29,7 @@ use metile_ir::{BinaryOp, CmpOp, DType, Loc, ReduceOp, UnaryOp};
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::{self, Write};
 
+mod convert;
 mod math;
 mod tma;
 mod wgmma;
@@ -38,7 +39,14 @@ pub enum Helper {
     FloatToInt,
     FloatToUint,
     FloatToLong,
+    /// Float (or, when `true`, double) to an integer type the three above do not cover.
+    FloatToInteger(DType, bool),
     BfloatFromLong,
+    BfloatFromUlong,
+    /// An fp8 type's decoder to float.
+    Fp8ToFloat(DType),
+    /// An fp8 type's encoder from float (or, when `true`, from double).
+    Fp8FromFloat(DType, bool),
     Erf,
     Log1p,
     Expm1,
@@ -81,9 +89,19 @@ pub const MSL_DEBUG_PREAMBLE: &str = "#if __METAL_VERSION__ >= 320
 #endif
 ";
 
-pub fn helper_source(h: Helper) -> &'static str {
+pub fn helper_source(h: Helper, lang: Lang) -> String {
     match h {
-        Helper::Erf | Helper::Log1p | Helper::Expm1 => math::helper_source(h),
+        Helper::Erf | Helper::Log1p | Helper::Expm1 => math::helper_source(h).to_string(),
+        Helper::FloatToInteger(to, double) => convert::float_to_integer_source(lang, double, to),
+        Helper::BfloatFromUlong => convert::BFLOAT_FROM_ULONG.to_string(),
+        Helper::Fp8ToFloat(d) => convert::decoder_source(d),
+        Helper::Fp8FromFloat(d, double) => convert::encoder_source(d, double),
+        _ => fixed_helper_source(h).to_string(),
+    }
+}
+
+fn fixed_helper_source(h: Helper) -> &'static str {
+    match h {
         Helper::FloatToInt => {
             "static inline int metile_float_to_int(float x) {\n  \
              return isnan(x) ? 0 : x >= 2147483648.0f ? 2147483647 : x <= -2147483648.0f ? (-2147483647 - 1) : int(x);\n}\n"
@@ -110,13 +128,15 @@ pub fn helper_source(h: Helper) -> &'static str {
              float r = as_type<float>(bits);\n  \
              return bfloat(v < 0 ? -r : r);\n}\n"
         }
+        _ => "",
     }
 }
 
-/// The unsigned type of the same width, for wrapping arithmetic.
+/// The unsigned type of the same width, for wrapping arithmetic (narrow
+/// integers compute in 32 bits, as C promotes them).
 fn unsigned_of(d: DType) -> &'static str {
     match d {
-        DType::I64 => "ulong",
+        DType::I64 | DType::U64 => "ulong",
         _ => "uint",
     }
 }
@@ -237,7 +257,8 @@ impl<'a> BodyWriter<'a> {
     fn type_of(&self, t: GpuType) -> String {
         match (self.lang, t) {
             (Lang::Cuda, GpuType::Vector(d, n)) => self.vector_of(d, n),
-            (Lang::Cuda, GpuType::Ptr(d, _)) => format!("{}*", scalar_type(d)),
+            (Lang::Cuda, GpuType::Scalar(d)) => self.lang.scalar(d).to_string(),
+            (Lang::Cuda, GpuType::Ptr(d, _)) => format!("{}*", self.lang.scalar(d)),
             _ => type_text(t).to_string(),
         }
     }
@@ -245,7 +266,7 @@ impl<'a> BodyWriter<'a> {
     fn vector_of(&self, d: DType, lanes: u8) -> String {
         match self.lang {
             Lang::Msl => vector_type(d, lanes),
-            Lang::Cuda => format!("metile_vec<{}, {lanes}>", scalar_type(d)),
+            Lang::Cuda => format!("metile_vec<{}, {lanes}>", self.lang.scalar(d)),
         }
     }
 
@@ -253,7 +274,7 @@ impl<'a> BodyWriter<'a> {
     pub fn registers_and_body(&mut self) -> EmitResult<()> {
         let f = self.f;
         for (i, r) in f.regs.iter().enumerate() {
-            let ty = scalar_type(r.dtype);
+            let ty = self.lang.scalar(r.dtype);
             if r.len == 1 {
                 self.line_fmt(1, format_args!("{ty} r{i};"));
             } else {
@@ -316,7 +337,7 @@ impl<'a> BodyWriter<'a> {
         match &op.kind {
             GpuOpKind::Const(lit) => {
                 let d = self.f.ty(op.results[0]).dtype();
-                self.set_name(op.results[0], Name::text(literal(lit, d)));
+                self.set_name(op.results[0], Name::text(literal(lit, d, self.lang)));
             }
             GpuOpKind::Builtin(b) => {
                 let axis = |a: u8| ["x", "y", "z"].get(usize::from(a)).copied().unwrap_or("x");
@@ -363,7 +384,7 @@ impl<'a> BodyWriter<'a> {
                 // serializes `wgmma`s whose accumulators are later converted
                 // one at a time, though only after the last wait.
                 let (a, b) = (self.name(a)?, self.name(b)?);
-                let ty = scalar_type(d);
+                let ty = self.lang.scalar(d);
                 self.define_with(depth, op.results[0], |_, out| {
                     let _ = write!(out, "metile_narrow2<{ty}>({a}, {b})");
                     Ok(())
@@ -464,8 +485,13 @@ impl<'a> BodyWriter<'a> {
                     "__shfl_sync"
                 };
                 let (x, lane) = (arg(0)?, arg(1)?);
-                let rhs = match self.dtype(op.operands[0]) {
+                let d = self.dtype(op.operands[0]);
+                let rhs = match d {
                     DType::Bool => format!("{f}(0xffffffffu, int({x}), {lane}) != 0"),
+                    // CUDA shuffles 32- and 64-bit values: narrow ones (and fp8 bits) travel as int.
+                    d if d.size_bytes() < 4 && !matches!(d, DType::F16 | DType::BF16) => {
+                        format!("{}({f}(0xffffffffu, int({x}), {lane}))", self.lang.scalar(d))
+                    }
                     _ => format!("{f}(0xffffffffu, {x}, {lane})"),
                 };
                 self.define(depth, op.results[0], &rhs);
@@ -478,9 +504,13 @@ impl<'a> BodyWriter<'a> {
                 };
                 let x = arg(0)?;
                 let lane = format!("ushort({})", arg(1)?);
-                let rhs = match self.dtype(op.operands[0]) {
+                let d = self.dtype(op.operands[0]);
+                let rhs = match d {
                     DType::Bool => format!("{f}(uint({x}), {lane}) != 0u"),
-                    DType::I64 => format!("as_type<long>({f}(as_type<uint2>({x}), {lane}))"),
+                    DType::I64 | DType::U64 => {
+                        format!("as_type<{}>({f}(as_type<uint2>({x}), {lane}))", scalar_type(d))
+                    }
+                    DType::F64 => return Err("Metal has no f64".into()),
                     DType::BF16 => format!("as_type<bfloat>({f}(as_type<ushort>({x}), {lane}))"),
                     _ => format!("{f}({x}, {lane})"),
                 };
@@ -890,13 +920,15 @@ impl<'a> BodyWriter<'a> {
             let hex = hex_from.is_some_and(|h| i >= h);
             let x = self.name(v)?;
             let (spec, arg) = match (self.dtype(v), hex) {
-                (DType::I64, true) => ("0x%lx", format!("ulong({x})")),
+                (DType::I64 | DType::U64, true) => ("0x%lx", format!("ulong({x})")),
                 (_, true) => ("0x%x", format!("uint({x})")),
-                (DType::Bool, false) => ("%d", format!("int({x})")),
-                (DType::I32, false) => ("%d", format!("int({x})")),
-                (DType::U32, false) => ("%u", format!("uint({x})")),
+                (DType::Bool | DType::I8 | DType::I16 | DType::I32, false) => ("%d", format!("int({x})")),
+                (DType::U8 | DType::U16 | DType::U32, false) => ("%u", format!("uint({x})")),
                 (DType::I64, false) => ("%ld", format!("long({x})")),
+                (DType::U64, false) => ("%lu", format!("ulong({x})")),
+                (DType::F64, false) => ("%g", x.to_string()),
                 (DType::F16 | DType::BF16 | DType::F32, false) => ("%g", format!("float({x})")),
+                (d, false) => return Err(format!("printing a {d} value (the builder prints fp8 as f32)")),
             };
             format.push_str(spec);
             args.push_str(", ");
@@ -1003,7 +1035,7 @@ impl<'a> BodyWriter<'a> {
         let u = unsigned_of(d);
         let operand = |out: &mut String, v: GpuValue, text: &Name| {
             let _ = match self.ranges.constant(v) {
-                Some(c) if d == DType::I64 => write!(out, "{}UL", c as i64 as u64),
+                Some(c) if d.size_bytes() == 8 => write!(out, "{}UL", c as i64 as u64),
                 Some(c) => write!(out, "{}u", c as i32 as u32),
                 None => {
                     out.push_str("as_type<");
@@ -1023,6 +1055,11 @@ impl<'a> BodyWriter<'a> {
     }
 
     fn negate_int(&self, d: DType, a: &Name, v: GpuValue) -> String {
+        // Narrow integers negate in int (no overflow); the result is truncated
+        // where it is stored, which wraps `-MIN` to `MIN`.
+        if d.is_narrow_int() {
+            return format!("-{a}");
+        }
         let safe = self.ranges.get(v).is_some_and(|r| match d {
             DType::I32 => r.lo > i128::from(i32::MIN),
             _ => r.lo > i128::from(i64::MIN),
@@ -1039,21 +1076,32 @@ impl<'a> BodyWriter<'a> {
         let d = self.dtype(v);
         let a = self.name(v)?;
         let lang = self.lang;
+        if d.is_fp8() {
+            return Err(format!("{u:?} on {d} (the builder computes fp8 in f32)"));
+        }
+        if d == DType::F64 && lang == Lang::Msl {
+            return Err("Metal has no f64".into());
+        }
         let math = |name: &str| -> String {
             let f = lang.transcendental(name);
             match d {
                 DType::F32 => format!("{f}({a})"),
+                // CUDA's double functions carry no suffix.
+                DType::F64 => format!("{name}({a})"),
                 DType::F16 | DType::BF16 => format!("{}({f}(float({a})))", scalar_type(d)),
                 _ => a.to_string(),
             }
         };
         Ok(match u {
             UnaryOp::Neg => match d {
-                DType::F32 | DType::F16 => format!("-{a}"),
+                DType::F32 | DType::F16 | DType::F64 => format!("-{a}"),
                 DType::BF16 => format!("bfloat(-float({a}))"),
-                DType::I32 | DType::I64 => self.negate_int(d, &a, v),
+                d if d.is_signed_int() => self.negate_int(d, &a, v),
+                DType::U64 => format!("0UL - {a}"),
                 DType::U32 => format!("0u - {a}"),
-                DType::Bool => a.to_string(),
+                // Narrow unsigned: negated in int, truncated where stored.
+                d if d.is_int() => format!("-{a}"),
+                _ => a.to_string(),
             },
             UnaryOp::Not => match d {
                 DType::Bool => format!("!{a}"),
@@ -1066,11 +1114,12 @@ impl<'a> BodyWriter<'a> {
             UnaryOp::Tanh => math("tanh"),
             UnaryOp::Abs => match d {
                 DType::F32 => format!("{}({a})", lang.float_fn("fabs")),
+                DType::F64 => format!("fabs({a})"),
                 DType::F16 | DType::BF16 => {
                     format!("{}({}(float({a})))", scalar_type(d), lang.float_fn("fabs"))
                 }
-                DType::I32 | DType::I64 => format!("{a} < 0 ? {} : {a}", self.negate_int(d, &a, v)),
-                DType::U32 | DType::Bool => a.to_string(),
+                d if d.is_signed_int() => format!("{a} < 0 ? {} : {a}", self.negate_int(d, &a, v)),
+                _ => a.to_string(),
             },
             u => return self.float_function(u, v),
         })
@@ -1120,6 +1169,25 @@ impl<'a> BodyWriter<'a> {
                 let _ = write!(out, $($t)*);
             }};
         }
+        if d.is_fp8() {
+            return Err(format!("{op:?} on {d} (the builder computes fp8 in f32)"));
+        }
+        if d == DType::F64 {
+            if self.lang == Lang::Msl {
+                return Err("Metal has no f64".into());
+            }
+            match op {
+                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => push_infix(out, &a, sym, &b),
+                BinaryOp::FloorDiv => w!("trunc({a} / {b})"),
+                BinaryOp::Rem => w!("fmod({a}, {b})"),
+                BinaryOp::Max => w!("fmax({a}, {b})"),
+                BinaryOp::Min => w!("fmin({a}, {b})"),
+                BinaryOp::Pow => w!("pow({a}, {b})"),
+                BinaryOp::Atan2 => w!("atan2({a}, {b})"),
+                _ => return Err(format!("{op:?} on {d}")),
+            }
+            return Ok(());
+        }
         if d.is_float() {
             let native = d != DType::BF16;
             // f16/bf16 ops other than native + - * / compute in float and round once.
@@ -1156,7 +1224,10 @@ impl<'a> BodyWriter<'a> {
             }
             return Ok(());
         }
-        let bits = if d == DType::I64 { 63 } else { 31 };
+        if d.is_narrow_int() {
+            return self.narrow_binary(out, op, d, (x, &a), (y, &b));
+        }
+        let bits = if d.size_bytes() == 8 { 63 } else { 31 };
         let signed = d.is_signed_int();
         match op {
             BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul => {
@@ -1188,9 +1259,46 @@ impl<'a> BodyWriter<'a> {
             BinaryOp::Shr => match d {
                 DType::U32 => w!("{a} >> ({b} & {bits}u)"),
                 DType::I64 => w!("{a} >> ({b} & {bits}L)"),
+                DType::U64 => w!("{a} >> ({b} & {bits}UL)"),
                 _ => w!("{a} >> ({b} & {bits})"),
             },
         }
+        Ok(())
+    }
+
+    /// An op on 8- or 16-bit integers: C computes them in int (`a + b` cannot
+    /// overflow there) and the result is truncated to the type where it is
+    /// stored, which is the wrapping the language defines. Products and left
+    /// shifts go through `uint` (a 16-bit product, or a shifted negative
+    /// value, would overflow int); shift counts are taken modulo the width.
+    fn narrow_binary(
+        &self,
+        out: &mut String,
+        op: BinaryOp,
+        d: DType,
+        (x, a): (GpuValue, &Name),
+        (y, b): (GpuValue, &Name),
+    ) -> EmitResult<()> {
+        let ty = self.lang.scalar(d);
+        let mask = d.bits() - 1;
+        let text = match op {
+            BinaryOp::Add => format!("{ty}({a} + {b})"),
+            BinaryOp::Sub => format!("{ty}({a} - {b})"),
+            BinaryOp::Mul => format!("{ty}(uint({a}) * uint({b}))"),
+            BinaryOp::And => format!("{ty}({a} & {b})"),
+            BinaryOp::Or => format!("{ty}({a} | {b})"),
+            BinaryOp::Xor => format!("{ty}({a} ^ {b})"),
+            BinaryOp::Max => format!("{a} > {b} ? {a} : {b}"),
+            BinaryOp::Min => format!("{a} < {b} ? {a} : {b}"),
+            BinaryOp::Shl => format!("{ty}(uint({a}) << (uint({b}) & {mask}u))"),
+            BinaryOp::Shr => format!("{ty}({a} >> (uint({b}) & {mask}u))"),
+            BinaryOp::Div | BinaryOp::FloorDiv | BinaryOp::Rem => {
+                format!("{ty}({})", self.int_division(op, d, x, y)?)
+            }
+            BinaryOp::MulHi => self.mul_hi(d, &a.to_string(), &b.to_string())?,
+            BinaryOp::Pow | BinaryOp::Atan2 => return Err(format!("{op:?} on {d}")),
+        };
+        out.push_str(&text);
         Ok(())
     }
 
@@ -1198,6 +1306,7 @@ impl<'a> BodyWriter<'a> {
         let d = self.dtype(x);
         let (mut a, mut b) = (self.name(x)?, self.name(y)?);
         match d {
+            d if d.is_fp8() => return Err(format!("comparison of {d} (the builder computes fp8 in f32)")),
             DType::BF16 => {
                 a = Name::text(format!("float({a})"));
                 b = Name::text(format!("float({b})"));
@@ -1217,51 +1326,5 @@ impl<'a> BodyWriter<'a> {
             CmpOp::Ne => "!=",
         };
         Ok(format!("{a} {sym} {b}"))
-    }
-
-    fn cast(&mut self, v: GpuValue, to: DType) -> EmitResult<String> {
-        let from = self.dtype(v);
-        let a = self.name(v)?;
-        if from == to {
-            return Ok(a.to_string());
-        }
-        let to_ty = scalar_type(to);
-        Ok(match (from, to) {
-            (_, DType::Bool) if from.is_float() => format!("float({a}) != 0.0f"),
-            (_, DType::Bool) => format!("{a} != {}", zero_text(from)),
-            (DType::Bool, d) if d.is_float() => format!("{to_ty}({a} ? 1.0f : 0.0f)"),
-            (DType::Bool, _) => format!("{to_ty}({a})"),
-            (f, t) if f.is_float() && t.is_float() => match (f, t) {
-                (DType::F32, _) | (_, DType::F32) => format!("{to_ty}({a})"),
-                _ => format!("{to_ty}(float({a}))"),
-            },
-            (f, t) if f.is_float() => {
-                let (helper, name) = match t {
-                    DType::I32 => (Helper::FloatToInt, "metile_float_to_int"),
-                    DType::U32 => (Helper::FloatToUint, "metile_float_to_uint"),
-                    _ => (Helper::FloatToLong, "metile_float_to_long"),
-                };
-                self.helpers.insert(helper);
-                if f == DType::F32 {
-                    format!("{name}({a})")
-                } else {
-                    format!("{name}(float({a}))")
-                }
-            }
-            (_, DType::BF16) => {
-                self.helpers.insert(Helper::BfloatFromLong);
-                format!("metile_bfloat_from_long(long({a}))")
-            }
-            // CUDA's __half has several integer constructors, so `half(long)`
-            // would be ambiguous: its round-to-nearest intrinsics say which.
-            (DType::I32, DType::F16) if self.lang == Lang::Cuda => format!("__int2half_rn({a})"),
-            (DType::U32, DType::F16) if self.lang == Lang::Cuda => format!("__uint2half_rn({a})"),
-            (DType::I64, DType::F16) if self.lang == Lang::Cuda => format!("__ll2half_rn({a})"),
-            (_, t) if t.is_float() => format!("{to_ty}({a})"),
-            // Integer to integer: bit-exact wrapping conversions.
-            (DType::I64, DType::I32) => format!("as_type<int>(uint({a}))"),
-            (DType::U32, DType::I32) => format!("as_type<int>({a})"),
-            (_, _) => format!("{to_ty}({a})"),
-        })
     }
 }
