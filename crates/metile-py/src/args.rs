@@ -162,14 +162,31 @@ fn host_arg(
     }
 }
 
-/// Converts the runtime argument for parameter `name`.
+/// Converts the runtime argument for parameter `name`, whose annotation may
+/// declare its dtype (`declared.rs`).
 pub fn convert_arg(
     obj: &Bound<'_, PyAny>,
     name: &str,
     ctx: &mut ArgContext<'_>,
+    declared: Option<DType>,
 ) -> PyResult<(ArgKind, KernelArg)> {
     let describe = || format!("argument '{name}'");
     let what: &dyn Fn() -> String = &describe;
+    let Some(d) = declared else {
+        return convert_untyped(obj, ctx, what);
+    };
+    if let Some(arg) = crate::declared::python_scalar(obj, d, what)? {
+        return Ok(arg);
+    }
+    let arg = convert_untyped(obj, ctx, what)?;
+    crate::declared::matches(d, arg, what)
+}
+
+fn convert_untyped(
+    obj: &Bound<'_, PyAny>,
+    ctx: &mut ArgContext<'_>,
+    what: &dyn Fn() -> String,
+) -> PyResult<(ArgKind, KernelArg)> {
     if let Ok(arr) = obj.cast::<PyUntypedArray>() {
         if arr.ndim() == 0 {
             return numpy_scalar_arg(obj, &arr.dtype(), what);
