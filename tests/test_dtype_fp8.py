@@ -84,11 +84,11 @@ def test_every_fp8_code_decodes_exactly(device, fmt):
 
 
 @metile.kernel
-def narrow_to_fp8(H, B, I, Y4: metile.float8e4nv, Y5: metile.float8e5, N, BLOCK: metile.constexpr):
+def narrow_to_fp8(H, B, Ints, Y4: metile.float8e4nv, Y5: metile.float8e5, N, BLOCK: metile.constexpr):
     offs = metile.program_id(0) * BLOCK + metile.arange(0, BLOCK)
     mask = offs < N
     h = metile.load(H + offs, mask=mask)
-    i = metile.load(I + offs, mask=mask)
+    i = metile.load(Ints + offs, mask=mask)
     metile.store(Y4 + offs, h.to(metile.float8e4nv), mask=mask)
     metile.store(Y5 + offs, i.to(metile.float8e5), mask=mask)
     metile.store(Y4 + N + offs, metile.load(B + offs, mask=mask).to(metile.float8e4nv), mask=mask)
@@ -158,7 +158,9 @@ def test_arithmetic_computes_in_f32_and_rounds_once(device, rng):
 
 
 @metile.kernel
-def fp8_reductions(X: metile.float8e5, S: metile.float8e5, M, CS: metile.float8e5, SO: metile.float8e5, N, BLOCK: metile.constexpr):
+def fp8_reductions(
+    X: metile.float8e5, S: metile.float8e5, M, CS: metile.float8e5, SO: metile.float8e5, N, BLOCK: metile.constexpr
+):
     offs = metile.arange(0, BLOCK)
     mask = offs < N
     x = metile.load(X + offs, mask=mask)

@@ -56,7 +56,7 @@ impl Fp8 {
         let m = self.mantissa_bits();
         let exp_field = i32::from((bits & 0x7f) >> m);
         let mantissa = i32::from(bits) & ((1 << m) - 1);
-        let exp_max = (0x7f >> m) as i32;
+        let exp_max = 0x7f >> m;
         let magnitude = match self {
             Fp8::E4M3 if exp_field == exp_max && mantissa == (1 << m) - 1 => f32::NAN,
             Fp8::E5M2 if exp_field == exp_max && mantissa != 0 => f32::NAN,

@@ -12,9 +12,28 @@ use crate::args::ArgKind;
 use metile_interp::{KernelArg, ScalarValue};
 use metile_ir::fp8::Fp8;
 use metile_ir::DType;
-use pyo3::exceptions::{PyOverflowError, PyTypeError};
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat, PyInt};
+
+/// The declared dtype of each of `count` parameters, from their names (None: undeclared).
+pub fn parse(names: Option<Vec<Option<String>>>, count: usize) -> PyResult<Vec<Option<DType>>> {
+    let Some(names) = names else {
+        return Ok(vec![None; count]);
+    };
+    if names.len() != count {
+        return Err(PyValueError::new_err("params and dtypes differ in length"));
+    }
+    names
+        .iter()
+        .map(|n| match n {
+            None => Ok(None),
+            Some(n) => DType::parse(n)
+                .map(Some)
+                .ok_or_else(|| PyValueError::new_err(format!("unknown dtype {n:?}"))),
+        })
+        .collect()
+}
 
 /// The Triton-style name of a dtype, for messages (`metile.float8e4nv`).
 fn language_name(d: DType) -> &'static str {

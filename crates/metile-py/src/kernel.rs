@@ -589,19 +589,7 @@ impl Kernel {
         if params.len() != is_constexpr.len() {
             return Err(PyValueError::new_err("params and is_constexpr differ in length"));
         }
-        let declared = match dtypes {
-            None => vec![None; params.len()],
-            Some(names) if names.len() == params.len() => names
-                .iter()
-                .map(|n| match n {
-                    None => Ok(None),
-                    Some(n) => metile_ir::DType::parse(n)
-                        .map(Some)
-                        .ok_or_else(|| PyValueError::new_err(format!("unknown dtype {n:?}"))),
-                })
-                .collect::<PyResult<Vec<_>>>()?,
-            Some(_) => return Err(PyValueError::new_err("params and dtypes differ in length")),
-        };
+        let declared = crate::declared::parse(dtypes, params.len())?;
         let defaults = params
             .iter()
             .map(|p| -> PyResult<Option<Py<PyAny>>> {

@@ -98,6 +98,7 @@ impl Data {
             DType::F16 => Data::F16(vec![f16::ZERO; n]),
             DType::BF16 => Data::BF16(vec![bf16::ZERO; n]),
             DType::F32 => Data::F32(vec![0.0; n]),
+            other => panic!("these tests hold bool, i32, u32, i64, f16, bf16 and f32 buffers, not {other}"),
         }
     }
 
@@ -112,6 +113,7 @@ impl Data {
             DType::F16 => Data::F16(values.iter().map(|&x| f16::from_f64(x)).collect()),
             DType::BF16 => Data::BF16(values.iter().map(|&x| bf16::from_f64(x)).collect()),
             DType::F32 => Data::F32(values.iter().map(|&x| x as f32).collect()),
+            other => panic!("these tests hold bool, i32, u32, i64, f16, bf16 and f32 buffers, not {other}"),
         }
     }
 }

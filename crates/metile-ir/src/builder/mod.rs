@@ -379,31 +379,6 @@ impl Builder {
         })
     }
 
-    /// Runs `op` on `values`, converted to f32 when they are of an fp8 type,
-    /// and rounds its result back to that type; other values pass as they are.
-    pub(crate) fn in_f32(
-        &mut self,
-        values: &[ValueId],
-        op: impl FnOnce(&mut Self, &[ValueId]) -> IrResult<ValueId>,
-    ) -> IrResult<ValueId> {
-        let fp8 = values
-            .iter()
-            .find_map(|&v| self.ty(v).dtype().filter(|d| d.is_fp8()));
-        let Some(storage) = fp8 else {
-            return op(self, values);
-        };
-        let wide = values
-            .iter()
-            .map(|&v| self.cast(v, DType::F32))
-            .collect::<IrResult<Vec<_>>>()?;
-        let r = op(self, &wide)?;
-        if self.ty(r).dtype() == Some(DType::F32) {
-            self.cast(r, storage)
-        } else {
-            Ok(r)
-        }
-    }
-
     pub fn binary(&mut self, op: BinaryOp, a: Operand, b: Operand) -> IrResult<ValueId> {
         let name = OpKind::Binary(op).name();
         let a_ptr = matches!(self.elem_of(a), Some(Elem::Ptr(..)));
