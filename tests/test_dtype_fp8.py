@@ -273,3 +273,25 @@ def test_saturation_bounds():
     assert max_finite("e5m2") == 57344.0
     assert list(encode([448.0, 464.0, 1e9, -np.inf], "e4m3")) == [0x7E, 0x7E, 0x7E, 0xFE]
     assert list(encode([np.inf, 61440.0], "e5m2")) == [0x7B, 0x7B]
+
+
+@metile.kernel
+def bit_cast(X, Y, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    metile.store(Y + offs, metile.load(X + offs).to(metile.float8e4nv, bitcast=True))
+
+
+@metile.kernel
+def round_toward_zero(X, Y, BLOCK: metile.constexpr):
+    offs = metile.arange(0, BLOCK)
+    metile.store(Y + offs, metile.load(X + offs).to(metile.float8e4nv, fp_downcast_rounding="rtz"))
+
+
+def test_unsupported_conversion_options_are_refused(device):
+    x = np.zeros(16, np.float32)
+    with pytest.raises(metile.CompilationError, match=r"to\(\.\.\., bitcast=True\) is not supported; a parameter "
+                                                      r"annotated with its dtype"):
+        bit_cast[(1,)](x, np.zeros(16, np.float32), BLOCK=16)
+    with pytest.raises(metile.CompilationError, match=r"fp_downcast_rounding='rtz' is not supported; conversions "
+                                                      r"round to nearest even"):
+        round_toward_zero[(1,)](x, np.zeros(16, np.float32), BLOCK=16)
