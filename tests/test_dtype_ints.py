@@ -161,14 +161,21 @@ CAST_TYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.in
 def test_integer_conversions_wrap(device, rng, src):
     n = 70
     x = _random_ints(rng, n, src)
-    for dst in [np.int8, np.uint8, np.int16, np.uint16, np.uint64, np.float32, np.float16]:
+    floats = [np.float32, np.float16]
+    try:
+        import ml_dtypes
+
+        floats.append(ml_dtypes.bfloat16)
+    except ImportError:
+        pass
+    for dst in [np.int8, np.uint8, np.int16, np.uint16, np.uint64, *floats]:
         out = np.zeros(n, dst)
-        casts[(metile.cdiv(n, 64),)](x, out, n, BLOCK=64, TO=LANGUAGE.get(dst, dst.__name__))
+        casts[(metile.cdiv(n, 64),)](x, out, n, BLOCK=64, TO=LANGUAGE.get(dst, np.dtype(dst).name))
         if np.issubdtype(dst, np.integer):
             want = _wrap([int(v) for v in x], dst)
         else:
             # One rounding from the exact integer.
-            sig = 24 if dst == np.float32 else 11
+            sig = {np.dtype(np.float32): 24, np.dtype(np.float16): 11}.get(np.dtype(dst), 8)
             with np.errstate(over="ignore"):  # beyond f16's range is inf
                 want = np.array([_round_int(int(v), sig) for v in x], np.float64).astype(dst)
         np.testing.assert_array_equal(out, want, err_msg=f"{np.dtype(src).name} -> {np.dtype(dst).name}")

@@ -386,7 +386,10 @@ pub fn conversion_options(
             py,
             &format!(
                 "fp_downcast_rounding={} is not supported; conversions round to nearest even (\"rtne\")",
-                rounding.map_or_else(String::new, |r| r.repr().map(|s| s.to_string()).unwrap_or_default())
+                rounding.map_or_else(String::new, |r| r
+                    .repr()
+                    .map(|s| s.to_string())
+                    .unwrap_or_default())
             ),
         )),
     }
