@@ -300,3 +300,40 @@ def test_shuffles_move_narrow_and_wide_integers(device, dtype):
     y = np.zeros(threads, dtype)
     shuffled[(1,)](x, y, BLOCK=threads)
     np.testing.assert_array_equal(y, x[np.arange(threads) ^ 1])
+
+
+@pytest.mark.parametrize(
+    ("name", "numpy_dtype"),
+    [
+        (metile.int8, np.int8),
+        (metile.uint8, np.uint8),
+        (metile.int16, np.int16),
+        (metile.uint16, np.uint16),
+        (metile.uint64, np.uint64),
+        (metile.float64, np.float64),
+        ("uint16", np.uint16),
+    ],
+)
+def test_buffers_of_the_new_dtypes(device, name, numpy_dtype):
+    buf = metile.Buffer.zeros((7,), dtype=name)
+    assert buf.numpy().dtype == numpy_dtype
+    x = np.arange(7).astype(numpy_dtype)
+    out = metile.Buffer.zeros((7,), dtype=name)
+    launch = lambda: casts[(1,)](x, out, 7, BLOCK=8, TO=name)  # noqa: E731
+    if numpy_dtype == np.float64 and device in ("msl-emu", "metal"):
+        with pytest.raises(metile.CompilationError, match="float64 is not supported on Apple GPUs"):
+            launch()
+        return
+    launch()
+    np.testing.assert_array_equal(out.numpy(), x)
+
+
+def test_fp8_buffers_need_ml_dtypes():
+    try:
+        import ml_dtypes
+    except ImportError:
+        with pytest.raises(TypeError, match=r"float8_e4m3fn buffers need the ml_dtypes package \(numpy has no "
+                                            r"float8_e4m3fn\); without it, pass uint8 storage"):
+            metile.Buffer.zeros((4,), dtype=metile.float8e4nv)
+        return
+    assert metile.Buffer.zeros((4,), dtype=metile.float8e5).numpy().dtype == ml_dtypes.float8_e5m2
