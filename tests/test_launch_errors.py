@@ -70,12 +70,13 @@ def test_bad_grid(grid):
         add[grid]
 
 
-@pytest.mark.parametrize("dtype", [np.complex64, np.float64, object])
+@pytest.mark.parametrize("dtype", [np.complex64, "m8[s]", object])
 def test_unsupported_dtype(dtype):
     x = np.ones(64, dtype)
     _, y, out = _bufs()
-    with pytest.raises(TypeError, match=r"argument 'X' has dtype .*supported dtypes: bool, int32, uint32, "
-                                        r"int64, float16, bfloat16, float32"):
+    with pytest.raises(TypeError, match=r"argument 'X' has dtype .*supported dtypes: bool, int8, uint8, int16, "
+                                        r"uint16, int32, uint32, int64, uint64, float16, bfloat16, float32, float64, "
+                                        r"float8_e4m3fn, float8_e5m2"):
         add[(1,)](x, y, out, 64, BLOCK=64)
 
 
@@ -93,10 +94,13 @@ def test_argument_of_unpassable_type(bad):
         add[(1,)](bad, y, out, 64, BLOCK=64)
 
 
-def test_scalar_out_of_i32_range():
+def test_scalar_beyond_64_bits():
     x, y, out = _bufs()
-    with pytest.raises(OverflowError, match=r"argument 'N' = 4294967296 does not fit in a 32-bit int"):
-        add[(1,)](x, y, out, 2**32, BLOCK=64)
+    with pytest.raises(OverflowError, match=r"argument 'N' = 18446744073709551616 does not fit in 64 bits, the "
+                                            r"widest integer kernel argument"):
+        add[(1,)](x, y, out, 2**64, BLOCK=64)
+    with pytest.raises(OverflowError, match=r"argument 'N' = -9223372036854775809 does not fit in 64 bits"):
+        add[(1,)](x, y, out, -(2**63) - 1, BLOCK=64)
 
 
 def test_mismatched_tile_shapes_show_the_source_line():

@@ -763,7 +763,7 @@ def kernel_returns(X):
 
 
 def bad_dtype(X):
-    metile.store(X, metile.zeros((4,), dtype="f64"))
+    metile.store(X, metile.zeros((4,), dtype="f128"))
 
 
 @pytest.mark.parametrize(
@@ -780,7 +780,7 @@ def bad_dtype(X):
         (python_range_of_tile, [ptr("X"), scalar("N")], {}, "int() of a tile"),
         (stale_tile, [ptr("X")], {}, "comes from another trace"),
         (kernel_returns, [ptr("X")], {}, "kernels return nothing"),
-        (bad_dtype, [ptr("X")], {}, "unknown dtype 'f64'"),
+        (bad_dtype, [ptr("X")], {}, "unknown dtype 'f128'"),
     ],
 )
 def test_misuse_errors(fn, params, constexprs, expected):

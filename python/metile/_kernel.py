@@ -31,4 +31,13 @@ def kernel(fn: Callable | None = None, /) -> Kernel | Callable[[Callable], Kerne
         for name, p in inspect.signature(fn).parameters.items()
         if p.default is not inspect.Parameter.empty
     }
-    return Kernel(fn, fn.__name__, names, is_constexpr, _frontend.specialize, defaults, _frontend.captures)
+    return Kernel(
+        fn,
+        fn.__name__,
+        names,
+        is_constexpr,
+        _frontend.specialize,
+        defaults,
+        _frontend.captures,
+        _frontend.declared_dtypes(fn),
+    )

@@ -165,14 +165,24 @@ simdgroup_role = _metile.simdgroup_role
 # The proxy type a kernel computes with (for isinstance checks in helpers).
 Tile = _metile.Tile
 
-# dtype names, accepted wherever a dtype is (`metile.zeros(s, dtype=metile.float16)`).
+# dtype names, accepted wherever a dtype is (`metile.zeros(s, dtype=metile.float16)`,
+# `x.to(metile.int8)`), and as a parameter's annotation (`X: metile.float8e4nv`).
 bool_ = "bool"
+int8 = "i8"
+uint8 = "u8"
+int16 = "i16"
+uint16 = "u16"
 int32 = "i32"
 uint32 = "u32"
 int64 = "i64"
+uint64 = "u64"
 float16 = "f16"
 bfloat16 = "bf16"
 float32 = "f32"
+float64 = "f64"
+# The fp8 storage types (Triton's names): OCP e4m3fn (no infinities, max 448) and e5m2.
+float8e4nv = "f8e4m3"
+float8e5 = "f8e5m2"
 
 __all__ = [
     "abs",
@@ -218,9 +228,14 @@ __all__ = [
     "fdiv",
     "float16",
     "float32",
+    "float64",
+    "float8e4nv",
+    "float8e5",
     "floor",
     "fma",
     "full",
+    "int8",
+    "int16",
     "int32",
     "int64",
     "join",
@@ -278,7 +293,10 @@ __all__ = [
     "tile_store",
     "tile_swizzle",
     "trans",
+    "uint8",
+    "uint16",
     "uint32",
+    "uint64",
     "umulhi",
     "view",
     "where",

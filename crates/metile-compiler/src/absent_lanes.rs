@@ -92,16 +92,14 @@ fn identity(op: ReduceOp, d: DType) -> Literal {
         ReduceOp::Max => match d {
             DType::Bool => Literal::Bool(false),
             _ if float => Literal::Float(f64::NEG_INFINITY),
-            DType::I32 => Literal::Int(i64::from(i32::MIN)),
-            DType::I64 => Literal::Int(i64::MIN),
-            _ => Literal::Int(0),
+            // The type's lowest value.
+            _ => sorts_last(d, true),
         },
         ReduceOp::Min => match d {
             DType::Bool => Literal::Bool(true),
             _ if float => Literal::Float(f64::INFINITY),
-            DType::I32 => Literal::Int(i64::from(i32::MAX)),
-            DType::U32 => Literal::Int(i64::from(u32::MAX)),
-            _ => Literal::Int(i64::MAX),
+            // The type's highest value.
+            _ => sorts_last(d, false),
         },
     }
 }

@@ -212,8 +212,44 @@ pub struct MslCompilation {
 
 /// Lowers a Tile IR function to GPU IR for the threadgroup size the options and
 /// the default rule choose, verified.
+/// Refuses a kernel that uses a dtype `target` cannot compute in: f64 on
+/// Apple GPUs, whose Metal has no double. The error names the first op (or
+/// parameter) that has an f64 value.
+fn refuse_missing_dtypes(func: &Function, target: &Target) -> CompileResult<()> {
+    if target.has_f64 {
+        return Ok(());
+    }
+    let f64_in = |t: &metile_ir::Type| t.dtype() == Some(DType::F64) || t.elem.pointee() == Some(DType::F64);
+    let reason = "float64 is not supported on Apple GPUs (Metal has no double); compute in float32 \
+                  (x.to(metile.float32)), or run on the cpu or cuda device";
+    if let Some(p) = func.params.iter().find(|p| f64_in(&func.values[p.value.index()])) {
+        return Err(CompileError::new(
+            "kernel",
+            format!("parameter '{}' is float64: {reason}", p.name),
+            metile_ir::Loc::unknown(),
+        ));
+    }
+    let mut found: Option<(String, metile_ir::Loc)> = None;
+    func.walk(&mut |op: &metile_ir::Op| {
+        if found.is_none()
+            && op
+                .results
+                .iter()
+                .chain(&op.operands)
+                .any(|v| f64_in(&func.values[v.index()]))
+        {
+            found = Some((op.kind.name().to_string(), op.loc.clone()));
+        }
+    });
+    match found {
+        Some((op, loc)) => Err(CompileError::new(op, reason, loc)),
+        None => Ok(()),
+    }
+}
+
 pub fn compile_gpu_ir(func: &Function, options: &MslOptions, target: &Target) -> CompileResult<GpuFunction> {
     verify(func).map_err(|e| CompileError::internal("tracing", e))?;
+    refuse_missing_dtypes(func, target)?;
     let target = &options.passes.restrict(target);
     let threads = layout_assign::choose_threads(func, options.num_sgs, target)?;
     let mut prefetched = func.clone();

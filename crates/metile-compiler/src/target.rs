@@ -84,6 +84,8 @@ pub struct Target {
     /// The widest vector memory access: at most this many lanes and bytes.
     pub max_vector_lanes: usize,
     pub max_vector_bytes: usize,
+    /// The GPU computes in f64 (Metal has no double).
+    pub has_f64: bool,
     /// The default threadgroup-size rule uses at most this many simdgroups.
     pub max_default_simdgroups: u32,
     /// Elements per thread the default rule aims for in the largest tile.
@@ -123,6 +125,7 @@ impl Target {
             default_threadgroup_bytes: 32 * 1024,
             max_vector_lanes: 4,
             max_vector_bytes: 16,
+            has_f64: false,
             max_default_simdgroups: 8,
             default_elements_per_thread: 4,
             buffer_base_alignment: 16,
@@ -186,6 +189,7 @@ impl Target {
             // 16 bytes of a 2-byte type; 4-byte types stay at 4 lanes (the byte limit).
             max_vector_lanes: 8,
             max_vector_bytes: 16,
+            has_f64: true,
             max_default_simdgroups: 8,
             default_elements_per_thread: 4,
             buffer_base_alignment: 16,

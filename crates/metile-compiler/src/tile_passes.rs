@@ -49,15 +49,23 @@ const PASSES: [(&str, Pass); 3] = [("fold", fold_constants), ("cse", cse), ("dce
 
 // ------------------------------------------------------------------ folding
 
+/// `x` reduced to the integer dtype `d` (sign- or zero-extended from its width;
+/// a u64 keeps its bits).
 fn wrap_int(x: i64, d: DType) -> i64 {
-    match d {
-        DType::I32 => i64::from(x as i32),
-        DType::U32 => i64::from(x as u32),
-        _ => x,
+    let shift = 64 - d.bits();
+    if d.is_signed_int() {
+        (x << shift) >> shift
+    } else {
+        (((x as u64) << shift) >> shift) as i64
     }
 }
 
 fn fold_binary(op: BinaryOp, a: Literal, b: Literal, d: DType) -> Option<Literal> {
+    // A u64 beyond i64::MAX is held by its bits: only the ops that do not
+    // care about the sign fold.
+    if d == DType::U64 && !matches!(op, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul) {
+        return None;
+    }
     if d.is_int() {
         let (x, y) = (a.as_i64(), b.as_i64());
         let r = match op {
@@ -89,7 +97,7 @@ fn fold_binary(op: BinaryOp, a: Literal, b: Literal, d: DType) -> Option<Literal
 }
 
 fn fold_compare(op: CmpOp, a: Literal, b: Literal, d: DType) -> Option<Literal> {
-    if !d.is_int() {
+    if !d.is_int() || (d == DType::U64 && !matches!(op, CmpOp::Eq | CmpOp::Ne)) {
         return None;
     }
     let (x, y) = (a.as_i64(), b.as_i64());

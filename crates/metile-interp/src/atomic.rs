@@ -162,7 +162,7 @@ pub(crate) fn atomic(
         DType::F32 => run::<f32>(spec, args, out, n, region, scratch, oob, misaligned),
         DType::F16 => run::<f16>(spec, args, out, n, region, scratch, oob, misaligned),
         DType::BF16 => run::<bf16>(spec, args, out, n, region, scratch, oob, misaligned),
-        DType::Bool => Err(internal("an atomic on bool elements")),
+        other => Err(internal(format!("an atomic on {other} elements"))),
     }
 }
 

@@ -24,7 +24,11 @@ fn elements(repr: &Repr, n: usize, dtype: DType) -> Result<Vec<CastSource>, Exec
 fn format_value(x: CastSource, dtype: DType, hex: bool) -> String {
     match (x, hex) {
         (CastSource::Float(f), _) => format_g(f64::from(f)),
+        (CastSource::Double(d), _) => format_g(d),
+        (CastSource::UInt(u), true) => format!("{u:#x}"),
+        (CastSource::UInt(u), false) => u.to_string(),
         (CastSource::Int(i), true) if dtype == DType::I64 => format!("{:#x}", i as u64),
+        // Narrower integers print as C's `%x` prints them: promoted to 32 bits.
         (CastSource::Int(i), true) => format!("{:#x}", i as u32),
         (CastSource::Int(i), false) => i.to_string(),
     }
@@ -127,10 +131,7 @@ pub(crate) fn check_assume(
     let numel: usize = shape.iter().product();
     let values: Vec<i64> = elements(x, numel, dtype)?
         .into_iter()
-        .map(|v| match v {
-            CastSource::Int(i) => i,
-            CastSource::Float(f) => f as i64,
-        })
+        .map(CastSource::as_i64)
         .collect();
     let last = shape.last().copied().unwrap_or(1).max(1);
     let run = 1usize << n.trailing_zeros().min(30);

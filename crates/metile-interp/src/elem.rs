@@ -5,58 +5,88 @@
 //! Pointers are stored as their `i64` element offsets (the buffer they point into
 //! travels beside the offsets, see `value::Val`), so they reuse the `i64` paths.
 
-use crate::math;
 use crate::value::TypedScratch;
-use half::{bf16, f16};
 use metile_ir::DType;
 
-/// Where a cast reads its source from: every integer fits `i64` and every float
-/// type converts to `f32` exactly, so these two cover all conversions.
+/// Where a cast reads its source from: every integer fits `i64` or `u64`, every
+/// float type but f64 converts to `f32` exactly, and f64 is itself; a conversion
+/// from any of these rounds once.
 #[derive(Clone, Copy)]
 pub(crate) enum CastSource {
     Int(i64),
+    UInt(u64),
     Float(f32),
+    Double(f64),
 }
 
-/// Dense storage of a tile, one variant per dtype.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Dense {
-    Bool(Vec<bool>),
-    I32(Vec<i32>),
-    U32(Vec<u32>),
-    I64(Vec<i64>),
-    F16(Vec<f16>),
-    BF16(Vec<bf16>),
-    F32(Vec<f32>),
-}
-
-impl Dense {
-    pub(crate) fn len(&self) -> usize {
+impl CastSource {
+    /// The value as an i64 (integers wrap, floats truncate and saturate).
+    pub(crate) fn as_i64(self) -> i64 {
         match self {
-            Dense::Bool(v) => v.len(),
-            Dense::I32(v) => v.len(),
-            Dense::U32(v) => v.len(),
-            Dense::I64(v) => v.len(),
-            Dense::F16(v) => v.len(),
-            Dense::BF16(v) => v.len(),
-            Dense::F32(v) => v.len(),
-        }
-    }
-
-    /// Copies `src` into `self`, reusing `self`'s allocation when the dtypes match.
-    pub(crate) fn assign_from(&mut self, src: &Dense) {
-        match (self, src) {
-            (Dense::Bool(d), Dense::Bool(s)) => d.clone_from(s),
-            (Dense::I32(d), Dense::I32(s)) => d.clone_from(s),
-            (Dense::U32(d), Dense::U32(s)) => d.clone_from(s),
-            (Dense::I64(d), Dense::I64(s)) => d.clone_from(s),
-            (Dense::F16(d), Dense::F16(s)) => d.clone_from(s),
-            (Dense::BF16(d), Dense::BF16(s)) => d.clone_from(s),
-            (Dense::F32(d), Dense::F32(s)) => d.clone_from(s),
-            (d, s) => *d = s.clone(),
+            CastSource::Int(i) => i,
+            CastSource::UInt(u) => u as i64,
+            CastSource::Float(f) => f as i64,
+            CastSource::Double(d) => d as i64,
         }
     }
 }
+
+/// Runs `$m!` with the list of `(Rust type, Dense variant, scratch field)` of every dtype.
+macro_rules! for_each_dense {
+    ($m:ident) => {
+        $m! {
+            (bool, Bool, bools),
+            (i8, I8, i8s),
+            (u8, U8, u8s),
+            (i16, I16, i16s),
+            (u16, U16, u16s),
+            (i32, I32, i32s),
+            (u32, U32, u32s),
+            (i64, I64, i64s),
+            (u64, U64, u64s),
+            (crate::elem::F8E4M3, F8E4M3, f8e4m3s),
+            (crate::elem::F8E5M2, F8E5M2, f8e5m2s),
+            (half::f16, F16, f16s),
+            (half::bf16, BF16, bf16s),
+            (f32, F32, f32s),
+            (f64, F64, f64s)
+        }
+    };
+}
+pub(crate) use for_each_dense;
+
+macro_rules! define_dense {
+    ($(($T:ty, $variant:ident, $field:ident)),*) => {
+        /// Dense storage of a tile, one variant per dtype.
+        #[derive(Clone, Debug, PartialEq)]
+        pub(crate) enum Dense {
+            $($variant(Vec<$T>),)*
+        }
+
+        impl Dense {
+            pub(crate) fn len(&self) -> usize {
+                match self {
+                    $(Dense::$variant(v) => v.len(),)*
+                }
+            }
+
+            pub(crate) fn dtype(&self) -> DType {
+                match self {
+                    $(Dense::$variant(_) => DType::$variant,)*
+                }
+            }
+
+            /// Copies `src` into `self`, reusing `self`'s allocation when the dtypes match.
+            pub(crate) fn assign_from(&mut self, src: &Dense) {
+                match (self, src) {
+                    $((Dense::$variant(d), Dense::$variant(s)) => d.clone_from(s),)*
+                    (d, s) => *d = s.clone(),
+                }
+            }
+        }
+    };
+}
+for_each_dense!(define_dense);
 
 /// Runs `$body` with `$T` bound to the element type of `$dtype`.
 macro_rules! with_elem {
@@ -64,6 +94,22 @@ macro_rules! with_elem {
         match $dtype {
             metile_ir::DType::Bool => {
                 type $T = bool;
+                $body
+            }
+            metile_ir::DType::I8 => {
+                type $T = i8;
+                $body
+            }
+            metile_ir::DType::U8 => {
+                type $T = u8;
+                $body
+            }
+            metile_ir::DType::I16 => {
+                type $T = i16;
+                $body
+            }
+            metile_ir::DType::U16 => {
+                type $T = u16;
                 $body
             }
             metile_ir::DType::I32 => {
@@ -78,6 +124,18 @@ macro_rules! with_elem {
                 type $T = i64;
                 $body
             }
+            metile_ir::DType::U64 => {
+                type $T = u64;
+                $body
+            }
+            metile_ir::DType::F8E4M3 => {
+                type $T = crate::elem::F8E4M3;
+                $body
+            }
+            metile_ir::DType::F8E5M2 => {
+                type $T = crate::elem::F8E5M2;
+                $body
+            }
             metile_ir::DType::F16 => {
                 type $T = half::f16;
                 $body
@@ -88,6 +146,10 @@ macro_rules! with_elem {
             }
             metile_ir::DType::F32 => {
                 type $T = f32;
+                $body
+            }
+            metile_ir::DType::F64 => {
+                type $T = f64;
                 $body
             }
         }
@@ -111,8 +173,12 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
     unsafe fn write(p: *mut u8, v: Self);
     /// The C conversion of an integer value (wrapping for ints, rounding to nearest even for floats).
     fn cast_from_int(v: i64) -> Self;
+    /// As `cast_from_int`, for a `u64` value.
+    fn cast_from_uint(v: u64) -> Self;
     /// The C conversion of a float value (truncating and saturating for ints, NaN to 0).
     fn cast_from_float(v: f32) -> Self;
+    /// As `cast_from_float`, from an f64, rounded once.
+    fn cast_from_double(v: f64) -> Self;
     fn cast_source(self) -> CastSource;
     fn vec(d: &Dense) -> Option<&Vec<Self>>;
     fn from_dense(d: Dense) -> Option<Vec<Self>>;
@@ -123,8 +189,8 @@ pub(crate) trait Element: Copy + Default + Send + Sync + 'static {
 }
 
 /// The language's per-element semantics. Combinations the builder never produces
-/// (bitwise ops on floats, arithmetic on bool) are refused when the kernel is
-/// prepared; their methods here only have to be total.
+/// (bitwise ops on floats, arithmetic on bool or fp8) are refused when the kernel
+/// is prepared; their methods here only have to be total.
 pub(crate) trait Arith: Element {
     fn add(a: Self, b: Self) -> Self;
     fn sub(a: Self, b: Self) -> Self;
@@ -151,35 +217,6 @@ pub(crate) trait Arith: Element {
     fn eq(a: Self, b: Self) -> bool;
 }
 
-/// Rounds an integer to `significant` bits (nearest, ties to even) and returns it as
-/// an `f32`, which holds the result exactly. Converting that `f32` to f16/bf16 is
-/// then exact (or overflows to infinity exactly when the integer does), so an int
-/// becomes f16/bf16 with a single rounding, as C requires.
-fn round_int_to_significant_bits(v: i64, significant: u32) -> f32 {
-    let magnitude = v.unsigned_abs();
-    let width = 64 - magnitude.leading_zeros();
-    let rounded = if width <= significant {
-        magnitude as f32
-    } else {
-        let shift = width - significant;
-        let kept = magnitude >> shift;
-        let dropped = magnitude & ((1u64 << shift) - 1);
-        let half = 1u64 << (shift - 1);
-        let kept = if dropped > half || (dropped == half && kept & 1 == 1) {
-            kept + 1
-        } else {
-            kept
-        };
-        // kept <= 2^significant, shift <= 63: both factors and the product are exact in f32.
-        kept as f32 * 2f32.powi(shift as i32)
-    };
-    if v < 0 {
-        -rounded
-    } else {
-        rounded
-    }
-}
-
 macro_rules! element_common {
     ($T:ty, $variant:ident, $field:ident) => {
         fn vec(d: &Dense) -> Option<&Vec<Self>> {
@@ -203,8 +240,29 @@ macro_rules! element_common {
     };
 }
 
+/// The absolute value of an integer (wrapping at the signed minimum; unsigned as is).
+trait IntAbs {
+    fn int_abs(self) -> Self;
+}
+
+macro_rules! int_abs {
+    (signed: $($T:ty),*; unsigned: $($U:ty),*) => {
+        $(impl IntAbs for $T {
+            fn int_abs(self) -> Self {
+                self.wrapping_abs()
+            }
+        })*
+        $(impl IntAbs for $U {
+            fn int_abs(self) -> Self {
+                self
+            }
+        })*
+    };
+}
+int_abs!(signed: i8, i16, i32, i64; unsigned: u8, u16, u32, u64);
+
 macro_rules! int_element {
-    ($T:ty, $variant:ident, $field:ident, $bits_ty:ty) => {
+    ($T:ty, $variant:ident, $field:ident, $bits_ty:ty, $source:ident) => {
         impl Element for $T {
             const DTYPE: DType = DType::$variant;
             fn to_bits(self) -> u64 {
@@ -222,11 +280,17 @@ macro_rules! int_element {
             fn cast_from_int(v: i64) -> Self {
                 v as $T
             }
+            fn cast_from_uint(v: u64) -> Self {
+                v as $T
+            }
             fn cast_from_float(v: f32) -> Self {
                 v as $T
             }
+            fn cast_from_double(v: f64) -> Self {
+                v as $T
+            }
             fn cast_source(self) -> CastSource {
-                CastSource::Int(self as i64)
+                CastSource::$source(self as _)
             }
             fn f32_view<'a>(s: &'a [Self], buf: &'a mut Vec<f32>) -> &'a [f32] {
                 buf.clear();
@@ -297,7 +361,7 @@ macro_rules! int_element {
                 !a
             }
             fn abs(a: Self) -> Self {
-                int_abs(a)
+                a.int_abs()
             }
             fn exp(a: Self) -> Self {
                 a
@@ -324,31 +388,14 @@ macro_rules! int_element {
     };
 }
 
-trait IntAbs {
-    fn int_abs(self) -> Self;
-}
-impl IntAbs for i32 {
-    fn int_abs(self) -> Self {
-        self.wrapping_abs()
-    }
-}
-impl IntAbs for i64 {
-    fn int_abs(self) -> Self {
-        self.wrapping_abs()
-    }
-}
-impl IntAbs for u32 {
-    fn int_abs(self) -> Self {
-        self
-    }
-}
-fn int_abs<T: IntAbs>(a: T) -> T {
-    a.int_abs()
-}
-
-int_element!(i32, I32, i32s, u32);
-int_element!(u32, U32, u32s, u32);
-int_element!(i64, I64, i64s, u64);
+int_element!(i8, I8, i8s, u8, Int);
+int_element!(u8, U8, u8s, u8, Int);
+int_element!(i16, I16, i16s, u16, Int);
+int_element!(u16, U16, u16s, u16, Int);
+int_element!(i32, I32, i32s, u32, Int);
+int_element!(u32, U32, u32s, u32, Int);
+int_element!(i64, I64, i64s, u64, Int);
+int_element!(u64, U64, u64s, u64, UInt);
 
 impl Element for bool {
     const DTYPE: DType = DType::Bool;
@@ -368,7 +415,13 @@ impl Element for bool {
     fn cast_from_int(v: i64) -> Self {
         v != 0
     }
+    fn cast_from_uint(v: u64) -> Self {
+        v != 0
+    }
     fn cast_from_float(v: f32) -> Self {
+        v != 0.0
+    }
+    fn cast_from_double(v: f64) -> Self {
         v != 0.0
     }
     fn cast_source(self) -> CastSource {
@@ -455,233 +508,28 @@ impl Arith for bool {
     }
 }
 
-impl Element for f32 {
-    const DTYPE: DType = DType::F32;
-    fn to_bits(self) -> u64 {
-        u64::from(f32::to_bits(self))
-    }
-    fn from_bits(bits: u64) -> Self {
-        f32::from_bits(bits as u32)
-    }
-    unsafe fn read(p: *const u8) -> Self {
-        std::ptr::read_unaligned(p as *const f32)
-    }
-    unsafe fn write(p: *mut u8, v: Self) {
-        std::ptr::write_unaligned(p as *mut f32, v)
-    }
-    fn cast_from_int(v: i64) -> Self {
-        // Rust's int-to-float `as` rounds to nearest, ties to even: one rounding.
-        v as f32
-    }
-    fn cast_from_float(v: f32) -> Self {
-        v
-    }
-    fn cast_source(self) -> CastSource {
-        CastSource::Float(self)
-    }
-    fn f32_view<'a>(s: &'a [Self], _buf: &'a mut Vec<f32>) -> &'a [f32] {
-        s
-    }
-    element_common!(f32, F32, f32s);
-}
-
-impl Arith for f32 {
-    fn add(a: Self, b: Self) -> Self {
-        a + b
-    }
-    fn sub(a: Self, b: Self) -> Self {
-        a - b
-    }
-    fn mul(a: Self, b: Self) -> Self {
-        a * b
-    }
-    fn div(a: Self, b: Self) -> Self {
-        a / b
-    }
-    fn floordiv(a: Self, b: Self) -> Self {
-        (a / b).trunc()
-    }
-    fn rem(a: Self, b: Self) -> Self {
-        // Rust's float `%` is C's fmod: the result has the dividend's sign.
-        a % b
-    }
-    fn max(a: Self, b: Self) -> Self {
-        // f32::max is fmax: a NaN operand yields the other one.
-        f32::max(a, b)
-    }
-    fn min(a: Self, b: Self) -> Self {
-        f32::min(a, b)
-    }
-    fn and(a: Self, _b: Self) -> Self {
-        a
-    }
-    fn or(a: Self, _b: Self) -> Self {
-        a
-    }
-    fn xor(a: Self, _b: Self) -> Self {
-        a
-    }
-    fn shl(a: Self, _b: Self) -> Self {
-        a
-    }
-    fn shr(a: Self, _b: Self) -> Self {
-        a
-    }
-    fn neg(a: Self) -> Self {
-        -a
-    }
-    fn not(a: Self) -> Self {
-        a
-    }
-    fn abs(a: Self) -> Self {
-        a.abs()
-    }
-    fn exp(a: Self) -> Self {
-        math::exp_f32(a)
-    }
-    fn log(a: Self) -> Self {
-        a.ln()
-    }
-    fn sqrt(a: Self) -> Self {
-        a.sqrt()
-    }
-    fn tanh(a: Self) -> Self {
-        a.tanh()
-    }
-    fn lt(a: Self, b: Self) -> bool {
-        a < b
-    }
-    fn le(a: Self, b: Self) -> bool {
-        a <= b
-    }
-    fn eq(a: Self, b: Self) -> bool {
-        a == b
-    }
-}
-
-/// f16 and bf16: every op computes in f32 and rounds the result to the type (RNE).
-macro_rules! half_element {
-    ($T:ty, $variant:ident, $field:ident, $significant:expr) => {
-        impl Element for $T {
-            const DTYPE: DType = DType::$variant;
-            fn to_bits(self) -> u64 {
-                u64::from(<$T>::to_bits(self))
-            }
-            fn from_bits(bits: u64) -> Self {
-                <$T>::from_bits(bits as u16)
-            }
-            unsafe fn read(p: *const u8) -> Self {
-                std::ptr::read_unaligned(p as *const $T)
-            }
-            unsafe fn write(p: *mut u8, v: Self) {
-                std::ptr::write_unaligned(p as *mut $T, v)
-            }
-            fn cast_from_int(v: i64) -> Self {
-                <$T>::from_f32(round_int_to_significant_bits(v, $significant))
-            }
-            fn cast_from_float(v: f32) -> Self {
-                <$T>::from_f32(v)
-            }
-            fn cast_source(self) -> CastSource {
-                CastSource::Float(self.to_f32())
-            }
-            fn f32_view<'a>(s: &'a [Self], buf: &'a mut Vec<f32>) -> &'a [f32] {
-                buf.clear();
-                buf.extend(s.iter().map(|x| x.to_f32()));
-                buf
-            }
-            element_common!($T, $variant, $field);
-        }
-
-        impl Arith for $T {
-            fn add(a: Self, b: Self) -> Self {
-                Self::from_f32(a.to_f32() + b.to_f32())
-            }
-            fn sub(a: Self, b: Self) -> Self {
-                Self::from_f32(a.to_f32() - b.to_f32())
-            }
-            fn mul(a: Self, b: Self) -> Self {
-                Self::from_f32(a.to_f32() * b.to_f32())
-            }
-            fn div(a: Self, b: Self) -> Self {
-                Self::from_f32(a.to_f32() / b.to_f32())
-            }
-            fn floordiv(a: Self, b: Self) -> Self {
-                Self::from_f32(<f32 as Arith>::floordiv(a.to_f32(), b.to_f32()))
-            }
-            fn rem(a: Self, b: Self) -> Self {
-                Self::from_f32(a.to_f32() % b.to_f32())
-            }
-            fn max(a: Self, b: Self) -> Self {
-                Self::from_f32(f32::max(a.to_f32(), b.to_f32()))
-            }
-            fn min(a: Self, b: Self) -> Self {
-                Self::from_f32(f32::min(a.to_f32(), b.to_f32()))
-            }
-            fn and(a: Self, _b: Self) -> Self {
-                a
-            }
-            fn or(a: Self, _b: Self) -> Self {
-                a
-            }
-            fn xor(a: Self, _b: Self) -> Self {
-                a
-            }
-            fn shl(a: Self, _b: Self) -> Self {
-                a
-            }
-            fn shr(a: Self, _b: Self) -> Self {
-                a
-            }
-            fn neg(a: Self) -> Self {
-                -a
-            }
-            fn not(a: Self) -> Self {
-                a
-            }
-            fn abs(a: Self) -> Self {
-                Self::from_f32(a.to_f32().abs())
-            }
-            fn exp(a: Self) -> Self {
-                Self::from_f32(math::exp_f32(a.to_f32()))
-            }
-            fn log(a: Self) -> Self {
-                Self::from_f32(a.to_f32().ln())
-            }
-            fn sqrt(a: Self) -> Self {
-                Self::from_f32(a.to_f32().sqrt())
-            }
-            fn tanh(a: Self) -> Self {
-                Self::from_f32(a.to_f32().tanh())
-            }
-            fn lt(a: Self, b: Self) -> bool {
-                a.to_f32() < b.to_f32()
-            }
-            fn le(a: Self, b: Self) -> bool {
-                a.to_f32() <= b.to_f32()
-            }
-            fn eq(a: Self, b: Self) -> bool {
-                a.to_f32() == b.to_f32()
-            }
-        }
-    };
-}
-
-half_element!(f16, F16, f16s, 11);
-half_element!(bf16, BF16, bf16s, 8);
+mod float;
+pub(crate) use float::{F8E4M3, F8E5M2};
 
 /// Converts one element the way a C cast does (see the crate docs for the rules).
 #[inline(always)]
 pub(crate) fn convert<S: Element, D: Element>(x: S) -> D {
     match x.cast_source() {
         CastSource::Int(i) => D::cast_from_int(i),
+        CastSource::UInt(u) => D::cast_from_uint(u),
         CastSource::Float(f) => D::cast_from_float(f),
+        CastSource::Double(d) => D::cast_from_double(d),
     }
 }
 
 /// The value of an integer splat as an `i64` (sign- or zero-extended as its dtype says).
+/// A u64 above `i64::MAX` comes back wrapped (its bits).
 pub(crate) fn int_value(bits: u64, dtype: DType) -> i64 {
     match dtype {
+        DType::I8 => i64::from(bits as u8 as i8),
+        DType::U8 => i64::from(bits as u8),
+        DType::I16 => i64::from(bits as u16 as i16),
+        DType::U16 => i64::from(bits as u16),
         DType::I32 => i64::from(bits as u32 as i32),
         DType::U32 => i64::from(bits as u32),
         DType::Bool => i64::from(bits != 0),
@@ -692,6 +540,25 @@ pub(crate) fn int_value(bits: u64, dtype: DType) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use half::{bf16, f16};
+
+    #[test]
+    fn new_dtypes_convert_like_c() {
+        // A u64 beyond i64 converts from its unsigned value.
+        assert_eq!(convert::<u64, f32>(u64::MAX), 18446744073709551616.0);
+        assert_eq!(convert::<u64, i8>(u64::MAX), -1);
+        assert_eq!(convert::<i8, u64>(-1), u64::MAX);
+        assert_eq!(convert::<f64, u8>(300.7), 255);
+        assert_eq!(convert::<f64, i16>(f64::NAN), 0);
+        // f64 to f16 rounds once: 1 + 2^-11 + 2^-40 is just above a tie.
+        let x = 1.0 + 2f64.powi(-11) + 2f64.powi(-40);
+        assert_eq!(convert::<f64, f16>(x).to_f32(), 1.0 + 2f32.powi(-10));
+        assert_eq!(convert::<u64, bf16>(u64::MAX).to_f32(), 18446744073709551616.0);
+        assert_eq!(convert::<f32, F8E4M3>(1000.0).0, 0x7e);
+        assert_eq!(convert::<F8E5M2, f32>(F8E5M2(0x3c)), 1.0);
+        assert_eq!(convert::<F8E4M3, i32>(F8E4M3(0xd0)), -8);
+        assert_eq!(convert::<i32, F8E5M2>(-3).0, 0xc2);
+    }
 
     #[test]
     fn int_to_half_floats_round_once() {

@@ -231,7 +231,12 @@ fn monotone_interval(n: usize, pred: impl Fn(usize) -> bool) -> Repr {
 fn lazy_compare(op: u8, affine: (i64, i64), c: i64, n: usize, dtype: DType) -> Option<Repr> {
     let (first, step) = exact_affine(affine.0, affine.1, n, dtype)?;
     let value = |i: usize| i128::from(first) + i128::from(step) * i as i128;
-    let c = i128::from(c);
+    // A u64 constant comes as its bits.
+    let c = if dtype == DType::U64 {
+        i128::from(c as u64)
+    } else {
+        i128::from(c)
+    };
     match op {
         code::LT => Some(monotone_interval(n, |i| value(i) < c)),
         code::LE => Some(monotone_interval(n, |i| value(i) <= c)),
@@ -325,7 +330,7 @@ fn cast_entry<S: Element, D: Element>(
             return Ok(());
         }
         Repr::Affine { start, step } if is_int(S::DTYPE) && is_int(D::DTYPE) => {
-            let narrowing_or_same_width = D::DTYPE != DType::I64 || S::DTYPE == DType::I64;
+            let narrowing_or_same_width = D::DTYPE.bits() <= S::DTYPE.bits();
             if narrowing_or_same_width {
                 // Same bits modulo the narrower width: the affine form carries over.
                 *out = Repr::Affine {

@@ -457,7 +457,8 @@ impl Machine<'_> {
             Exec::Reduce { op, dtype, shape } => {
                 let a = arg(0);
                 Self::with_out(w, ins, |regs, out, scratch| {
-                    if dtype.is_float() {
+                    // f64 reduces in f64 (the exact kernel's arithmetic); narrower floats in f32.
+                    if dtype.is_float() && *dtype != DType::F64 {
                         with_elem!(*dtype, T => reduce_float::<T>(*op, *shape, &regs[a].repr, out, scratch))
                     } else {
                         with_elem!(*dtype, T => reduce_exact::<T>(*op, *shape, &regs[a].repr, out, scratch))
@@ -479,7 +480,7 @@ impl Machine<'_> {
                 let a = arg(0);
                 Self::with_out(w, ins, |regs, out, scratch| {
                     let x = &regs[a].repr;
-                    if dtype.is_float() {
+                    if dtype.is_float() && *dtype != DType::F64 {
                         with_elem!(*dtype, T => scan_float::<T>(*op, *reverse, *shape, x, out, scratch))
                     } else {
                         with_elem!(*dtype, T => scan_exact::<T>(*op, *reverse, *shape, x, out, scratch))

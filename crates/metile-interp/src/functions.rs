@@ -8,7 +8,7 @@
 use crate::elem::{CastSource, Element};
 use crate::elementwise::{lane, BinaryFn, UnaryFn};
 use crate::error::ExecError;
-use crate::math::erf_f32;
+use crate::math::{erf_f32, erf_f64};
 use crate::simd::{map1, map2};
 use crate::value::{put_vec, take_vec, Operand, Repr, Scratch};
 use metile_ir::{BinaryOp, DType, UnaryOp};
@@ -44,7 +44,9 @@ mod code {
 fn widen<T: Element>(x: T) -> f32 {
     match x.cast_source() {
         CastSource::Float(f) => f,
+        CastSource::Double(d) => d as f32,
         CastSource::Int(i) => i as f32,
+        CastSource::UInt(u) => u as f32,
     }
 }
 
@@ -81,13 +83,78 @@ fn apply_binary<const OP: u8>(a: f32, b: f32) -> f32 {
     }
 }
 
-fn unary_entry<T: Element, const OP: u8>(
+/// A float type's math functions: in f32 (rounded once to the type) for f32,
+/// f16 and bf16; in f64 for f64.
+trait FloatFns: Element {
+    fn unary<const OP: u8>(x: Self) -> Self;
+    fn binary<const OP: u8>(a: Self, b: Self) -> Self;
+    fn fma(a: Self, b: Self, c: Self) -> Self;
+}
+
+macro_rules! f32_float_fns {
+    ($($T:ty),*) => {
+        $(impl FloatFns for $T {
+            #[inline(always)]
+            fn unary<const OP: u8>(x: Self) -> Self {
+                Self::cast_from_float(apply_unary::<OP>(widen(x)))
+            }
+            #[inline(always)]
+            fn binary<const OP: u8>(a: Self, b: Self) -> Self {
+                Self::cast_from_float(apply_binary::<OP>(widen(a), widen(b)))
+            }
+            #[inline(always)]
+            fn fma(a: Self, b: Self, c: Self) -> Self {
+                Self::cast_from_float(widen(a).mul_add(widen(b), widen(c)))
+            }
+        })*
+    };
+}
+f32_float_fns!(f32, half::f16, half::bf16);
+
+impl FloatFns for f64 {
+    #[inline(always)]
+    fn unary<const OP: u8>(x: Self) -> Self {
+        match OP {
+            code::EXP2 => x.exp2(),
+            code::LOG2 => x.log2(),
+            code::LOG1P => x.ln_1p(),
+            code::EXPM1 => x.exp_m1(),
+            code::SIN => x.sin(),
+            code::COS => x.cos(),
+            code::TAN => x.tan(),
+            code::ASIN => x.asin(),
+            code::ACOS => x.acos(),
+            code::ATAN => x.atan(),
+            code::SINH => x.sinh(),
+            code::COSH => x.cosh(),
+            code::ERF => erf_f64(x),
+            code::RSQRT => 1.0 / x.sqrt(),
+            code::FLOOR => x.floor(),
+            code::CEIL => x.ceil(),
+            code::ROUND => x.round(),
+            _ => x.round_ties_even(),
+        }
+    }
+    #[inline(always)]
+    fn binary<const OP: u8>(a: Self, b: Self) -> Self {
+        match OP {
+            code::POW => a.powf(b),
+            _ => a.atan2(b),
+        }
+    }
+    #[inline(always)]
+    fn fma(a: Self, b: Self, c: Self) -> Self {
+        a.mul_add(b, c)
+    }
+}
+
+fn unary_entry<T: FloatFns, const OP: u8>(
     a: &Repr,
     out: &mut Repr,
     n: usize,
     scratch: &mut Scratch,
 ) -> Result<(), ExecError> {
-    let f = |x: T| T::cast_from_float(apply_unary::<OP>(widen(x)));
+    let f = T::unary::<OP>;
     if let Repr::Splat(x) = a {
         *out = Repr::Splat(f(T::from_bits(*x)).to_bits());
         return Ok(());
@@ -103,14 +170,14 @@ fn unary_entry<T: Element, const OP: u8>(
     Ok(())
 }
 
-fn binary_entry<T: Element, const OP: u8>(
+fn binary_entry<T: FloatFns, const OP: u8>(
     a: &Repr,
     b: &Repr,
     out: &mut Repr,
     n: usize,
     scratch: &mut Scratch,
 ) -> Result<(), ExecError> {
-    let f = |x: T, y: T| T::cast_from_float(apply_binary::<OP>(widen(x), widen(y)));
+    let f = T::binary::<OP>;
     if let (Repr::Splat(x), Repr::Splat(y)) = (a, b) {
         *out = Repr::Splat(f(T::from_bits(*x), T::from_bits(*y)).to_bits());
         return Ok(());
@@ -131,7 +198,7 @@ fn binary_entry<T: Element, const OP: u8>(
     Ok(())
 }
 
-fn fma_entry<T: Element>(
+fn fma_entry<T: FloatFns>(
     a: &Repr,
     b: &Repr,
     c: &Repr,
@@ -139,7 +206,7 @@ fn fma_entry<T: Element>(
     n: usize,
     scratch: &mut Scratch,
 ) -> Result<(), ExecError> {
-    let f = |x: T, y: T, z: T| T::cast_from_float(widen(x).mul_add(widen(y), widen(z)));
+    let f = T::fma;
     if let (Repr::Splat(x), Repr::Splat(y), Repr::Splat(z)) = (a, b, c) {
         *out = Repr::Splat(f(T::from_bits(*x), T::from_bits(*y), T::from_bits(*z)).to_bits());
         return Ok(());
@@ -163,23 +230,26 @@ trait MulHi: Element {
     fn mul_hi(a: Self, b: Self) -> Self;
 }
 
-impl MulHi for i32 {
-    fn mul_hi(a: Self, b: Self) -> Self {
-        ((u64::from(a as u32) * u64::from(b as u32)) >> 32) as u32 as i32
-    }
+macro_rules! mul_hi {
+    ($(($T:ty, $U:ty, $Wide:ty)),*) => {
+        $(impl MulHi for $T {
+            fn mul_hi(a: Self, b: Self) -> Self {
+                let bits = <$U>::BITS;
+                ((<$Wide>::from(a as $U) * <$Wide>::from(b as $U)) >> bits) as $U as $T
+            }
+        })*
+    };
 }
-
-impl MulHi for u32 {
-    fn mul_hi(a: Self, b: Self) -> Self {
-        ((u64::from(a) * u64::from(b)) >> 32) as u32
-    }
-}
-
-impl MulHi for i64 {
-    fn mul_hi(a: Self, b: Self) -> Self {
-        ((u128::from(a as u64) * u128::from(b as u64)) >> 64) as u64 as i64
-    }
-}
+mul_hi!(
+    (i8, u8, u16),
+    (u8, u8, u16),
+    (i16, u16, u32),
+    (u16, u16, u32),
+    (i32, u32, u64),
+    (u32, u32, u64),
+    (i64, u64, u128),
+    (u64, u64, u128)
+);
 
 fn mul_hi_entry<T: MulHi>(
     a: &Repr,
@@ -217,6 +287,10 @@ macro_rules! with_float {
             }
             DType::BF16 => {
                 type $T = half::bf16;
+                Some($body)
+            }
+            DType::F64 => {
+                type $T = f64;
                 Some($body)
             }
             _ => None,
@@ -269,9 +343,14 @@ pub(crate) fn binary_fn(op: BinaryOp, dtype: DType) -> Option<BinaryFn> {
         BinaryOp::Pow => with_float!(dtype, T => binary_entry::<T, { code::POW }> as BinaryFn),
         BinaryOp::Atan2 => with_float!(dtype, T => binary_entry::<T, { code::ATAN2 }> as BinaryFn),
         BinaryOp::MulHi => match dtype {
+            DType::I8 => Some(mul_hi_entry::<i8> as BinaryFn),
+            DType::U8 => Some(mul_hi_entry::<u8> as BinaryFn),
+            DType::I16 => Some(mul_hi_entry::<i16> as BinaryFn),
+            DType::U16 => Some(mul_hi_entry::<u16> as BinaryFn),
             DType::I32 => Some(mul_hi_entry::<i32> as BinaryFn),
             DType::U32 => Some(mul_hi_entry::<u32> as BinaryFn),
             DType::I64 => Some(mul_hi_entry::<i64> as BinaryFn),
+            DType::U64 => Some(mul_hi_entry::<u64> as BinaryFn),
             _ => None,
         },
         _ => None,
@@ -317,6 +396,9 @@ mod tests {
         assert_eq!(u32::mul_hi(0x8000_0000, 4), 2);
         assert_eq!(i64::mul_hi(-1, -1), -2);
         assert_eq!(i32::mul_hi(0x1234_5678, 0x10), 0x1);
+        assert_eq!(i8::mul_hi(-1, 2), 1);
+        assert_eq!(u16::mul_hi(0xffff, 0xffff), 0xfffe);
+        assert_eq!(u64::mul_hi(u64::MAX, 2), 1);
     }
 
     #[test]

@@ -102,37 +102,73 @@ use value::{Repr, Val};
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ScalarValue {
     Bool(bool),
+    I8(i8),
+    U8(u8),
+    I16(i16),
+    U16(u16),
     I32(i32),
     U32(u32),
     I64(i64),
+    U64(u64),
+    /// An fp8 e4m3 value, as its bits.
+    F8E4M3(u8),
+    /// An fp8 e5m2 value, as its bits.
+    F8E5M2(u8),
     F32(f32),
     F16(half::f16),
     BF16(half::bf16),
+    F64(f64),
 }
 
 impl ScalarValue {
     pub fn dtype(self) -> DType {
         match self {
             ScalarValue::Bool(_) => DType::Bool,
+            ScalarValue::I8(_) => DType::I8,
+            ScalarValue::U8(_) => DType::U8,
+            ScalarValue::I16(_) => DType::I16,
+            ScalarValue::U16(_) => DType::U16,
             ScalarValue::I32(_) => DType::I32,
             ScalarValue::U32(_) => DType::U32,
             ScalarValue::I64(_) => DType::I64,
+            ScalarValue::U64(_) => DType::U64,
+            ScalarValue::F8E4M3(_) => DType::F8E4M3,
+            ScalarValue::F8E5M2(_) => DType::F8E5M2,
             ScalarValue::F32(_) => DType::F32,
             ScalarValue::F16(_) => DType::F16,
             ScalarValue::BF16(_) => DType::BF16,
+            ScalarValue::F64(_) => DType::F64,
         }
     }
 
-    fn bits(self) -> u64 {
+    /// The value's bit pattern in the low `dtype().size_bytes()` bytes (bool as 0/1).
+    pub fn bits(self) -> u64 {
         use elem::Element;
         match self {
             ScalarValue::Bool(v) => v.to_bits(),
+            ScalarValue::I8(v) => v.to_bits(),
+            ScalarValue::U8(v) | ScalarValue::F8E4M3(v) | ScalarValue::F8E5M2(v) => v.to_bits(),
+            ScalarValue::I16(v) => v.to_bits(),
+            ScalarValue::U16(v) => v.to_bits(),
             ScalarValue::I32(v) => v.to_bits(),
             ScalarValue::U32(v) => v.to_bits(),
             ScalarValue::I64(v) => v.to_bits(),
+            ScalarValue::U64(v) => v.to_bits(),
             ScalarValue::F32(v) => Element::to_bits(v),
             ScalarValue::F16(v) => Element::to_bits(v),
             ScalarValue::BF16(v) => Element::to_bits(v),
+            ScalarValue::F64(v) => Element::to_bits(v),
+        }
+    }
+
+    /// The value's `size_bytes` bytes in the host's byte order.
+    pub fn to_ne_bytes(self) -> Vec<u8> {
+        let bits = self.bits();
+        match self.dtype().size_bytes() {
+            1 => vec![bits as u8],
+            2 => (bits as u16).to_ne_bytes().to_vec(),
+            4 => (bits as u32).to_ne_bytes().to_vec(),
+            _ => bits.to_ne_bytes().to_vec(),
         }
     }
 }

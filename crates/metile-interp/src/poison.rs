@@ -342,10 +342,7 @@ impl PoisonRule {
     ) -> Result<Option<Source>, ExecError> {
         let n = ins.numel;
         let (a, b) = (&regs[ins.ins[0] as usize].repr, &regs[ins.ins[1] as usize].repr);
-        let int = |x: CastSource| match x {
-            CastSource::Int(v) => v,
-            CastSource::Float(v) => v as i64,
-        };
+        let int = CastSource::as_i64;
         let faulted = |v: i64| crate::taint::faults(spec.kind, v, spec.dtype);
         if let Repr::Splat(bits) = *b {
             if !faulted(crate::elem::int_value(bits, spec.dtype)) {

@@ -592,10 +592,11 @@ impl<'f> Preparer<'f> {
             OpKind::Dot => {
                 let operand = self.dtype(op, op.operands[0])?;
                 let acc = self.dtype(op, op.operands[2])?;
-                if !operand.is_float() || !acc.is_float() {
+                let computable = |d: DType| d.is_float() && d != DType::F64 && !d.is_fp8();
+                if !computable(operand) || !computable(acc) {
                     return Err(unsupported(
                         op,
-                        format!("dot needs float tiles, got {operand} and {acc}"),
+                        format!("dot needs f16, bf16 or f32 tiles, got {operand} and {acc}"),
                     ));
                 }
                 let (a, b) = (&in_ty(0).shape, &in_ty(1).shape);
@@ -829,39 +830,11 @@ fn literal_bits<T: crate::elem::Element>(lit: metile_ir::Literal) -> u64 {
     let v: T = match lit {
         Literal::Bool(b) => T::cast_from_int(i64::from(b)),
         Literal::Int(i) => T::cast_from_int(i),
-        Literal::Float(x) => float_literal::<T>(x),
+        // Integer targets truncate toward zero and saturate (NaN to 0), as `as` does;
+        // float targets round once, straight from the f64.
+        Literal::Float(x) => T::cast_from_double(x),
     };
     v.to_bits()
-}
-
-/// Rounds to f32 with "round to odd": inexact results get an odd last bit. A value
-/// rounded this way to 24 bits and then to nearest-even at 11 or 8 bits (f16, bf16)
-/// is rounded exactly as if directly, so literals are rounded once.
-fn f64_to_f32_round_to_odd(x: f64) -> f32 {
-    let y = x as f32;
-    if !y.is_finite() || f64::from(y) == x || y.to_bits() & 1 == 1 {
-        return y;
-    }
-    // y is even and inexact: its odd neighbour on x's side is the round-to-odd result.
-    let toward_zero = f64::from(y).abs() > x.abs();
-    f32::from_bits(if toward_zero {
-        y.to_bits() - 1
-    } else {
-        y.to_bits() + 1
-    })
-}
-
-/// A float literal (an f64) in dtype `T`, rounded once, straight from f64.
-fn float_literal<T: crate::elem::Element>(x: f64) -> T {
-    // Integer targets truncate toward zero and saturate (NaN to 0), as `as` does.
-    match T::DTYPE {
-        DType::F16 | DType::BF16 => T::cast_from_float(f64_to_f32_round_to_odd(x)),
-        DType::F32 => T::cast_from_float(x as f32),
-        DType::Bool => T::cast_from_int(i64::from(x != 0.0)),
-        DType::I32 => T::cast_from_int(i64::from(x as i32)),
-        DType::U32 => T::cast_from_int(i64::from(x as u32)),
-        DType::I64 => T::cast_from_int(x as i64),
-    }
 }
 
 #[cfg(test)]

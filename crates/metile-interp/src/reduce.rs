@@ -9,7 +9,7 @@
 use crate::elem::{Arith, Element};
 use crate::error::ExecError;
 use crate::value::{put_vec, take_vec, Repr, Scratch};
-use metile_ir::{DType, ReduceOp};
+use metile_ir::ReduceOp;
 
 /// A reduction of shape `[outer, len, inner]` over the middle axis.
 #[derive(Clone, Copy, Debug)]
@@ -132,7 +132,8 @@ pub(crate) fn reduce_float<T: Element>(
     Ok(())
 }
 
-/// Reduces an integer or bool tile exactly (sums wrap; bool max/min are any/all).
+/// Reduces an integer or bool tile exactly (sums wrap; bool max/min are any/all),
+/// or an f64 tile in f64 (a running sum; max/min ignore NaN unless all are NaN).
 pub(crate) fn reduce_exact<T: Arith>(
     op: ReduceOp,
     shape: ReduceShape,
@@ -143,16 +144,17 @@ pub(crate) fn reduce_exact<T: Arith>(
     let n = shape.outer * shape.len * shape.inner;
     let [in_buf, acc_buf, _] = T::scratch(&mut scratch.typed);
     let x = input.dense_slice::<T>(n, in_buf)?;
-    let identity = match (op, T::DTYPE) {
-        (ReduceOp::Sum | ReduceOp::Xor, _) => T::cast_from_int(0),
-        (ReduceOp::Max, DType::Bool) => T::cast_from_int(0),
-        (ReduceOp::Min, DType::Bool) => T::cast_from_int(1),
-        (ReduceOp::Max, DType::I32) => T::cast_from_int(i64::from(i32::MIN)),
-        (ReduceOp::Min, DType::I32) => T::cast_from_int(i64::from(i32::MAX)),
-        (ReduceOp::Max, DType::U32) => T::cast_from_int(0),
-        (ReduceOp::Min, DType::U32) => T::cast_from_int(i64::from(u32::MAX)),
-        (ReduceOp::Max, _) => T::cast_from_int(i64::MIN),
-        (ReduceOp::Min, _) => T::cast_from_int(i64::MAX),
+    let d = T::DTYPE;
+    let shift = 64 - d.bits().max(1);
+    let identity = match op {
+        ReduceOp::Sum | ReduceOp::Xor => T::cast_from_int(0),
+        // NaN is the identity of fmax/fmin (f64 reduces here).
+        ReduceOp::Max | ReduceOp::Min if d.is_float() => T::cast_from_double(f64::NAN),
+        ReduceOp::Max if d.is_signed_int() => T::cast_from_int(i64::MIN >> shift),
+        ReduceOp::Min if d.is_signed_int() => T::cast_from_int(i64::MAX >> shift),
+        ReduceOp::Max => T::cast_from_int(0),
+        // Every bit set: the largest unsigned value, and `true`.
+        ReduceOp::Min => T::cast_from_int(-1),
     };
     let combine = |a: T, b: T| match op {
         ReduceOp::Sum => T::add(a, b),

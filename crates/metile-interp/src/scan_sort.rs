@@ -25,7 +25,9 @@ fn lines(shape: ReduceShape) -> impl Iterator<Item = (usize, usize)> {
 fn widen<T: Element>(x: T) -> f32 {
     match x.cast_source() {
         CastSource::Float(f) => f,
+        CastSource::Double(d) => d as f32,
         CastSource::Int(i) => i as f32,
+        CastSource::UInt(u) => u as f32,
     }
 }
 

@@ -372,12 +372,7 @@ fn yielded(block: &metile_ir::Block, k: usize) -> Option<ValueId> {
 
 /// `v` wrapped to the integer dtype `d`.
 fn wrap(v: i64, d: DType) -> i64 {
-    match d {
-        DType::I32 => i64::from(v as i32),
-        DType::U32 => i64::from(v as u32),
-        DType::Bool => i64::from(v != 0),
-        _ => v,
-    }
+    crate::elem::int_value(v as u64, d)
 }
 
 #[cfg(test)]

@@ -20,7 +20,6 @@
 use crate::elem::{int_value, Dense, Element};
 use crate::error::{internal, ExecError};
 use crate::poison::Poison;
-use half::{bf16, f16};
 use metile_ir::DType;
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -70,7 +69,7 @@ impl Repr {
                     "a dense {} tile of {} elements was expected, found {:?} with {} elements",
                     T::DTYPE,
                     n,
-                    dense_dtype(d),
+                    d.dtype(),
                     d.len()
                 ))),
             },
@@ -173,18 +172,6 @@ impl Repr {
     }
 }
 
-fn dense_dtype(d: &Dense) -> DType {
-    match d {
-        Dense::Bool(_) => DType::Bool,
-        Dense::I32(_) => DType::I32,
-        Dense::U32(_) => DType::U32,
-        Dense::I64(_) => DType::I64,
-        Dense::F16(_) => DType::F16,
-        Dense::BF16(_) => DType::BF16,
-        Dense::F32(_) => DType::F32,
-    }
-}
-
 /// A value in a register: its elements, for pointers the memory they point into
 /// (`repr` then holds `i64` element offsets), and its poisoned lanes, if any (only
 /// ever set on the values `taint.rs` tracks).
@@ -214,17 +201,16 @@ pub(crate) enum Operand<'a, T> {
     Slice(&'a [T]),
 }
 
-/// Reusable buffers for materialising lazy operands, per element type.
-#[derive(Default)]
-pub(crate) struct TypedScratch {
-    pub bools: [Vec<bool>; 3],
-    pub i32s: [Vec<i32>; 3],
-    pub u32s: [Vec<u32>; 3],
-    pub i64s: [Vec<i64>; 3],
-    pub f16s: [Vec<f16>; 3],
-    pub bf16s: [Vec<bf16>; 3],
-    pub f32s: [Vec<f32>; 3],
+macro_rules! define_typed_scratch {
+    ($(($T:ty, $variant:ident, $field:ident)),*) => {
+        /// Reusable buffers for materialising lazy operands, per element type.
+        #[derive(Default)]
+        pub(crate) struct TypedScratch {
+            $(pub $field: [Vec<$T>; 3],)*
+        }
+    };
 }
+crate::elem::for_each_dense!(define_typed_scratch);
 
 /// Every buffer an op may need besides its result; owned by one worker thread and
 /// reused across ops and program instances so the hot path never allocates.
@@ -256,29 +242,30 @@ pub(crate) fn put_vec<T: Element>(out: &mut Repr, v: Vec<T>) {
 /// `(first, step)` in `i64`, or `None` when some element wraps around the dtype's
 /// range (then comparisons and widening need the dense form).
 pub(crate) fn exact_affine(start: i64, step: i64, n: usize, dtype: DType) -> Option<(i64, i64)> {
-    let (first, step, lo, hi) = match dtype {
-        DType::I32 => (
-            i128::from(start as i32),
-            i128::from(step as i32),
-            i128::from(i32::MIN),
-            i128::from(i32::MAX),
-        ),
-        DType::U32 => (
-            i128::from(start as u32),
-            i128::from(step as i32),
-            0,
-            i128::from(u32::MAX),
-        ),
-        DType::I64 => (
-            i128::from(start),
-            i128::from(step),
-            i128::from(i64::MIN),
-            i128::from(i64::MAX),
-        ),
-        _ => return None,
+    if !dtype.is_int() {
+        return None;
+    }
+    let bits = dtype.bits();
+    // The element values: `start` and `step` reduced to the dtype (the step as a
+    // signed difference), then checked against the dtype's range. A u64 beyond
+    // i64::MAX is never exact here: callers compare in i64.
+    let reduce = |v: i64, signed: bool| -> i128 {
+        let shift = 64 - bits;
+        if signed {
+            i128::from((v << shift) >> shift)
+        } else {
+            i128::from(((v as u64) << shift) >> shift)
+        }
+    };
+    let first = reduce(start, dtype.is_signed_int());
+    let step = reduce(step, true);
+    let (lo, hi) = if dtype.is_signed_int() {
+        (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+    } else {
+        (0, (1i128 << bits).min(1i128 << 63) - 1)
     };
     let last = first + step * (n.saturating_sub(1) as i128);
-    if (lo..=hi).contains(&last) {
+    if (lo..=hi).contains(&first) && (lo..=hi).contains(&last) {
         Some((first as i64, step as i64))
     } else {
         None
@@ -310,6 +297,12 @@ mod tests {
             exact_affine(u32::MAX as i64 - 1, -1, 2, DType::U32),
             Some((u32::MAX as i64 - 1, -1))
         );
+        assert_eq!(exact_affine(120, 4, 3, DType::I8), None);
+        assert_eq!(exact_affine(120, 3, 3, DType::I8), Some((120, 3)));
+        assert_eq!(exact_affine(-3, 1, 3, DType::I8), Some((-3, 1)));
+        assert_eq!(exact_affine(253, 1, 3, DType::U8), Some((253, 1)));
+        assert_eq!(exact_affine(254, 1, 3, DType::U8), None);
+        assert_eq!(exact_affine(-1, 1, 1, DType::U64), None);
     }
 
     #[test]

@@ -4,16 +4,23 @@ mod common;
 
 use common::*;
 use half::{bf16, f16};
+use metile_ir::fp8::Fp8;
 use metile_ir::{BinaryOp, Builder, CmpOp, DType, Function, Operand, ParamKind, ReduceOp, UnaryOp, ValueId};
 
-const INTS: [DType; 3] = [DType::I32, DType::U32, DType::I64];
+const INTS: [DType; 8] = [
+    DType::I32,
+    DType::U32,
+    DType::I64,
+    DType::I8,
+    DType::U8,
+    DType::I16,
+    DType::U16,
+    DType::U64,
+];
 const FLOATS: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 
 fn bits_of(d: DType) -> u32 {
-    match d {
-        DType::I64 => 64,
-        _ => 32,
-    }
+    d.bits()
 }
 
 /// `v` wrapped to the integer dtype `d`, as a mathematical value.
@@ -63,7 +70,26 @@ fn int_values(d: DType) -> Vec<f64> {
             }
             v.extend([f64::from(u32::MAX), 2147483648.0, 1.0, 99.0]);
         }
-        _ => v.extend([i64::MIN as f64, (i64::MAX - 1023) as f64, -1.0, 1e12]),
+        DType::I64 => v.extend([i64::MIN as f64, (i64::MAX - 1023) as f64, -1.0, 1e12]),
+        DType::U64 => {
+            for x in &mut v {
+                *x = x.abs();
+            }
+            v.extend([(u64::MAX - 2047) as f64, 9223372036854775808.0, 1e12]);
+        }
+        // 8 and 16 bits: the extremes of the type.
+        d => {
+            let bits = d.bits() as i32;
+            let (lo, hi) = if d.is_signed_int() {
+                (-(2f64.powi(bits - 1)), 2f64.powi(bits - 1) - 1.0)
+            } else {
+                (0.0, 2f64.powi(bits) - 1.0)
+            };
+            for x in &mut v {
+                *x = x.clamp(lo, hi);
+            }
+            v.extend([lo, hi, lo + 1.0, hi - 1.0]);
+        }
     }
     v
 }
@@ -91,7 +117,7 @@ fn integer_binary_ops_follow_c_semantics_with_wrapping() {
         let a: Vec<f64> = (0..n).map(|k| values[k / values.len()]).collect();
         let bv: Vec<f64> = (0..n).map(|k| values[k % values.len()]).collect();
         let (da, db) = (Data::from_f64(d, &a), Data::from_f64(d, &bv));
-        let (ia, ib) = (da.i64s(), db.i64s());
+        let (ia, ib) = (da.i128s(), db.i128s());
         for op in ops {
             // Where a division has a zero divisor or a shift an out-of-range count,
             // the result is undefined and observing it fails: those lanes store 0
@@ -119,15 +145,15 @@ fn integer_binary_ops_follow_c_semantics_with_wrapping() {
                 b.select(ok.into(), r.into(), Operand::Int(0)).unwrap()
             });
             let out = run1(f, &[da.clone(), db.clone(), Data::zeros(d, n)]);
-            let got = out[2].i64s();
+            let got = out[2].i128s();
             for k in 0..n {
-                let (x, y) = (i128::from(ia[k]), i128::from(ib[k]));
+                let (x, y) = (ia[k], ib[k]);
                 let shift = (y & i128::from(bits_of(d) - 1)) as u32;
                 let want = match op {
                     _ if !defined(y) => 0,
                     BinaryOp::Add => x + y,
                     BinaryOp::Sub => x - y,
-                    BinaryOp::Mul => x * y,
+                    BinaryOp::Mul => x.wrapping_mul(y),
                     BinaryOp::FloorDiv => x / y,
                     BinaryOp::Rem => x % y,
                     BinaryOp::Max => x.max(y),
@@ -138,7 +164,7 @@ fn integer_binary_ops_follow_c_semantics_with_wrapping() {
                     BinaryOp::Shl => x << shift,
                     _ => x >> shift,
                 };
-                assert_eq!(i128::from(got[k]), wrap(want, d), "{d} {op:?}: {x} and {y}");
+                assert_eq!(got[k], wrap(want, d), "{d} {op:?}: {x} and {y}");
             }
         }
     }
@@ -307,19 +333,18 @@ fn unary_ops_for_every_dtype() {
     }
     for d in INTS {
         let input = Data::from_f64(d, &int_values(d));
-        let xs = input.i64s();
+        let xs = input.i128s();
         for op in [UnaryOp::Neg, UnaryOp::Not, UnaryOp::Abs] {
             let f = map_kernel(xs.len(), &[d], |b, v| b.unary(op, v[0].into()).unwrap());
-            let got = run1(f, &[input.clone(), Data::zeros(d, xs.len())])[1].i64s();
+            let got = run1(f, &[input.clone(), Data::zeros(d, xs.len())])[1].i128s();
             for (k, &x) in xs.iter().enumerate() {
-                let x = i128::from(x);
                 let want = match op {
                     UnaryOp::Neg => -x,
                     UnaryOp::Not => !x,
-                    _ if d == DType::U32 => x,
+                    _ if d.is_unsigned_int() => x,
                     _ => x.abs(),
                 };
-                assert_eq!(i128::from(got[k]), wrap(want, d), "{d} {op:?}({x})");
+                assert_eq!(got[k], wrap(want, d), "{d} {op:?}({x})");
             }
         }
     }
@@ -370,13 +395,7 @@ fn comparisons_for_every_dtype() {
         let a: Vec<f64> = (0..n).map(|k| values[k / values.len()]).collect();
         let bv: Vec<f64> = (0..n).map(|k| values[k % values.len()]).collect();
         let (da, db) = (Data::from_f64(d, &a), Data::from_f64(d, &bv));
-        let as_f64 = |x: &Data| -> Vec<f64> {
-            if d.is_float() {
-                x.f32s().iter().map(|&v| f64::from(v)).collect()
-            } else {
-                x.i64s().iter().map(|&v| v as f64).collect()
-            }
-        };
+        let as_f64 = |x: &Data| -> Vec<f64> { x.values() };
         let (fa, fb) = (as_f64(&da), as_f64(&db));
         for op in ops {
             let f = map_kernel(n, &[d, d], |b, v| {
@@ -403,15 +422,19 @@ fn comparisons_for_every_dtype() {
 fn reference_cast(v: f64, from: DType, to: DType) -> f64 {
     match to {
         DType::Bool => f64::from(u8::from(v != 0.0)),
-        DType::F32 => f64::from(v as f32),
-        DType::F16 => f64::from(f16::from_f32(v as f32).to_f32()),
-        DType::BF16 => f64::from(bf16::from_f32(v as f32).to_f32()),
+        DType::F64 => v,
+        DType::F32 => v as f32 as f64,
+        DType::F16 => f16::from_f64(v).to_f64(),
+        DType::BF16 => bf16::from_f64(v).to_f64(),
+        DType::F8E4M3 => f64::from(Fp8::E4M3.decode(Fp8::E4M3.encode(v))),
+        DType::F8E5M2 => f64::from(Fp8::E5M2.decode(Fp8::E5M2.encode(v))),
         int => {
             if from.is_float() {
-                let (lo, hi) = match int {
-                    DType::I32 => (f64::from(i32::MIN), f64::from(i32::MAX)),
-                    DType::U32 => (0.0, f64::from(u32::MAX)),
-                    _ => (i64::MIN as f64, i64::MAX as f64),
+                let bits = bits_of(int) as i32;
+                let (lo, hi) = if int.is_signed_int() {
+                    (-(2f64.powi(bits - 1)), 2f64.powi(bits - 1) - 1.0)
+                } else {
+                    (0.0, 2f64.powi(bits) - 1.0)
                 };
                 if v.is_nan() {
                     0.0
@@ -451,26 +474,18 @@ fn casts_between_every_pair_of_dtypes() {
             .iter()
             .copied()
             .filter(|v| from.is_float() || (v.is_finite() && v.fract() == 0.0 && v.abs() < 1e10))
-            .filter(|v| from != DType::U32 || *v >= 0.0)
-            .filter(|v| from != DType::I32 || v.abs() < 2e9)
+            .filter(|v| !from.is_unsigned_int() || *v >= 0.0)
+            .filter(|v| !from.is_int() || v.abs() < 2f64.powi(from.bits() as i32 - 1))
             .collect();
         let input = Data::from_f64(from, &src);
-        let exact: Vec<f64> = if from.is_float() {
-            input.f32s().iter().map(|&v| f64::from(v)).collect()
-        } else {
-            input.i64s().iter().map(|&v| v as f64).collect()
-        };
+        let exact: Vec<f64> = input.values();
         for to in DType::ALL {
             if to == from {
                 continue;
             }
             let f = map_kernel(src.len(), &[from], |b, v| b.cast(v[0], to).unwrap());
             let out = run1(f, &[input.clone(), Data::zeros(to, src.len())]);
-            let got: Vec<f64> = if to.is_float() {
-                out[1].f32s().iter().map(|&v| f64::from(v)).collect()
-            } else {
-                out[1].i64s().iter().map(|&v| v as f64).collect()
-            };
+            let got: Vec<f64> = out[1].values();
             for (k, &v) in exact.iter().enumerate() {
                 let want = reference_cast(v, from, to);
                 assert!(

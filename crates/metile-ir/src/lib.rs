@@ -6,6 +6,7 @@
 pub mod builder;
 pub mod dtype;
 pub mod error;
+pub mod fp8;
 pub mod gpu_ir;
 pub mod gpu_printer;
 pub mod gpu_verify;

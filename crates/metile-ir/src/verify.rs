@@ -246,6 +246,21 @@ impl<'f> Verifier<'f> {
         };
         let int_scalar = |t: &Type| t.is_scalar() && t.dtype().is_some_and(|d| d.is_int());
         let same = |a: &Type, b: &Type| a == b;
+        // fp8 is storage: the builder computes every other op in f32.
+        let computes = matches!(
+            op.kind,
+            OpKind::Unary(_)
+                | OpKind::Binary(_)
+                | OpKind::Compare(_)
+                | OpKind::Fma
+                | OpKind::Reduce { .. }
+                | OpKind::Scan { .. }
+                | OpKind::Sort { .. }
+                | OpKind::Dot
+        );
+        if computes && ins.iter().any(|t| t.dtype().is_some_and(DType::is_fp8)) {
+            return fail("computes on fp8 values (fp8 is storage; compute in f32)");
+        }
         match &op.kind {
             OpKind::ProgramId { .. } | OpKind::NumPrograms { .. } => {
                 arity(0, 1)?;

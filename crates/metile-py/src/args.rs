@@ -46,7 +46,9 @@ impl ArgKind {
     }
 }
 
-pub const SUPPORTED_DTYPES: &str = "bool, int32, uint32, int64, float16, bfloat16, float32";
+pub const SUPPORTED_DTYPES: &str =
+    "bool, int8, uint8, int16, uint16, int32, uint32, int64, uint64, float16, \
+     bfloat16, float32, float64, float8_e4m3fn, float8_e5m2";
 
 /// The meTile dtype of a numpy dtype, or a TypeError naming what is supported.
 pub fn dtype_of_descr(descr: &Bound<'_, numpy::PyArrayDescr>, what: &dyn Fn() -> String) -> PyResult<DType> {
@@ -54,12 +56,21 @@ pub fn dtype_of_descr(descr: &Bound<'_, numpy::PyArrayDescr>, what: &dyn Fn() ->
         || cfg!(target_endian = "little") == (descr.byteorder() == b'<');
     let found = match (descr.kind(), descr.itemsize()) {
         (b'b', 1) => Some(DType::Bool),
+        (b'i', 1) => Some(DType::I8),
+        (b'u', 1) => Some(DType::U8),
+        (b'i', 2) => Some(DType::I16),
+        (b'u', 2) => Some(DType::U16),
         (b'i', 4) => Some(DType::I32),
         (b'u', 4) => Some(DType::U32),
         (b'i', 8) => Some(DType::I64),
+        (b'u', 8) => Some(DType::U64),
         (b'f', 2) => Some(DType::F16),
         (b'f', 4) => Some(DType::F32),
+        (b'f', 8) => Some(DType::F64),
+        // ml_dtypes' extension types, known by name.
         (_, 2) if descr.to_string() == "bfloat16" => Some(DType::BF16),
+        (_, 1) if descr.to_string() == "float8_e4m3fn" => Some(DType::F8E4M3),
+        (_, 1) if descr.to_string() == "float8_e5m2" => Some(DType::F8E5M2),
         _ => None,
     };
     match found {
@@ -102,14 +113,30 @@ pub fn array_arg(
     ))
 }
 
+/// A Python int is an i32 when it fits, else an i64, else a u64 (Triton's rule).
 fn scalar_from_int(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResult<(ArgKind, KernelArg)> {
-    let value: i64 = obj.extract()?;
-    let v = i32::try_from(value).map_err(|_| {
+    let value: i128 = obj.extract().map_err(|_| {
         PyOverflowError::new_err(format!(
-            "{} = {value} does not fit in a 32-bit int, the type of integer kernel arguments",
+            "{} = {obj} does not fit in 64 bits, the widest integer kernel argument",
             what()
         ))
     })?;
+    let Ok(v) = i32::try_from(value) else {
+        return match (i64::try_from(value), u64::try_from(value)) {
+            (Ok(v), _) => Ok((
+                ArgKind::Scalar(DType::I64),
+                KernelArg::Scalar(ScalarValue::I64(v)),
+            )),
+            (_, Ok(v)) => Ok((
+                ArgKind::Scalar(DType::U64),
+                KernelArg::Scalar(ScalarValue::U64(v)),
+            )),
+            _ => Err(PyOverflowError::new_err(format!(
+                "{} = {value} does not fit in 64 bits, the widest integer kernel argument",
+                what()
+            ))),
+        };
+    };
     let kind = match SPECIALIZED_DIVISORS
         .iter()
         .find(|&&d| i64::from(v) % d as i64 == 0)
@@ -135,14 +162,31 @@ fn host_arg(
     }
 }
 
-/// Converts the runtime argument for parameter `name`.
+/// Converts the runtime argument for parameter `name`, whose annotation may
+/// declare its dtype (`declared.rs`).
 pub fn convert_arg(
     obj: &Bound<'_, PyAny>,
     name: &str,
     ctx: &mut ArgContext<'_>,
+    declared: Option<DType>,
 ) -> PyResult<(ArgKind, KernelArg)> {
     let describe = || format!("argument '{name}'");
     let what: &dyn Fn() -> String = &describe;
+    let Some(d) = declared else {
+        return convert_untyped(obj, ctx, what);
+    };
+    if let Some(arg) = crate::declared::python_scalar(obj, d, what)? {
+        return Ok(arg);
+    }
+    let arg = convert_untyped(obj, ctx, what)?;
+    crate::declared::matches(d, arg, what)
+}
+
+fn convert_untyped(
+    obj: &Bound<'_, PyAny>,
+    ctx: &mut ArgContext<'_>,
+    what: &dyn Fn() -> String,
+) -> PyResult<(ArgKind, KernelArg)> {
     if let Ok(arr) = obj.cast::<PyUntypedArray>() {
         if arr.ndim() == 0 {
             return numpy_scalar_arg(obj, &arr.dtype(), what);
@@ -192,12 +236,21 @@ fn numpy_scalar_arg(
     let item = obj.call_method0("item")?;
     let s = match d {
         DType::Bool => ScalarValue::Bool(item.extract()?),
+        DType::I8 => ScalarValue::I8(item.extract()?),
+        DType::U8 => ScalarValue::U8(item.extract()?),
+        DType::I16 => ScalarValue::I16(item.extract()?),
+        DType::U16 => ScalarValue::U16(item.extract()?),
         DType::I32 => ScalarValue::I32(item.extract()?),
         DType::U32 => ScalarValue::U32(item.extract()?),
         DType::I64 => ScalarValue::I64(item.extract()?),
+        DType::U64 => ScalarValue::U64(item.extract()?),
         DType::F16 => ScalarValue::F16(half::f16::from_f64(item.extract()?)),
         DType::BF16 => ScalarValue::BF16(half::bf16::from_f64(item.extract::<f64>()?)),
         DType::F32 => ScalarValue::F32(item.extract::<f64>()? as f32),
+        DType::F64 => ScalarValue::F64(item.extract()?),
+        // An ml_dtypes fp8 scalar: its value is exact in f64, its bits are the encoding of it.
+        DType::F8E4M3 => ScalarValue::F8E4M3(metile_ir::fp8::Fp8::E4M3.encode(item.extract()?)),
+        DType::F8E5M2 => ScalarValue::F8E5M2(metile_ir::fp8::Fp8::E5M2.encode(item.extract()?)),
     };
     Ok((ArgKind::Scalar(d), KernelArg::Scalar(s)))
 }

@@ -54,22 +54,32 @@ fn numpy_dtype<'py>(py: Python<'py>, dtype: Option<&Bound<'py, PyAny>>) -> PyRes
     };
     if let Ok(name) = dtype.extract::<String>() {
         if let Some(d) = metile_ir::DType::parse(&name) {
+            use metile_ir::DType;
             let numpy_name = match d {
-                metile_ir::DType::Bool => "bool_",
-                metile_ir::DType::I32 => "int32",
-                metile_ir::DType::U32 => "uint32",
-                metile_ir::DType::I64 => "int64",
-                metile_ir::DType::F16 => "float16",
-                metile_ir::DType::F32 => "float32",
-                metile_ir::DType::BF16 => {
-                    return py
-                        .import("ml_dtypes")
-                        .and_then(|m| m.getattr("bfloat16"))
-                        .map_err(|_| {
-                            PyTypeError::new_err(
-                                "bfloat16 buffers need the ml_dtypes package (numpy has no bfloat16)",
-                            )
-                        })
+                DType::Bool => "bool_",
+                DType::I8 => "int8",
+                DType::U8 => "uint8",
+                DType::I16 => "int16",
+                DType::U16 => "uint16",
+                DType::I32 => "int32",
+                DType::U32 => "uint32",
+                DType::I64 => "int64",
+                DType::U64 => "uint64",
+                DType::F16 => "float16",
+                DType::F32 => "float32",
+                DType::F64 => "float64",
+                DType::BF16 | DType::F8E4M3 | DType::F8E5M2 => {
+                    let name = match d {
+                        DType::BF16 => "bfloat16",
+                        DType::F8E4M3 => "float8_e4m3fn",
+                        _ => "float8_e5m2",
+                    };
+                    return py.import("ml_dtypes").and_then(|m| m.getattr(name)).map_err(|_| {
+                        PyTypeError::new_err(format!(
+                            "{name} buffers need the ml_dtypes package (numpy has no {name}); without it, \
+                             pass uint8 storage to a kernel parameter annotated with the fp8 dtype"
+                        ))
+                    });
                 }
             };
             return np.getattr(numpy_name);

@@ -154,12 +154,21 @@ fn check_contiguous(shape: &[i64], strides: Option<&[i64]>, what: &dyn Fn() -> S
 
 fn dtype_from_dlpack(code: u8, bits: u8, lanes: u16, what: &dyn Fn() -> String) -> PyResult<DType> {
     let d = match (code, bits, lanes) {
+        (0, 8, 1) => Some(DType::I8),
+        (0, 16, 1) => Some(DType::I16),
         (0, 32, 1) => Some(DType::I32),
         (0, 64, 1) => Some(DType::I64),
+        (1, 8, 1) => Some(DType::U8),
+        (1, 16, 1) => Some(DType::U16),
         (1, 32, 1) => Some(DType::U32),
+        (1, 64, 1) => Some(DType::U64),
         (2, 16, 1) => Some(DType::F16),
         (2, 32, 1) => Some(DType::F32),
+        (2, 64, 1) => Some(DType::F64),
         (4, 16, 1) => Some(DType::BF16),
+        // DLPack's kDLFloat8_e4m3fn and kDLFloat8_e5m2.
+        (10, 8, 1) => Some(DType::F8E4M3),
+        (12, 8, 1) => Some(DType::F8E5M2),
         (6, 8, 1) | (1, 1, 1) => Some(DType::Bool),
         _ => None,
     };
@@ -266,9 +275,17 @@ pub fn torch_tensor_arg(
         "torch.float32" => DType::F32,
         "torch.float16" => DType::F16,
         "torch.bfloat16" => DType::BF16,
+        "torch.float64" => DType::F64,
+        "torch.float8_e4m3fn" => DType::F8E4M3,
+        "torch.float8_e5m2" => DType::F8E5M2,
+        "torch.int8" => DType::I8,
+        "torch.uint8" => DType::U8,
+        "torch.int16" => DType::I16,
+        "torch.uint16" => DType::U16,
         "torch.int32" => DType::I32,
         "torch.uint32" => DType::U32,
         "torch.int64" => DType::I64,
+        "torch.uint64" => DType::U64,
         "torch.bool" => DType::Bool,
         other => {
             return Err(PyTypeError::new_err(format!(

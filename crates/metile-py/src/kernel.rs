@@ -196,6 +196,8 @@ pub struct Kernel {
     name: String,
     params: Vec<String>,
     is_constexpr: Vec<bool>,
+    /// The dtype a parameter's annotation declares (`X: metile.float8e4nv`).
+    declared: Vec<Option<metile_ir::DType>>,
     /// Positions of the runtime parameters (the kernel's signature order).
     runtime_params: Vec<usize>,
     /// Default values of constexpr parameters, by position.
@@ -438,7 +440,7 @@ impl Kernel {
                 constexprs.push(constexpr_key(value, &self.params[i], &self.name)?);
             } else {
                 ctx.index = kernel_args.len();
-                let (kind, arg) = convert_arg(value, &self.params[i], &mut ctx)?;
+                let (kind, arg) = convert_arg(value, &self.params[i], &mut ctx, self.declared[i])?;
                 kinds.push(kind);
                 kernel_args.push(arg);
             }
@@ -572,7 +574,8 @@ unsafe impl Send for SendArgs {}
 #[pymethods]
 impl Kernel {
     #[new]
-    #[pyo3(signature = (func, name, params, is_constexpr, specialize, defaults=None, captures=None))]
+    #[pyo3(signature = (func, name, params, is_constexpr, specialize, defaults=None, captures=None, dtypes=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         func: Py<PyAny>,
         name: String,
@@ -581,10 +584,12 @@ impl Kernel {
         specialize: Py<PyAny>,
         defaults: Option<&Bound<'_, PyDict>>,
         captures: Option<Py<PyAny>>,
+        dtypes: Option<Vec<Option<String>>>,
     ) -> PyResult<Kernel> {
         if params.len() != is_constexpr.len() {
             return Err(PyValueError::new_err("params and is_constexpr differ in length"));
         }
+        let declared = crate::declared::parse(dtypes, params.len())?;
         let defaults = params
             .iter()
             .map(|p| -> PyResult<Option<Py<PyAny>>> {
@@ -600,6 +605,7 @@ impl Kernel {
             name,
             params,
             is_constexpr,
+            declared,
             runtime_params,
             defaults,
             specialize,

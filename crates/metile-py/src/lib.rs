@@ -8,6 +8,7 @@ pub mod bench;
 pub mod buffer;
 mod captures;
 mod compiled;
+mod declared;
 pub mod device_args;
 pub mod device_state;
 pub mod errors;

@@ -187,15 +187,7 @@ impl ArgBinding {
 
 /// A scalar's bytes as the kernel's `constant T&` reads them.
 pub fn scalar_bytes(s: &ScalarValue) -> Vec<u8> {
-    match *s {
-        ScalarValue::Bool(b) => vec![u8::from(b)],
-        ScalarValue::I32(v) => v.to_ne_bytes().to_vec(),
-        ScalarValue::U32(v) => v.to_ne_bytes().to_vec(),
-        ScalarValue::I64(v) => v.to_ne_bytes().to_vec(),
-        ScalarValue::F32(v) => v.to_ne_bytes().to_vec(),
-        ScalarValue::F16(v) => v.to_bits().to_ne_bytes().to_vec(),
-        ScalarValue::BF16(v) => v.to_bits().to_ne_bytes().to_vec(),
-    }
+    s.to_ne_bytes()
 }
 
 /// The MSL line a fault message names ("... at line 16 of add.metal").

@@ -1,4 +1,5 @@
-"""A kernel's parameters: their names, in order, and which are constexprs."""
+"""A kernel's parameters: their names, in order, which are constexprs, and the
+dtypes their annotations declare."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import inspect
 import re
 from collections.abc import Callable
 
+from metile import language
 from metile.language import constexpr
 
 _DOTTED_CONSTEXPR = re.compile(r"^\s*(?:[A-Za-z_]\w*\s*\.\s*)*constexpr\s*$")
@@ -61,3 +63,48 @@ def analyze_signature(fn: Callable) -> tuple[list[str], list[bool]]:
         names.append(p.name)
         flags.append(is_constexpr)
     return names, flags
+
+
+_DTYPE_NAMES = frozenset(
+    getattr(language, name)
+    for name in (
+        "bool_",
+        "int8",
+        "uint8",
+        "int16",
+        "uint16",
+        "int32",
+        "uint32",
+        "int64",
+        "uint64",
+        "float8e4nv",
+        "float8e5",
+        "float16",
+        "bfloat16",
+        "float32",
+        "float64",
+    )
+)
+
+
+def declared_dtype(annotation: object, fn: Callable) -> str | None:
+    """The dtype a run-time parameter's annotation declares (`X: metile.float8e4nv`):
+    a dtype value, or the text of an expression naming one (`from __future__ import
+    annotations`); None for anything else."""
+    if isinstance(annotation, str) and annotation in _DTYPE_NAMES:
+        return annotation
+    if not isinstance(annotation, str):
+        return None
+    try:
+        value = eval(annotation, fn.__globals__, _closure_vars(fn))
+    except Exception:  # noqa: BLE001 - an annotation may raise anything; it then declares nothing
+        return None
+    return value if isinstance(value, str) and value in _DTYPE_NAMES else None
+
+
+def declared_dtypes(fn: Callable) -> list[str | None]:
+    """The declared dtype of each parameter, in order (None where there is none)."""
+    return [
+        None if is_constexpr_annotation(p.annotation, fn) else declared_dtype(p.annotation, fn)
+        for p in inspect.signature(fn).parameters.values()
+    ]

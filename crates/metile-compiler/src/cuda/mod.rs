@@ -17,7 +17,6 @@
 //! for CUDA.
 
 use crate::error::{CompileError, CompileResult};
-use crate::msl::names;
 use crate::msl::text::{Lang, Name};
 use crate::msl::{expr, finish_kernel, loc_of_line, name_kernel, ranges, KernelNames};
 use crate::target::Target;
@@ -183,7 +182,7 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
             GpuParamKind::Buffer(d) => {
                 let is_written = written[p.value.index()];
                 let constness = if is_written { "" } else { "const " };
-                signature.push(format!("{constness}{}* {name}", names::scalar_type(d)));
+                signature.push(format!("{constness}{}* {name}", Lang::Cuda.scalar(d)));
                 params.push(CudaParam::Buffer {
                     dtype: d,
                     tile_param_index: p.tile_index,
@@ -191,7 +190,7 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
                 });
             }
             GpuParamKind::Scalar(d) => {
-                signature.push(format!("{} {name}", names::scalar_type(d)));
+                signature.push(format!("{} {name}", Lang::Cuda.scalar(d)));
                 params.push(CudaParam::Scalar {
                     dtype: d,
                     tile_param_index: p.tile_index,
@@ -268,7 +267,7 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
             }
         };
         offsets.push((a.value, offset));
-        let ty = names::scalar_type(a.dtype);
+        let ty = Lang::Cuda.scalar(a.dtype);
         body.line(
             1,
             &format!("{ty}* tg{i} = reinterpret_cast<{ty}*>(metile_smem + {offset});"),
@@ -321,7 +320,9 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
     }
     source.push('\n');
     for h in &helpers {
-        source.push_str(&expr::helper_source(*h).replace("static inline ", "static __device__ inline "));
+        source.push_str(
+            &expr::helper_source(*h, Lang::Cuda).replace("static inline ", "static __device__ inline "),
+        );
         source.push('\n');
     }
     // Matrix kernels of up to 256 threads ask for two blocks per SM (at most

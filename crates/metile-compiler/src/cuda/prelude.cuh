@@ -3,6 +3,9 @@
 // in both languages; `long` is 64 bits on the LP64 hosts NVRTC compiles for.
 typedef unsigned int uint;
 typedef unsigned short ushort;
+typedef unsigned char uchar;
+// MSL's `char` is signed; C++'s depends on the platform (unsigned on AArch64).
+typedef signed char schar;
 typedef unsigned long ulong;
 static_assert(sizeof(long) == 8, "meTile's CUDA kernels need a 64-bit long");
 

@@ -45,7 +45,7 @@ impl<'f> Lowering<'f> {
         let (x, r) = (op.operands[0], op.results[0]);
         let dtype = self.elem_dtype(x);
         let acc_dtype = match dtype {
-            DType::F16 | DType::BF16 => DType::F32,
+            DType::F16 | DType::BF16 | DType::F8E4M3 | DType::F8E5M2 => DType::F32,
             DType::Bool => DType::I32,
             d => d,
         };

@@ -30,6 +30,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt::{self, Write};
 
 mod atomic;
+mod convert;
+mod ints;
 mod math;
 mod tma;
 mod wgmma;
@@ -39,7 +41,14 @@ pub enum Helper {
     FloatToInt,
     FloatToUint,
     FloatToLong,
+    /// Float (or, when `true`, double) to an integer type the three above do not cover.
+    FloatToInteger(DType, bool),
     BfloatFromLong,
+    BfloatFromUlong,
+    /// An fp8 type's decoder to float.
+    Fp8ToFloat(DType),
+    /// An fp8 type's encoder from float (or, when `true`, from double).
+    Fp8FromFloat(DType, bool),
     Erf,
     Log1p,
     Expm1,
@@ -82,9 +91,19 @@ pub const MSL_DEBUG_PREAMBLE: &str = "#if __METAL_VERSION__ >= 320
 #endif
 ";
 
-pub fn helper_source(h: Helper) -> &'static str {
+pub fn helper_source(h: Helper, lang: Lang) -> String {
     match h {
-        Helper::Erf | Helper::Log1p | Helper::Expm1 => math::helper_source(h),
+        Helper::Erf | Helper::Log1p | Helper::Expm1 => math::helper_source(h).to_string(),
+        Helper::FloatToInteger(to, double) => convert::float_to_integer_source(lang, double, to),
+        Helper::BfloatFromUlong => convert::BFLOAT_FROM_ULONG.to_string(),
+        Helper::Fp8ToFloat(d) => convert::decoder_source(d),
+        Helper::Fp8FromFloat(d, double) => convert::encoder_source(d, double),
+        _ => fixed_helper_source(h).to_string(),
+    }
+}
+
+fn fixed_helper_source(h: Helper) -> &'static str {
+    match h {
         Helper::FloatToInt => {
             "static inline int metile_float_to_int(float x) {\n  \
              return isnan(x) ? 0 : x >= 2147483648.0f ? 2147483647 : x <= -2147483648.0f ? (-2147483647 - 1) : int(x);\n}\n"
@@ -111,13 +130,15 @@ pub fn helper_source(h: Helper) -> &'static str {
              float r = as_type<float>(bits);\n  \
              return bfloat(v < 0 ? -r : r);\n}\n"
         }
+        _ => "",
     }
 }
 
-/// The unsigned type of the same width, for wrapping arithmetic.
+/// The unsigned type of the same width, for wrapping arithmetic (narrow
+/// integers compute in 32 bits, as C promotes them).
 fn unsigned_of(d: DType) -> &'static str {
     match d {
-        DType::I64 => "ulong",
+        DType::I64 | DType::U64 => "ulong",
         _ => "uint",
     }
 }
@@ -238,7 +259,8 @@ impl<'a> BodyWriter<'a> {
     fn type_of(&self, t: GpuType) -> String {
         match (self.lang, t) {
             (Lang::Cuda, GpuType::Vector(d, n)) => self.vector_of(d, n),
-            (Lang::Cuda, GpuType::Ptr(d, _)) => format!("{}*", scalar_type(d)),
+            (Lang::Cuda, GpuType::Scalar(d)) => self.lang.scalar(d).to_string(),
+            (Lang::Cuda, GpuType::Ptr(d, _)) => format!("{}*", self.lang.scalar(d)),
             _ => type_text(t).to_string(),
         }
     }
@@ -246,7 +268,7 @@ impl<'a> BodyWriter<'a> {
     fn vector_of(&self, d: DType, lanes: u8) -> String {
         match self.lang {
             Lang::Msl => vector_type(d, lanes),
-            Lang::Cuda => format!("metile_vec<{}, {lanes}>", scalar_type(d)),
+            Lang::Cuda => format!("metile_vec<{}, {lanes}>", self.lang.scalar(d)),
         }
     }
 
@@ -254,7 +276,7 @@ impl<'a> BodyWriter<'a> {
     pub fn registers_and_body(&mut self) -> EmitResult<()> {
         let f = self.f;
         for (i, r) in f.regs.iter().enumerate() {
-            let ty = scalar_type(r.dtype);
+            let ty = self.lang.scalar(r.dtype);
             if r.len == 1 {
                 self.line_fmt(1, format_args!("{ty} r{i};"));
             } else {
@@ -317,7 +339,7 @@ impl<'a> BodyWriter<'a> {
         match &op.kind {
             GpuOpKind::Const(lit) => {
                 let d = self.f.ty(op.results[0]).dtype();
-                self.set_name(op.results[0], Name::text(literal(lit, d)));
+                self.set_name(op.results[0], Name::text(literal(lit, d, self.lang)));
             }
             GpuOpKind::Builtin(b) => {
                 let axis = |a: u8| ["x", "y", "z"].get(usize::from(a)).copied().unwrap_or("x");
@@ -364,7 +386,7 @@ impl<'a> BodyWriter<'a> {
                 // serializes `wgmma`s whose accumulators are later converted
                 // one at a time, though only after the last wait.
                 let (a, b) = (self.name(a)?, self.name(b)?);
-                let ty = scalar_type(d);
+                let ty = self.lang.scalar(d);
                 self.define_with(depth, op.results[0], |_, out| {
                     let _ = write!(out, "metile_narrow2<{ty}>({a}, {b})");
                     Ok(())
@@ -465,8 +487,13 @@ impl<'a> BodyWriter<'a> {
                     "__shfl_sync"
                 };
                 let (x, lane) = (arg(0)?, arg(1)?);
-                let rhs = match self.dtype(op.operands[0]) {
+                let d = self.dtype(op.operands[0]);
+                let rhs = match d {
                     DType::Bool => format!("{f}(0xffffffffu, int({x}), {lane}) != 0"),
+                    // CUDA shuffles 32- and 64-bit values: narrow ones (and fp8 bits) travel as int.
+                    d if d.size_bytes() < 4 && !matches!(d, DType::F16 | DType::BF16) => {
+                        format!("{}({f}(0xffffffffu, int({x}), {lane}))", self.lang.scalar(d))
+                    }
                     _ => format!("{f}(0xffffffffu, {x}, {lane})"),
                 };
                 self.define(depth, op.results[0], &rhs);
@@ -479,9 +506,13 @@ impl<'a> BodyWriter<'a> {
                 };
                 let x = arg(0)?;
                 let lane = format!("ushort({})", arg(1)?);
-                let rhs = match self.dtype(op.operands[0]) {
+                let d = self.dtype(op.operands[0]);
+                let rhs = match d {
                     DType::Bool => format!("{f}(uint({x}), {lane}) != 0u"),
-                    DType::I64 => format!("as_type<long>({f}(as_type<uint2>({x}), {lane}))"),
+                    DType::I64 | DType::U64 => {
+                        format!("as_type<{}>({f}(as_type<uint2>({x}), {lane}))", scalar_type(d))
+                    }
+                    DType::F64 => return Err("Metal has no f64".into()),
                     DType::BF16 => format!("as_type<bfloat>({f}(as_type<ushort>({x}), {lane}))"),
                     _ => format!("{f}({x}, {lane})"),
                 };
@@ -900,13 +931,15 @@ impl<'a> BodyWriter<'a> {
             let hex = hex_from.is_some_and(|h| i >= h);
             let x = self.name(v)?;
             let (spec, arg) = match (self.dtype(v), hex) {
-                (DType::I64, true) => ("0x%lx", format!("ulong({x})")),
+                (DType::I64 | DType::U64, true) => ("0x%lx", format!("ulong({x})")),
                 (_, true) => ("0x%x", format!("uint({x})")),
-                (DType::Bool, false) => ("%d", format!("int({x})")),
-                (DType::I32, false) => ("%d", format!("int({x})")),
-                (DType::U32, false) => ("%u", format!("uint({x})")),
+                (DType::Bool | DType::I8 | DType::I16 | DType::I32, false) => ("%d", format!("int({x})")),
+                (DType::U8 | DType::U16 | DType::U32, false) => ("%u", format!("uint({x})")),
                 (DType::I64, false) => ("%ld", format!("long({x})")),
+                (DType::U64, false) => ("%lu", format!("ulong({x})")),
+                (DType::F64, false) => ("%g", x.to_string()),
                 (DType::F16 | DType::BF16 | DType::F32, false) => ("%g", format!("float({x})")),
+                (d, false) => return Err(format!("printing a {d} value (the builder prints fp8 as f32)")),
             };
             format.push_str(spec);
             args.push_str(", ");
@@ -1000,70 +1033,36 @@ impl<'a> BodyWriter<'a> {
 
     // ------------------------------------------------------------ arithmetic
 
-    /// `as_type<int>(as_type<uint>(a) op as_type<uint>(b))`; constants are
-    /// printed directly as unsigned literals.
-    fn wrapping(
-        &self,
-        out: &mut String,
-        d: DType,
-        (x, a): (GpuValue, &Name),
-        op: &str,
-        (y, b): (GpuValue, &Name),
-    ) {
-        let u = unsigned_of(d);
-        let operand = |out: &mut String, v: GpuValue, text: &Name| {
-            let _ = match self.ranges.constant(v) {
-                Some(c) if d == DType::I64 => write!(out, "{}UL", c as i64 as u64),
-                Some(c) => write!(out, "{}u", c as i32 as u32),
-                None => {
-                    out.push_str("as_type<");
-                    out.push_str(u);
-                    out.push_str(">(");
-                    text.push_to(out);
-                    out.push(')');
-                    Ok(())
-                }
-            };
-        };
-        let _ = write!(out, "as_type<{}>(", scalar_type(d));
-        operand(out, x, a);
-        let _ = write!(out, " {op} ");
-        operand(out, y, b);
-        out.push(')');
-    }
-
-    fn negate_int(&self, d: DType, a: &Name, v: GpuValue) -> String {
-        let safe = self.ranges.get(v).is_some_and(|r| match d {
-            DType::I32 => r.lo > i128::from(i32::MIN),
-            _ => r.lo > i128::from(i64::MIN),
-        });
-        if safe {
-            format!("-{a}")
-        } else {
-            let u = unsigned_of(d);
-            format!("as_type<{}>({u}(0) - as_type<{u}>({a}))", scalar_type(d))
-        }
-    }
-
     fn unary(&mut self, u: UnaryOp, v: GpuValue) -> EmitResult<String> {
         let d = self.dtype(v);
         let a = self.name(v)?;
         let lang = self.lang;
+        if d.is_fp8() {
+            return Err(format!("{u:?} on {d} (the builder computes fp8 in f32)"));
+        }
+        if d == DType::F64 && lang == Lang::Msl {
+            return Err("Metal has no f64".into());
+        }
         let math = |name: &str| -> String {
             let f = lang.transcendental(name);
             match d {
                 DType::F32 => format!("{f}({a})"),
+                // CUDA's double functions carry no suffix.
+                DType::F64 => format!("{name}({a})"),
                 DType::F16 | DType::BF16 => format!("{}({f}(float({a})))", scalar_type(d)),
                 _ => a.to_string(),
             }
         };
         Ok(match u {
             UnaryOp::Neg => match d {
-                DType::F32 | DType::F16 => format!("-{a}"),
+                DType::F32 | DType::F16 | DType::F64 => format!("-{a}"),
                 DType::BF16 => format!("bfloat(-float({a}))"),
-                DType::I32 | DType::I64 => self.negate_int(d, &a, v),
+                d if d.is_signed_int() => self.negate_int(d, &a, v),
+                DType::U64 => format!("0UL - {a}"),
                 DType::U32 => format!("0u - {a}"),
-                DType::Bool => a.to_string(),
+                // Narrow unsigned: negated in int, truncated where stored.
+                d if d.is_int() => format!("-{a}"),
+                _ => a.to_string(),
             },
             UnaryOp::Not => match d {
                 DType::Bool => format!("!{a}"),
@@ -1076,37 +1075,14 @@ impl<'a> BodyWriter<'a> {
             UnaryOp::Tanh => math("tanh"),
             UnaryOp::Abs => match d {
                 DType::F32 => format!("{}({a})", lang.float_fn("fabs")),
+                DType::F64 => format!("fabs({a})"),
                 DType::F16 | DType::BF16 => {
                     format!("{}({}(float({a})))", scalar_type(d), lang.float_fn("fabs"))
                 }
-                DType::I32 | DType::I64 => format!("{a} < 0 ? {} : {a}", self.negate_int(d, &a, v)),
-                DType::U32 | DType::Bool => a.to_string(),
+                d if d.is_signed_int() => format!("{a} < 0 ? {} : {a}", self.negate_int(d, &a, v)),
+                _ => a.to_string(),
             },
             u => return self.float_function(u, v),
-        })
-    }
-
-    fn int_division(&self, op: BinaryOp, d: DType, x: GpuValue, y: GpuValue) -> EmitResult<String> {
-        let (a, b) = (self.name(x)?, self.name(y)?);
-        let zero = zero_text(d);
-        let sym = if op == BinaryOp::Rem { "%" } else { "/" };
-        let signed = d.is_signed_int();
-        if let Some(c) = self.ranges.constant(y) {
-            return Ok(match c {
-                0 => zero.to_string(),
-                -1 if signed && op == BinaryOp::Rem => zero.to_string(),
-                -1 if signed => self.negate_int(d, &a, x),
-                _ => format!("{a} {sym} {b}"),
-            });
-        }
-        let minus_one = if d == DType::I64 { "-1L" } else { "-1" };
-        Ok(match (signed, op) {
-            (true, BinaryOp::Rem) => format!("({b} == {zero} || {b} == {minus_one}) ? {zero} : {a} % {b}"),
-            (true, _) => format!(
-                "{b} == {zero} ? {zero} : ({b} == {minus_one} ? {} : {a} / {b})",
-                self.negate_int(d, &a, x)
-            ),
-            (false, _) => format!("{b} == {zero} ? {zero} : {a} {sym} {b}"),
         })
     }
 
@@ -1129,6 +1105,25 @@ impl<'a> BodyWriter<'a> {
             ($($t:tt)*) => {{
                 let _ = write!(out, $($t)*);
             }};
+        }
+        if d.is_fp8() {
+            return Err(format!("{op:?} on {d} (the builder computes fp8 in f32)"));
+        }
+        if d == DType::F64 {
+            if self.lang == Lang::Msl {
+                return Err("Metal has no f64".into());
+            }
+            match op {
+                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => push_infix(out, &a, sym, &b),
+                BinaryOp::FloorDiv => w!("trunc({a} / {b})"),
+                BinaryOp::Rem => w!("fmod({a}, {b})"),
+                BinaryOp::Max => w!("fmax({a}, {b})"),
+                BinaryOp::Min => w!("fmin({a}, {b})"),
+                BinaryOp::Pow => w!("pow({a}, {b})"),
+                BinaryOp::Atan2 => w!("atan2({a}, {b})"),
+                _ => return Err(format!("{op:?} on {d}")),
+            }
+            return Ok(());
         }
         if d.is_float() {
             let native = d != DType::BF16;
@@ -1166,7 +1161,10 @@ impl<'a> BodyWriter<'a> {
             }
             return Ok(());
         }
-        let bits = if d == DType::I64 { 63 } else { 31 };
+        if d.is_narrow_int() {
+            return self.narrow_binary(out, op, d, (x, &a), (y, &b));
+        }
+        let bits = if d.size_bytes() == 8 { 63 } else { 31 };
         let signed = d.is_signed_int();
         match op {
             BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul => {
@@ -1198,6 +1196,7 @@ impl<'a> BodyWriter<'a> {
             BinaryOp::Shr => match d {
                 DType::U32 => w!("{a} >> ({b} & {bits}u)"),
                 DType::I64 => w!("{a} >> ({b} & {bits}L)"),
+                DType::U64 => w!("{a} >> ({b} & {bits}UL)"),
                 _ => w!("{a} >> ({b} & {bits})"),
             },
         }
@@ -1208,6 +1207,7 @@ impl<'a> BodyWriter<'a> {
         let d = self.dtype(x);
         let (mut a, mut b) = (self.name(x)?, self.name(y)?);
         match d {
+            d if d.is_fp8() => return Err(format!("comparison of {d} (the builder computes fp8 in f32)")),
             DType::BF16 => {
                 a = Name::text(format!("float({a})"));
                 b = Name::text(format!("float({b})"));
@@ -1227,51 +1227,5 @@ impl<'a> BodyWriter<'a> {
             CmpOp::Ne => "!=",
         };
         Ok(format!("{a} {sym} {b}"))
-    }
-
-    fn cast(&mut self, v: GpuValue, to: DType) -> EmitResult<String> {
-        let from = self.dtype(v);
-        let a = self.name(v)?;
-        if from == to {
-            return Ok(a.to_string());
-        }
-        let to_ty = scalar_type(to);
-        Ok(match (from, to) {
-            (_, DType::Bool) if from.is_float() => format!("float({a}) != 0.0f"),
-            (_, DType::Bool) => format!("{a} != {}", zero_text(from)),
-            (DType::Bool, d) if d.is_float() => format!("{to_ty}({a} ? 1.0f : 0.0f)"),
-            (DType::Bool, _) => format!("{to_ty}({a})"),
-            (f, t) if f.is_float() && t.is_float() => match (f, t) {
-                (DType::F32, _) | (_, DType::F32) => format!("{to_ty}({a})"),
-                _ => format!("{to_ty}(float({a}))"),
-            },
-            (f, t) if f.is_float() => {
-                let (helper, name) = match t {
-                    DType::I32 => (Helper::FloatToInt, "metile_float_to_int"),
-                    DType::U32 => (Helper::FloatToUint, "metile_float_to_uint"),
-                    _ => (Helper::FloatToLong, "metile_float_to_long"),
-                };
-                self.helpers.insert(helper);
-                if f == DType::F32 {
-                    format!("{name}({a})")
-                } else {
-                    format!("{name}(float({a}))")
-                }
-            }
-            (_, DType::BF16) => {
-                self.helpers.insert(Helper::BfloatFromLong);
-                format!("metile_bfloat_from_long(long({a}))")
-            }
-            // CUDA's __half has several integer constructors, so `half(long)`
-            // would be ambiguous: its round-to-nearest intrinsics say which.
-            (DType::I32, DType::F16) if self.lang == Lang::Cuda => format!("__int2half_rn({a})"),
-            (DType::U32, DType::F16) if self.lang == Lang::Cuda => format!("__uint2half_rn({a})"),
-            (DType::I64, DType::F16) if self.lang == Lang::Cuda => format!("__ll2half_rn({a})"),
-            (_, t) if t.is_float() => format!("{to_ty}({a})"),
-            // Integer to integer: bit-exact wrapping conversions.
-            (DType::I64, DType::I32) => format!("as_type<int>(uint({a}))"),
-            (DType::U32, DType::I32) => format!("as_type<int>({a})"),
-            (_, _) => format!("{to_ty}({a})"),
-        })
     }
 }

@@ -195,7 +195,7 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
         source.push('\n');
     }
     for h in &helpers {
-        source.push_str(expr::helper_source(*h));
+        source.push_str(&expr::helper_source(*h, Lang::Msl));
         source.push('\n');
     }
     let _ = writeln!(source, "kernel void {kernel_name}(");

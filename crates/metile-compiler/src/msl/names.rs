@@ -108,6 +108,7 @@ const RESERVED: &[&str] = &[
     "half",
     "bfloat",
     "uchar",
+    "schar",
     "ushort",
     "uint",
     "ulong",
@@ -231,15 +232,24 @@ pub fn identifier(name: &str, taken: &mut HashSet<String>) -> String {
     id
 }
 
+/// The MSL name of a scalar type (CUDA's are the same but for i8, see
+/// `Lang::scalar`). fp8 values are their bits: `uchar`. Metal has no `double`;
+/// kernels using f64 are refused before emission (`portability.rs`).
 pub fn scalar_type(d: DType) -> &'static str {
     match d {
         DType::Bool => "bool",
+        DType::I8 => "char",
+        DType::U8 | DType::F8E4M3 | DType::F8E5M2 => "uchar",
+        DType::I16 => "short",
+        DType::U16 => "ushort",
         DType::I32 => "int",
         DType::U32 => "uint",
         DType::I64 => "long",
+        DType::U64 => "ulong",
         DType::F16 => "half",
         DType::BF16 => "bfloat",
         DType::F32 => "float",
+        DType::F64 => "double",
     }
 }
 

@@ -3,6 +3,7 @@
 //! output directly (not through the formatting machinery).
 
 use super::names::scalar_type;
+use metile_ir::fp8::Fp8;
 use metile_ir::gpu_ir::*;
 use metile_ir::{DType, Literal};
 use std::fmt::{self, Write};
@@ -22,6 +23,15 @@ impl Lang {
         match self {
             Lang::Msl => name.to_string(),
             Lang::Cuda => format!("{name}f"),
+        }
+    }
+
+    /// The name of a scalar type. MSL's `char` is signed; C++'s depends on
+    /// the platform, so CUDA spells i8 `schar` (`signed char`, in the prelude).
+    pub fn scalar(self, d: DType) -> &'static str {
+        match (self, d) {
+            (Lang::Cuda, DType::I8) => "schar",
+            _ => scalar_type(d),
         }
     }
 
@@ -147,9 +157,48 @@ pub(super) fn f64_to_f32_round_to_odd(x: f64) -> f32 {
     })
 }
 
-pub(super) fn literal(lit: &Literal, d: DType) -> String {
+/// The shortest decimal that reads back as `x`, as a C double literal.
+fn f64_literal(x: f64) -> String {
+    if !x.is_finite() {
+        return format!("as_type<double>(0x{:016x}UL)", x.to_bits());
+    }
+    let text = format!("{x:?}");
+    let text = if text.contains(['.', 'e']) {
+        text
+    } else {
+        format!("{text}.0")
+    };
+    if x.is_sign_negative() {
+        format!("({text})")
+    } else {
+        text
+    }
+}
+
+pub(super) fn literal(lit: &Literal, d: DType, lang: Lang) -> String {
     let as_f64 = lit.as_f64();
     match d {
+        // Typed, so overloads and templates see the value's own type.
+        DType::I8 | DType::U8 | DType::I16 | DType::U16 => {
+            let bits = d.bits();
+            let v = int_literal(lit, d);
+            let v = if d.is_signed_int() {
+                (v << (64 - bits)) >> (64 - bits)
+            } else {
+                ((v as u64) << (64 - bits) >> (64 - bits)) as i64
+            };
+            format!("{}({v})", lang.scalar(d))
+        }
+        DType::U64 => format!("{}UL", int_literal(lit, d) as u64),
+        DType::F64 => f64_literal(match lit {
+            Literal::Float(x) => *x,
+            Literal::Int(i) => *i as f64,
+            Literal::Bool(b) => f64::from(u8::from(*b)),
+        }),
+        DType::F8E4M3 | DType::F8E5M2 => {
+            let format = if d == DType::F8E4M3 { Fp8::E4M3 } else { Fp8::E5M2 };
+            format!("uchar(0x{:02x})", format.encode(as_f64))
+        }
         DType::Bool => (as_f64 != 0.0 || matches!(lit, Literal::Float(x) if x.is_nan())).to_string(),
         DType::I32 => {
             let v = int_literal(lit, d) as i32;
@@ -205,17 +254,26 @@ pub(super) fn int_literal(lit: &Literal, d: DType) -> i64 {
         Literal::Int(i) => *i,
         Literal::Bool(b) => i64::from(*b),
         Literal::Float(x) => match d {
+            DType::I8 => i64::from(*x as i8),
+            DType::U8 => i64::from(*x as u8),
+            DType::I16 => i64::from(*x as i16),
+            DType::U16 => i64::from(*x as u16),
             DType::I32 => i64::from(*x as i32),
             DType::U32 => i64::from(*x as u32),
+            DType::U64 => *x as u64 as i64,
             _ => *x as i64,
         },
     }
 }
 
+/// Zero in `d`; narrow integers' zero is the int `0` (their arithmetic is int's).
 pub(super) fn zero_text(d: DType) -> &'static str {
     match d {
         DType::Bool => "false",
-        DType::I32 => "0",
+        DType::I8 | DType::U8 | DType::I16 | DType::U16 | DType::I32 => "0",
+        DType::U64 => "0UL",
+        DType::F64 => "0.0",
+        DType::F8E4M3 | DType::F8E5M2 => "uchar(0)",
         DType::U32 => "0u",
         DType::I64 => "0L",
         DType::F32 => "0.0f",
@@ -290,24 +348,50 @@ pub(super) fn type_text(t: GpuType) -> TypeText {
 mod tests {
     use super::*;
 
+    fn literal_msl(lit: &Literal, d: DType) -> String {
+        literal(lit, d, Lang::Msl)
+    }
+
+    #[test]
+    fn new_dtype_literals() {
+        assert_eq!(literal(&Literal::Int(-1), DType::U8, Lang::Msl), "uchar(255)");
+        assert_eq!(literal(&Literal::Int(200), DType::I8, Lang::Cuda), "schar(-56)");
+        assert_eq!(
+            literal(&Literal::Int(-1), DType::U64, Lang::Cuda),
+            "18446744073709551615UL"
+        );
+        assert_eq!(literal(&Literal::Float(0.1), DType::F64, Lang::Cuda), "0.1");
+        assert_eq!(
+            literal(&Literal::Float(1.0), DType::F8E4M3, Lang::Msl),
+            "uchar(0x38)"
+        );
+        assert_eq!(
+            literal(&Literal::Float(1e6), DType::F8E5M2, Lang::Msl),
+            "uchar(0x7b)"
+        );
+    }
+
     #[test]
     fn float_literals_round_trip() {
         assert_eq!(f32_literal(1.0), "1.0f");
         assert_eq!(f32_literal(0.1), "0.1f");
         assert_eq!(f32_literal(-1e38), "(-1e38f)");
         assert_eq!(f32_literal(f32::INFINITY), "as_type<float>(0x7f800000u)");
-        assert_eq!(literal(&Literal::Float(-1e38), DType::F32), "(-1e38f)");
-        assert_eq!(literal(&Literal::Float(0.1), DType::F16), "half(0.099975586f)");
+        assert_eq!(literal_msl(&Literal::Float(-1e38), DType::F32), "(-1e38f)");
         assert_eq!(
-            literal(&Literal::Float(1e6), DType::F16),
+            literal_msl(&Literal::Float(0.1), DType::F16),
+            "half(0.099975586f)"
+        );
+        assert_eq!(
+            literal_msl(&Literal::Float(1e6), DType::F16),
             "as_type<half>(ushort(0x7c00))"
         );
-        assert_eq!(literal(&Literal::Float(1.0), DType::BF16), "bfloat(1.0f)");
+        assert_eq!(literal_msl(&Literal::Float(1.0), DType::BF16), "bfloat(1.0f)");
         assert_eq!(
-            literal(&Literal::Int(i64::from(i32::MIN)), DType::I32),
+            literal_msl(&Literal::Int(i64::from(i32::MIN)), DType::I32),
             "(-2147483647 - 1)"
         );
-        assert_eq!(literal(&Literal::Int(-3), DType::I64), "(-3L)");
-        assert_eq!(literal(&Literal::Int(7), DType::U32), "7u");
+        assert_eq!(literal_msl(&Literal::Int(-3), DType::I64), "(-3L)");
+        assert_eq!(literal_msl(&Literal::Int(7), DType::U32), "7u");
     }
 }

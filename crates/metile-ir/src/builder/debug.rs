@@ -52,6 +52,11 @@ impl Builder {
                     self.ty(v)
                 );
             }
+            // fp8 values print as the f32 values they are.
+            let v = match self.ty(v).dtype() {
+                Some(d) if d.is_fp8() && !hex => self.cast(v, DType::F32)?,
+                _ => v,
+            };
             let s = &self.ty(v).shape;
             if !s.is_empty() {
                 match &shape {

@@ -25,6 +25,31 @@ fn normalize_axis(axis: i64, rank: usize, what: &str) -> IrResult<usize> {
 }
 
 impl Builder {
+    /// Runs `op` on `values`, converted to f32 when they are of an fp8 type,
+    /// and rounds its result back to that type; other values pass as they are.
+    pub(crate) fn in_f32(
+        &mut self,
+        values: &[ValueId],
+        op: impl FnOnce(&mut Self, &[ValueId]) -> IrResult<ValueId>,
+    ) -> IrResult<ValueId> {
+        let fp8 = values
+            .iter()
+            .find_map(|&v| self.ty(v).dtype().filter(|d| d.is_fp8()));
+        let Some(storage) = fp8 else {
+            return op(self, values);
+        };
+        let wide = values
+            .iter()
+            .map(|&v| self.cast(v, DType::F32))
+            .collect::<IrResult<Vec<_>>>()?;
+        let r = op(self, &wide)?;
+        if self.ty(r).dtype() == Some(DType::F32) {
+            self.cast(r, storage)
+        } else {
+            Ok(r)
+        }
+    }
+
     /// The dtype several operands meet at (strong types promote, literals are weak).
     fn meet_all(&self, ops: &[Operand], what: &str) -> IrResult<DType> {
         let mut strong: Option<DType> = None;
@@ -69,7 +94,10 @@ impl Builder {
         let va = self.coerce(a, dtype, &shape)?;
         let vb = self.coerce(b, dtype, &shape)?;
         let vc = self.coerce(c, dtype, &shape)?;
-        Ok(self.emit1(OpKind::Fma, vec![va, vb, vc], Type::tile(dtype, &shape)))
+        self.in_f32(&[va, vb, vc], |b, vs| {
+            let d = b.ty(vs[0]).dtype().unwrap_or(dtype);
+            Ok(b.emit1(OpKind::Fma, vs.to_vec(), Type::tile(d, &shape)))
+        })
     }
 
     /// `clamp(x, lo, hi)`: `minimum(maximum(x, lo), hi)` (Metal's definition; a
@@ -113,6 +141,9 @@ impl Builder {
         if op == ReduceOp::Xor && !d.is_int() {
             ir_bail!("xor_sum needs an integer tile, got {ty}");
         }
+        if d.is_fp8() && !ty.is_scalar() {
+            return self.in_f32(&[v], |b, vs| b.reduce(op, vs[0].into(), axis));
+        }
         let (v, d) = if d == DType::Bool && op == ReduceOp::Sum {
             (self.cast(v, DType::I32)?, DType::I32)
         } else {
@@ -149,6 +180,19 @@ impl Builder {
                 .collect(),
         };
         Ok(self.emit1(OpKind::Reduce { op, axis }, vec![v], Type::tile(d, &shape)))
+    }
+
+    /// The input of `sum`/`cumsum` (`sums`) or `max`/`min` without a `dtype=`:
+    /// integers narrower than 32 bits widen first, as Triton's do (sums to i32 or
+    /// u32 by signedness, max/min to i32), so a sum of int8 does not wrap at 127.
+    pub fn reduction_input(&mut self, x: Operand, sums: bool) -> IrResult<Operand> {
+        let v = self.materialize(x, None);
+        let wide = match self.ty(v).dtype() {
+            Some(d) if d.is_narrow_int() && sums && d.is_unsigned_int() => DType::U32,
+            Some(d) if d.is_narrow_int() => DType::I32,
+            _ => return Ok(Operand::Value(v)),
+        };
+        Ok(Operand::Value(self.cast(v, wide)?))
     }
 
     /// A reduction whose reduced axes stay as size-1 axes with `keep_dims`.
@@ -281,6 +325,9 @@ impl Builder {
         let ty = self.ty(v).clone();
         let v = match ty.dtype() {
             Some(DType::Bool) => self.cast(v, DType::I32)?,
+            Some(d) if d.is_fp8() && !ty.is_scalar() => {
+                return self.in_f32(&[v], |b, vs| b.scan(op, vs[0].into(), axis, reverse));
+            }
             Some(_) => v,
             None => ir_bail!("{name} does not accept pointers"),
         };
@@ -321,6 +368,9 @@ impl Builder {
                 ty.shape,
                 len.next_power_of_two()
             );
+        }
+        if d.is_fp8() {
+            return self.in_f32(&[v], |b, vs| b.sort(vs[0].into(), Some(axis as i64), descending));
         }
         let kind = OpKind::Sort { axis, descending };
         if d == DType::Bool {

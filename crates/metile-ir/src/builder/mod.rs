@@ -2,6 +2,11 @@
 //! are weakly typed, binary operands are promoted (`DType::promote`) and broadcast
 //! (numpy rules), `/` on integers is float division, pointers accept integer
 //! offsets. Every rule lives here once so every frontend and backend agrees.
+//!
+//! The fp8 types are storage: an op whose operands meet at an fp8 type computes
+//! in f32 (the operands converted exactly) and its result is rounded to the fp8
+//! type once (`Builder::in_f32`), so no backend ever computes on fp8 values;
+//! loads, stores, selects, shape ops and casts move them as they are.
 
 use crate::dtype::{broadcast_shapes, AddrSpace, DType, Elem, Type};
 use crate::error::IrResult;
@@ -374,8 +379,10 @@ impl Builder {
             _ => d,
         };
         let v = self.cast(v, target)?;
-        let ty = self.ty(v).clone();
-        Ok(self.emit1(OpKind::Unary(op), vec![v], ty))
+        self.in_f32(&[v], |b, vs| {
+            let ty = b.ty(vs[0]).clone();
+            Ok(b.emit1(OpKind::Unary(op), vs.to_vec(), ty))
+        })
     }
 
     pub fn binary(&mut self, op: BinaryOp, a: Operand, b: Operand) -> IrResult<ValueId> {
@@ -412,7 +419,10 @@ impl Builder {
         let shape = self.common_shape(&[a, b], name)?;
         let va = self.coerce(a, dtype, &shape)?;
         let vb = self.coerce(b, dtype, &shape)?;
-        Ok(self.emit1(OpKind::Binary(op), vec![va, vb], Type::tile(dtype, &shape)))
+        self.in_f32(&[va, vb], |b, vs| {
+            let d = b.ty(vs[0]).dtype().unwrap_or(dtype);
+            Ok(b.emit1(OpKind::Binary(op), vs.to_vec(), Type::tile(d, &shape)))
+        })
     }
 
     fn add_ptr(&mut self, ptr: Operand, offset: Operand, negate: bool) -> IrResult<ValueId> {
@@ -442,6 +452,11 @@ impl Builder {
         let shape = self.common_shape(&[a, b], name)?;
         let va = self.coerce(a, dtype, &shape)?;
         let vb = self.coerce(b, dtype, &shape)?;
+        let (va, vb) = if dtype.is_fp8() {
+            (self.cast(va, DType::F32)?, self.cast(vb, DType::F32)?)
+        } else {
+            (va, vb)
+        };
         Ok(self.emit1(OpKind::Compare(op), vec![va, vb], Type::tile(DType::Bool, &shape)))
     }
 
@@ -718,7 +733,14 @@ impl Builder {
             (Some(x), Some(y)) if x.is_float() && y.is_float() => (x, y),
             _ => ir_bail!("dot needs floating-point tiles, got {} and {}", ta, tb),
         };
-        let operand_dtype = DType::promote(da, db);
+        // fp8 operands multiply as f16, which holds every fp8 value exactly.
+        let operand_dtype = match DType::promote(da, db) {
+            d if d.is_fp8() => DType::F16,
+            DType::F64 => ir_bail!(
+                "dot of float64 tiles is not supported; convert them to float32 (x.to(metile.float32))"
+            ),
+            d => d,
+        };
         let va = self.cast(va, operand_dtype)?;
         let vb = self.cast(vb, operand_dtype)?;
         let acc = match acc {
@@ -727,8 +749,8 @@ impl Builder {
                 let v = self.materialize(op, Some(DType::F32));
                 let t = self.ty(v).clone();
                 match t.dtype() {
-                    Some(d) if d.is_float() => {}
-                    _ => ir_bail!("dot's accumulator must be a float tile, got {t}"),
+                    Some(d) if d.is_float() && !d.is_fp8() && d != DType::F64 => {}
+                    _ => ir_bail!("dot's accumulator must be an f16, bf16 or f32 tile, got {t}"),
                 }
                 if !t.is_scalar() && t.shape != [m, n] {
                     ir_bail!(

@@ -7,8 +7,8 @@ use metile_ir::{BinaryOp, Operand, ReduceOp, ScanOp, UnaryOp};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use super::state::{describe_object, dtype_arg, python_number, with_trace, Trace};
 use super::ops::elementwise;
+use super::state::{describe_object, dtype_arg, python_number, with_trace, Trace};
 use super::tile::Tile;
 
 type Obj<'a, 'py> = &'a Bound<'py, PyAny>;
@@ -44,10 +44,20 @@ fn static_axis(t: &Trace, obj: Option<Obj<'_, '_>>, what: &str) -> PyResult<Opti
     }
 }
 
-/// `x` converted to `dtype` first, when one is given (Triton's `dtype=`).
-fn with_dtype(t: &mut Trace, py: Python<'_>, x: Operand, dtype: Option<Obj<'_, '_>>) -> PyResult<Operand> {
+/// `x` converted to `dtype` first, when one is given (Triton's `dtype=`);
+/// without one, a sum or max/min widens narrow integers (`Builder::reduction_input`).
+fn with_dtype(
+    t: &mut Trace,
+    py: Python<'_>,
+    x: Operand,
+    dtype: Option<Obj<'_, '_>>,
+    widen: Option<bool>,
+) -> PyResult<Operand> {
     match dtype.filter(|d| !d.is_none()) {
-        None => Ok(x),
+        None => match widen {
+            Some(sums) => t.ir(py, |bld| bld.reduction_input(x, sums)),
+            None => Ok(x),
+        },
         Some(d) => {
             let d = dtype_arg(d).map_err(|m| t.error(py, &m))?;
             let v = t.builder.materialize(x, None);
@@ -209,7 +219,12 @@ fn reduce(
         let x = t.operand(x, what)?;
         let axis = static_axis(t, axis, "the reduction axis")?;
         let keep = static_flag(t, py, keep_dims, "keep_dims")?;
-        let x = with_dtype(t, py, x, dtype)?;
+        let widen = match op {
+            ReduceOp::Sum => Some(true),
+            ReduceOp::Max | ReduceOp::Min => Some(false),
+            ReduceOp::Xor => None,
+        };
+        let x = with_dtype(t, py, x, dtype, widen)?;
         let v = t.ir(py, |bld| bld.reduce_keep_dims(op, x, axis, keep))?;
         t.wrap_any(py, v)
     })
@@ -405,7 +420,7 @@ fn scan(
         let x = t.operand(x, what)?;
         let axis = static_axis(t, axis, "the scan axis")?.unwrap_or(0);
         let reverse = static_flag(t, py, reverse, "reverse")?;
-        let x = with_dtype(t, py, x, dtype)?;
+        let x = with_dtype(t, py, x, dtype, (op == ScanOp::Sum).then_some(true))?;
         let v = t.ir(py, |bld| bld.scan(op, x, axis, reverse))?;
         t.wrap_any(py, v)
     })

@@ -444,7 +444,8 @@ pub fn dtype_arg(obj: &Bound<'_, PyAny>) -> Result<metile_ir::DType, String> {
     });
     text.as_deref().and_then(metile_ir::DType::parse).ok_or_else(|| {
         format!(
-            "unknown dtype {}; use one of \"bool\", \"i32\", \"u32\", \"i64\", \"f16\", \"bf16\", \"f32\"",
+            "unknown dtype {}; use one of metile.bool_, int8, uint8, int16, uint16, int32, uint32, int64, \
+             uint64, float16, bfloat16, float32, float64, float8e4nv, float8e5 (or their names: \"i32\", \"f32\", ...)",
             describe_object(obj)
         )
     })

@@ -308,10 +308,18 @@ impl Tile {
         })
     }
 
-    /// Converts to another dtype, like `metile.cast(x, dtype)`.
-    fn to(slf: &Bound<'_, Self>, dtype: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    /// Converts to another dtype, like `metile.cast(x, dtype)`; Triton's
+    /// `x.to(dtype, fp_downcast_rounding=None, bitcast=False)`.
+    #[pyo3(signature = (dtype, fp_downcast_rounding=None, bitcast=false))]
+    fn to(
+        slf: &Bound<'_, Self>,
+        dtype: &Bound<'_, PyAny>,
+        fp_downcast_rounding: Option<&Bound<'_, PyAny>>,
+        bitcast: bool,
+    ) -> PyResult<Py<PyAny>> {
         let py = slf.py();
         with_trace(py, "Tile.to()", |t| {
+            conversion_options(t, py, fp_downcast_rounding, bitcast)?;
             let v = t.value_of(py, slf.get())?;
             cast_value(t, py, v, dtype)
         })
@@ -408,6 +416,37 @@ fn power(t: &mut Trace, py: Python<'_>, x: ValueId, mut n: i64) -> PyResult<Valu
 }
 
 /// The shared body of `metile.cast(x, dtype)` and `x.to(dtype)`.
+/// Checks `.to()`'s options: conversions round to nearest even (`"rtne"`, the
+/// default); other roundings and bit casts are refused.
+pub fn conversion_options(
+    t: &mut Trace,
+    py: Python<'_>,
+    rounding: Option<&Bound<'_, PyAny>>,
+    bitcast: bool,
+) -> PyResult<()> {
+    if bitcast {
+        return Err(t.error(
+            py,
+            "to(..., bitcast=True) is not supported; a parameter annotated with its dtype \
+             (X: metile.float8e4nv) reads uint8 memory as fp8 without a bit cast",
+        ));
+    }
+    match rounding.filter(|r| !r.is_none()).map(|r| r.extract::<String>()) {
+        None => Ok(()),
+        Some(Ok(r)) if r == "rtne" => Ok(()),
+        Some(_) => Err(t.error(
+            py,
+            &format!(
+                "fp_downcast_rounding={} is not supported; conversions round to nearest even (\"rtne\")",
+                rounding.map_or_else(String::new, |r| r
+                    .repr()
+                    .map(|s| s.to_string())
+                    .unwrap_or_default())
+            ),
+        )),
+    }
+}
+
 pub fn cast_value(
     t: &mut Trace,
     py: Python<'_>,

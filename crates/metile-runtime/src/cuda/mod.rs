@@ -376,15 +376,7 @@ extern "C" {
 
 /// A scalar's bits, low bytes first, as the kernel parameter reads them.
 fn scalar_bits(s: &ScalarValue) -> u64 {
-    match *s {
-        ScalarValue::Bool(b) => u64::from(b),
-        ScalarValue::I32(v) => u64::from(v as u32),
-        ScalarValue::U32(v) => u64::from(v),
-        ScalarValue::I64(v) => v as u64,
-        ScalarValue::F32(v) => u64::from(v.to_bits()),
-        ScalarValue::F16(v) => u64::from(v.to_bits()),
-        ScalarValue::BF16(v) => u64::from(v.to_bits()),
-    }
+    s.bits()
 }
 
 /// A launch's tensor maps, in parameter order, passed by value from storage

@@ -36,6 +36,8 @@ const COMPILE_FLAGS: &[&str] = &[
     "-fno-strict-aliasing",
     // GPU integer arithmetic wraps.
     "-fwrapv",
+    // MSL's `char` is signed on every GPU; C++'s is unsigned on AArch64 hosts.
+    "-fsigned-char",
     // Same results on every host: no FMA contraction, half arithmetic rounds per operation.
     "-ffp-contract=off",
     "-Xclang",

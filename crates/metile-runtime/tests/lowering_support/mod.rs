@@ -91,6 +91,14 @@ impl Buf {
         let size = self.dtype.size_bytes();
         let bytes: Vec<u8> = match self.dtype {
             DType::Bool => vec![u8::from(value != 0.0)],
+            DType::I8 => (value as i8).to_le_bytes().to_vec(),
+            DType::U8 => (value as u8).to_le_bytes().to_vec(),
+            DType::I16 => (value as i16).to_le_bytes().to_vec(),
+            DType::U16 => (value as u16).to_le_bytes().to_vec(),
+            DType::U64 => (value as u64).to_le_bytes().to_vec(),
+            DType::F64 => value.to_le_bytes().to_vec(),
+            DType::F8E4M3 => vec![metile_ir::fp8::Fp8::E4M3.encode(value)],
+            DType::F8E5M2 => vec![metile_ir::fp8::Fp8::E5M2.encode(value)],
             DType::I32 => (value as i32).to_le_bytes().to_vec(),
             DType::U32 => (value as u32).to_le_bytes().to_vec(),
             DType::I64 => (value as i64).to_le_bytes().to_vec(),
@@ -106,6 +114,14 @@ impl Buf {
         let b = &self.bytes()[i * size..(i + 1) * size];
         match self.dtype {
             DType::Bool => f64::from(b[0]),
+            DType::I8 => f64::from(b[0] as i8),
+            DType::U8 => f64::from(b[0]),
+            DType::I16 => f64::from(i16::from_le_bytes([b[0], b[1]])),
+            DType::U16 => f64::from(u16::from_le_bytes([b[0], b[1]])),
+            DType::U64 => u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as f64,
+            DType::F64 => f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+            DType::F8E4M3 => f64::from(metile_ir::fp8::Fp8::E4M3.decode(b[0])),
+            DType::F8E5M2 => f64::from(metile_ir::fp8::Fp8::E5M2.decode(b[0])),
             DType::I32 => f64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
             DType::U32 => f64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
             DType::I64 => i64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as f64,
@@ -115,14 +131,19 @@ impl Buf {
         }
     }
 
-    /// Random values: floats in `[-2, 2)`, integers in `[-1000, 1000)` (u32: `[0, 2000)`).
+    /// Random values: floats in `[-2, 2)`, integers in `[-1000, 1000)` (unsigned:
+    /// `[0, 2000)`; 8-bit types: their whole range).
     pub fn random(dtype: DType, len: usize, rng: &mut Rng) -> Buf {
         let mut b = Buf::zeros(dtype, len);
         for i in 0..len {
             let v = match dtype {
                 DType::Bool => rng.int(0, 2) as f64,
                 DType::I32 | DType::I64 => rng.int(-1000, 1000) as f64,
-                DType::U32 => rng.int(0, 2000) as f64,
+                DType::U32 | DType::U64 => rng.int(0, 2000) as f64,
+                DType::I8 => rng.int(-128, 128) as f64,
+                DType::U8 => rng.int(0, 256) as f64,
+                DType::I16 => rng.int(-1000, 1000) as f64,
+                DType::U16 => rng.int(0, 2000) as f64,
                 _ => rng.float(-2.0, 2.0),
             };
             b.set(i, v);

@@ -76,6 +76,16 @@ impl BodyWriter<'_> {
             return Err(format!("{name} on {d}"));
         }
         let a = self.name(v)?;
+        if d.is_fp8() {
+            return Err(format!("{name} on {d} (the builder computes fp8 in f32)"));
+        }
+        if d == DType::F64 {
+            return match self.lang {
+                // CUDA's double functions: the names without the `f`.
+                Lang::Cuda => Ok(format!("{name}({a})")),
+                Lang::Msl => Err("Metal has no f64".into()),
+            };
+        }
         let arg = if d == DType::F32 {
             a.to_string()
         } else {
@@ -108,6 +118,9 @@ impl BodyWriter<'_> {
     /// `pow(a, b)` or `atan2(a, b)` on a float type.
     pub(super) fn float_binary_function(&self, op: BinaryOp, d: DType, a: &str, b: &str) -> String {
         let f = self.lang.transcendental(OpKind::Binary(op).name());
+        if d == DType::F64 {
+            return format!("{}({a}, {b})", OpKind::Binary(op).name());
+        }
         if d == DType::F32 {
             format!("{f}({a}, {b})")
         } else {
@@ -117,13 +130,20 @@ impl BodyWriter<'_> {
 
     /// `umulhi(a, b)`: the high half of the unsigned double-width product.
     pub(super) fn mul_hi(&self, d: DType, a: &str, b: &str) -> EmitResult<String> {
+        if d.is_narrow_int() {
+            // The whole product fits 32 bits: its high half, shifted down.
+            let ty = self.lang.scalar(d);
+            let u = if d.size_bytes() == 1 { "uchar" } else { "ushort" };
+            let bits = d.bits();
+            return Ok(format!("{ty}((uint({u}({a})) * uint({u}({b}))) >> {bits})"));
+        }
         let wide = match d.size_bytes() {
             4 => false,
             8 => true,
             _ => return Err(format!("umulhi on {d}")),
         };
         let u = unsigned_of(d);
-        let ty = scalar_type(d);
+        let ty = self.lang.scalar(d);
         let (ua, ub) = if d.is_signed_int() {
             (format!("as_type<{u}>({a})"), format!("as_type<{u}>({b})"))
         } else {
@@ -151,6 +171,9 @@ impl BodyWriter<'_> {
         let f = self.lang.float_fn("fma");
         Ok(match d {
             DType::F32 => format!("{f}({a}, {b}, {c})"),
+            DType::F64 if self.lang == Lang::Cuda => format!("fma({a}, {b}, {c})"),
+            DType::F64 => return Err("Metal has no f64".into()),
+            d if d.is_fp8() => return Err(format!("fma on {d} (the builder computes fp8 in f32)")),
             d if d.is_float() => format!("{}({f}(float({a}), float({b}), float({c})))", scalar_type(d)),
             _ => return Err(format!("fma on {d}")),
         })
