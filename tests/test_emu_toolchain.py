@@ -159,7 +159,9 @@ try:
 except ValueError as e:
     print("ValueError:", e)
 """
-    out = assert_ok(_run(place, code, PYTHONPATH=str(place / "fake_site")))
+    # The fake package comes first; whatever path found metile stays after it.
+    search = os.pathsep.join(p for p in (str(place / "fake_site"), os.environ.get("PYTHONPATH")) if p)
+    out = assert_ok(_run(place, code, PYTHONPATH=search))
     assert "ValueError: the msl-emu backend is unavailable here" in out, out
     assert "not found: clang++-19, clang++, clang++-22, clang++-21, clang++-20, clang++-18;" in out, out
     assert "pip install 'metile[emu]'" in out, out

@@ -144,10 +144,11 @@ class _Generator:
             a, b, kind = _operands(x, y)
             op = self.rng.choice(["//", "%", "&", "|", "^", "<<", ">>"])
             if op in ("//", "%"):
-                # A divisor in 1..7: division by zero and i32 overflow are not the subject.
-                b = f"(metile.abs({b}) % 7 + 1)"
+                # A divisor in 1..8: division by zero and i32 overflow are not the subject
+                # (a mask, not `abs`, whose result is negative for the most negative int).
+                b = f"(({b} & 7) + 1)"
             elif op in ("<<", ">>"):
-                b = f"(metile.abs({b}) % 5)"
+                b = f"({b} & 3)"
             expr = f"({a} {op} {b})"
             self.emit(kind, True, self.bounded(expr, True) if op == "<<" else expr)
         elif choice == 8 and not x.is_int:
