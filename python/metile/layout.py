@@ -15,6 +15,7 @@ The implementation is the Rust crate ``metile-layout``.
 # The extension registers the algebra as the attribute ``layout`` of
 # ``metile._metile``; importing it as an attribute works whether or not that
 # submodule is also registered in ``sys.modules``.
+from metile._layout_draw import bank_conflicts, draw, draw_banks, draw_tv, thread_value_cells
 from metile._metile import layout as _impl
 
 Layout = _impl.Layout
@@ -41,6 +42,11 @@ crd2idx = _impl.crd2idx
 
 __all__ = [
     "Layout",
+    "bank_conflicts",
+    "draw",
+    "draw_banks",
+    "draw_tv",
+    "thread_value_cells",
     "Swizzle",
     "SwizzledLayout",
     "blocked_product",
