@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod zoo;
+
 use metile_ir::{
     BinaryOp, Builder, CmpOp, DType, Function, Loc, Operand, ParamKind, ReduceOp, UnaryOp, ValueId,
 };
