@@ -51,7 +51,9 @@ impl<'t> Cursor<'t> {
         }
     }
 
-    pub fn pos(&self) -> usize {
+    /// The position of what comes next (whitespace skipped).
+    pub fn pos(&mut self) -> usize {
+        self.skip_ws();
         self.pos
     }
 
@@ -199,12 +201,13 @@ impl<'t> Cursor<'t> {
     /// A string as Rust's `{:?}` writes it: quoted, with `\"`, `\\`, `\n`,
     /// `\r`, `\t`, `\0`, `\'` and `\u{..}` escapes.
     pub fn string(&mut self) -> Result<String, ParseError> {
+        let start = self.pos();
         self.expect("\"")?;
         let mut out = String::new();
         loop {
             let rest = self.rest();
             let Some(c) = rest.chars().next() else {
-                return Err(self.error_at(self.pos, "unterminated string"));
+                return Err(self.error_at(start, "unterminated string"));
             };
             self.pos += c.len_utf8();
             match c {
@@ -212,7 +215,7 @@ impl<'t> Cursor<'t> {
                 '\\' => {
                     let escape_at = self.pos - 1;
                     let Some(e) = self.rest().chars().next() else {
-                        return Err(self.error_at(escape_at, "unterminated string"));
+                        return Err(self.error_at(start, "unterminated string"));
                     };
                     self.pos += e.len_utf8();
                     out.push(match e {
@@ -290,8 +293,8 @@ impl<'t> Cursor<'t> {
 
     /// `[a,b,...]`: a shape (possibly empty: `[]`).
     pub fn dims(&mut self) -> Result<Vec<usize>, ParseError> {
+        let start = self.pos();
         self.expect("[")?;
-        let start = self.pos;
         let mut dims = Vec::new();
         if !self.eat("]") {
             loop {
