@@ -485,7 +485,7 @@ fn malformed_tile_ir_is_an_error_at_its_line_and_column() {
         ("tile.func @(", "1:12: expected the function's name after `@`"),
         (
             "tile.func @k(%0: f32[4] /*X*/) {\n}\n",
-            "1:24: a parameter cannot have type f32[4]",
+            "1:18: a parameter cannot have type f32[4]",
         ),
         ("tile.func @k(%0: i32 X) {\n}\n", "1:22: expected `/*`, found `X`"),
         (
@@ -580,7 +580,7 @@ fn malformed_gpu_ir_is_an_error_at_its_line_and_column() {
         ),
         (
             "gpu.func @k(%0: i32 /*X*/ {tensor_map_ready buffer=0 dtype=f16 rows=arg1 cols=1 stride=1 box=8by8 swizzle=32}) threads 4 {\n}\n",
-            "1:95: expected a box `ROWSxCOLS`, found `8by8`",
+            "1:94: expected a box `ROWSxCOLS`, found `8by8`",
         ),
         ("gpu.func @k() threads 4 {\n  threadgroup tg0 %0 = f32[4] /*spare, 16 bytes*/\n}\n", "2:31: unknown threadgroup purpose `spare`"),
         ("gpu.func @k() threads 4 {\n  reg r1: f32[4]\n}\n", "2:7: expected register array r0"),
