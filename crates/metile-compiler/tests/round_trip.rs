@@ -135,3 +135,155 @@ fn every_gpu_ir_function_round_trips_and_verifies() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     assert!(lowered >= 300, "only {lowered} kernels lowered");
 }
+
+/// Printed texts to damage: Tile IR and GPU IR of a few kernels on every target.
+fn damage_corpus() -> &'static [String] {
+    static TEXTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    TEXTS.get_or_init(|| {
+        let mut texts = Vec::new();
+        let kernels = [
+            common::softmax(128),
+            common::gemm(64, 64, 32, DType::F16),
+            common::zoo::shapes(16, 8),
+            common::zoo::threads(64),
+        ];
+        for f in kernels {
+            let f = optimize_tile_ir(f).unwrap_or_else(|e| panic!("{e}"));
+            texts.push(print_function(&f));
+            for target in targets() {
+                if let Ok(gpu) = compile_gpu_ir(&f, &MslOptions::default(), &target) {
+                    texts.push(print_gpu_function(&gpu));
+                }
+            }
+        }
+        texts
+    })
+}
+
+/// Text a damaged IR may gain: punctuation, numbers at the limits, keywords
+/// out of place, and characters of several bytes.
+const INSERTIONS: [&str; 24] = [
+    "%",
+    "%99",
+    "%1048575",
+    "{",
+    "}",
+    "[",
+    "]",
+    ",",
+    ":",
+    "=",
+    "\"",
+    "\\",
+    "//",
+    "/*",
+    "*/",
+    "-",
+    "99999999999999999999",
+    "\n",
+    "f32x",
+    "ptr<",
+    "^(",
+    " else {",
+    "é",
+    "\u{1F600}",
+];
+
+#[derive(Clone, Debug)]
+enum Damage {
+    Delete { at: usize, len: usize },
+    Insert { at: usize, what: usize },
+    DuplicateLine { line: usize },
+    DeleteLine { line: usize },
+    SwapLines { a: usize, b: usize },
+}
+
+fn damage(text: &str, damages: &[Damage]) -> String {
+    let mut text = text.to_string();
+    let boundary = |t: &str, at: usize| {
+        let mut at = at % (t.len() + 1);
+        while !t.is_char_boundary(at) {
+            at -= 1;
+        }
+        at
+    };
+    for d in damages {
+        match *d {
+            Damage::Delete { at, len } => {
+                let start = boundary(&text, at);
+                let end = boundary(&text, (start + len).min(text.len()));
+                text.replace_range(start..end.max(start), "");
+            }
+            Damage::Insert { at, what } => {
+                let at = boundary(&text, at);
+                text.insert_str(at, INSERTIONS[what % INSERTIONS.len()]);
+            }
+            Damage::DuplicateLine { line } | Damage::DeleteLine { line } => {
+                let mut lines: Vec<&str> = text.lines().collect();
+                if lines.is_empty() {
+                    continue;
+                }
+                let i = line % lines.len();
+                if matches!(d, Damage::DeleteLine { .. }) {
+                    lines.remove(i);
+                } else {
+                    lines.insert(i, lines[i]);
+                }
+                text = lines.join("\n");
+            }
+            Damage::SwapLines { a, b } => {
+                let mut lines: Vec<&str> = text.lines().collect();
+                if lines.is_empty() {
+                    continue;
+                }
+                let n = lines.len();
+                lines.swap(a % n, b % n);
+                text = lines.join("\n");
+            }
+        }
+    }
+    text
+}
+
+fn damage_strategy() -> impl proptest::strategy::Strategy<Value = Damage> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (any::<usize>(), 1usize..12).prop_map(|(at, len)| Damage::Delete { at, len }),
+        (any::<usize>(), any::<usize>()).prop_map(|(at, what)| Damage::Insert { at, what }),
+        any::<usize>().prop_map(|line| Damage::DuplicateLine { line }),
+        any::<usize>().prop_map(|line| Damage::DeleteLine { line }),
+        (any::<usize>(), any::<usize>()).prop_map(|(a, b)| Damage::SwapLines { a, b }),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+    /// A damaged text is an error with a position inside the text, or a
+    /// function that prints and verifies (or not) without a panic.
+    #[test]
+    fn damaged_text_is_an_error_never_a_panic(
+        which in 0usize..64,
+        damages in proptest::collection::vec(damage_strategy(), 1..4),
+    ) {
+        let texts = damage_corpus();
+        let text = damage(&texts[which % texts.len()], &damages);
+        let lines = text.lines().count() + 1;
+        match parse_function(&text) {
+            Ok(f) => {
+                let _ = metile_ir::verify(&f);
+                let reprinted = print_function(&f);
+                proptest::prop_assert!(parse_function(&reprinted).is_ok(), "{reprinted}");
+            }
+            Err(e) => proptest::prop_assert!(e.line >= 1 && e.line <= lines && e.column >= 1, "{e}"),
+        }
+        match parse_gpu_function(&text) {
+            Ok(f) => {
+                let _ = metile_ir::verify_gpu(&f);
+                let reprinted = print_gpu_function(&f);
+                proptest::prop_assert!(parse_gpu_function(&reprinted).is_ok(), "{reprinted}");
+            }
+            Err(e) => proptest::prop_assert!(e.line >= 1 && e.line <= lines && e.column >= 1, "{e}"),
+        }
+    }
+}

@@ -87,7 +87,11 @@ impl TileParser<'_> {
         let kind = match (ty.elem, ty.shape.is_empty()) {
             (Elem::Ptr(d, AddrSpace::Global), true) => ParamKind::Pointer(d),
             (Elem::Scalar(d), true) => ParamKind::Scalar(d),
-            _ => return Err(self.c.error_at(ty_at, format!("a parameter cannot have type {ty}"))),
+            _ => {
+                return Err(self
+                    .c
+                    .error_at(ty_at, format!("a parameter cannot have type {ty}")))
+            }
         };
         let divisibility = if self.c.eat("{") {
             self.c.expect("divisible")?;
