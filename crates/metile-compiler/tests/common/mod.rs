@@ -19,6 +19,13 @@ pub fn without_l2_order() -> metile_compiler::MslOptions {
     options
 }
 
+/// `f`, after checking that it prints, reads back and prints the same
+/// (docs/ir.md): every kernel the tests build goes through here.
+pub fn round_trips(f: Function) -> Function {
+    metile_ir::text::check_tile_round_trip(&f).unwrap_or_else(|e| panic!("{e}"));
+    f
+}
+
 pub fn loc(line: u32) -> Loc {
     Loc {
         file: Arc::from("kernels.py"),
