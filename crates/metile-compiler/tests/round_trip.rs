@@ -51,6 +51,20 @@ fn targets() -> Vec<Target> {
         .collect()
 }
 
+/// Every value a GPU function defines: parameters, threadgroup roots, block
+/// arguments (a `for`'s induction variable, whose type the text leaves out) and results.
+fn defined_gpu_values(f: &metile_ir::gpu_ir::GpuFunction) -> Vec<metile_ir::gpu_ir::GpuValue> {
+    let mut out: Vec<_> = f.params.iter().map(|p| p.value).collect();
+    out.extend(f.threadgroup.iter().map(|a| a.value));
+    f.walk(&mut |op| {
+        out.extend(op.results.iter().copied());
+        for r in &op.regions {
+            out.extend(r.args.iter().copied());
+        }
+    });
+    out
+}
+
 /// The default passes, and each switch that changes what lowering makes.
 fn option_sets() -> Vec<(String, MslOptions)> {
     let mut sets = vec![("defaults".to_string(), MslOptions::default())];
@@ -128,6 +142,13 @@ fn every_gpu_ir_function_round_trips_and_verifies() {
                 }
                 if parsed.body != gpu.body {
                     failures.push(format!("{at}: the parsed body differs from the lowered one"));
+                }
+                let defined = defined_gpu_values(&gpu);
+                if let Some(v) = defined
+                    .iter()
+                    .find(|v| parsed.values.get(v.index()) != Some(&gpu.ty(**v)))
+                {
+                    failures.push(format!("{at}: {v} has another type after parsing"));
                 }
             }
         }
