@@ -149,3 +149,26 @@ fn a_bad_header_or_input_is_reported() {
     let err = clean_up("tile.func @k() {\n  %1 = neg %0 : i32  // k.py:1\n}\n", &context).unwrap_err();
     assert_eq!(err, "input: 2:12: value %0 is used before it is defined");
 }
+
+#[test]
+fn a_wrong_expectation_fails_and_blessing_rewrites_it() {
+    let path = std::env::temp_dir().join(format!("metile-filetest-{}.mtir", std::process::id()));
+    let input = "; pass: dce\n\ntile.func @k(%0: i32 /*N*/) {\n  %1 = neg %0 : i32  // k.py:1\n}\n";
+    let wrong =
+        format!("{input}\n{SEPARATOR}\ntile.func @k(%0: i32 /*N*/) {{\n  %1 = neg %0 : i32  // k.py:1\n}}\n");
+    std::fs::write(&path, &wrong).unwrap_or_else(|e| panic!("{e}"));
+    let err = run(&path, false).unwrap_err();
+    assert_eq!(
+        err,
+        "first difference at output line 2:\n  expected:   %1 = neg %0 : i32  // k.py:1\n  actual:   }\n\
+         (METILE_BLESS=1 rewrites the expected output)"
+    );
+    assert_eq!(run(&path, true).as_deref(), Ok("dce"));
+    let blessed = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        blessed,
+        format!("{input}\n{SEPARATOR}\ntile.func @k(%0: i32 /*N*/) {{\n}}\n")
+    );
+    assert_eq!(run(&path, false).as_deref(), Ok("dce"));
+    let _ = std::fs::remove_file(&path);
+}
