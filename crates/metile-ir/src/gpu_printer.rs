@@ -2,7 +2,6 @@
 //! function prints the same bytes in every process.
 
 use crate::gpu_ir::*;
-use crate::tile_ir::Literal;
 use std::fmt::Write;
 
 pub fn print_gpu_function(f: &GpuFunction) -> String {
@@ -112,14 +111,6 @@ fn list(values: &[GpuValue]) -> String {
         .join(", ")
 }
 
-fn literal_text(l: &Literal) -> String {
-    match l {
-        Literal::Bool(b) => b.to_string(),
-        Literal::Int(i) => i.to_string(),
-        Literal::Float(x) => format!("{x:?}"),
-    }
-}
-
 fn print_block(f: &GpuFunction, block: &GpuBlock, depth: usize, out: &mut String) {
     let pad = "  ".repeat(depth);
     for op in &block.ops {
@@ -184,7 +175,7 @@ fn print_block(f: &GpuFunction, block: &GpuBlock, depth: usize, out: &mut String
         out.push_str(&op.kind.name());
         match &op.kind {
             GpuOpKind::Const(l) => {
-                let _ = write!(out, " {}", literal_text(l));
+                let _ = write!(out, " {l}");
             }
             GpuOpKind::RegRead { reg, index } => {
                 let _ = write!(out, " {reg}[{index}]");

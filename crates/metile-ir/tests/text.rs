@@ -71,6 +71,7 @@ fn rare_gpu_function() -> GpuFunction {
     let tid = ints[0];
     let consts: Vec<GpuValue> = [
         Literal::Float(f64::NAN),
+        Literal::Float(-f64::NAN),
         Literal::Float(f64::NEG_INFINITY),
         Literal::Float(-0.0),
         Literal::Float(1e38),
@@ -301,6 +302,7 @@ fn a_gpu_function_with_every_attribute_reads_back_equal() {
         "wgmma.m64n32k8.tf32.rs acc=r0[16] a=r1[4] b={swizzle=128 lbo=16 sbo=1024 k_major}",
         "wgmma_wait.1 acc=r0 count=32 held=r1[4..8]",
         "mma.wgmma.m64k16 n=64",
+        "const NaN(0xfff8000000000000) : f32",
         "}  // rare.py:6",
     ] {
         assert!(text.contains(expected), "no `{expected}` in\n{text}");
@@ -380,6 +382,8 @@ fn literals_keep_their_kind_and_bits() {
         ("-0.0", "f32"),
         ("NaN", "f32"),
         ("-inf", "f64"),
+        ("NaN(0xfff8000000000000)", "f32"),
+        ("NaN(0x7ff0000000000001)", "f64"),
         ("1e-7", "f32"),
         ("9223372036854775807", "i64"),
         ("-9223372036854775808", "i64"),

@@ -191,10 +191,28 @@ impl<'t> Cursor<'t> {
         } else {
             text.parse::<i64>().ok().map(Literal::Int)
         };
+        let parsed = match parsed {
+            Some(Literal::Float(x)) if x.is_nan() && self.rest().starts_with('(') => {
+                self.nan_bits().map(|bits| Literal::Float(f64::from_bits(bits)))
+            }
+            other => other,
+        };
         parsed.ok_or_else(|| {
             self.pos = start;
             let found = self.found();
             self.error(format!("expected a literal, found {found}"))
+        })
+    }
+
+    /// `(0x...)` after `NaN`: the bits of a NaN other than `f64::NAN`.
+    fn nan_bits(&mut self) -> Option<u64> {
+        let rest = self.rest();
+        let inner = rest.strip_prefix("(0x")?;
+        let end = inner.find(')')?;
+        let bits = u64::from_str_radix(&inner[..end], 16).ok()?;
+        f64::from_bits(bits).is_nan().then(|| {
+            self.pos += 3 + end + 1;
+            bits
         })
     }
 
