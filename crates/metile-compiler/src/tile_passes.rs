@@ -28,7 +28,7 @@ pub fn optimize_tile_ir(mut f: Function) -> IrResult<Function> {
 }
 
 /// Folding, CSE and DCE to a fixed point.
-pub(crate) fn clean_up(f: &mut Function) -> IrResult<()> {
+pub fn clean_up(f: &mut Function) -> IrResult<()> {
     for _ in 0..4 {
         let mut changed = false;
         for (name, pass) in PASSES {

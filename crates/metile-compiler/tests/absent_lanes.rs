@@ -31,7 +31,7 @@ fn kernel(body: impl FnOnce(&mut Builder, ValueId, ValueId, ValueId)) -> Functio
     let out = b.add_param("Out", ParamKind::Pointer(DType::F32));
     let n = b.add_param("N", ParamKind::Scalar(DType::I32));
     body(&mut b, x, out, n);
-    b.finish().unwrap()
+    common::round_trips(b.finish().unwrap())
 }
 
 #[test]

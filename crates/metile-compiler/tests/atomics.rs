@@ -70,7 +70,9 @@ fn spin_lock() -> Function {
 }
 
 fn optimized(f: Function) -> Function {
-    metile_compiler::optimize_tile_ir(f).unwrap_or_else(|e| panic!("{e}"))
+    common::round_trips(
+        metile_compiler::optimize_tile_ir(common::round_trips(f)).unwrap_or_else(|e| panic!("{e}")),
+    )
 }
 
 fn msl(

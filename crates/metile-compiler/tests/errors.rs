@@ -13,6 +13,7 @@ fn compile_err(f: &Function, num_sgs: Option<u32>) -> CompileError {
         keep_gpu_ir: false,
         ..Default::default()
     };
+    common::round_trips(f.clone());
     match compile_msl(f, &options) {
         Ok(_) => panic!("`{}` compiled but should have been refused", f.name),
         Err(e) => e,

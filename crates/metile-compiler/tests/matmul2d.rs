@@ -19,7 +19,8 @@ fn compile(
         keep_gpu_ir: false,
         ..Default::default()
     };
-    let f = metile_compiler::optimize_tile_ir(f.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let f =
+        metile_compiler::optimize_tile_ir(common::round_trips(f.clone())).unwrap_or_else(|e| panic!("{e}"));
     compile_msl_for(&f, &options, arch).unwrap_or_else(|e| panic!("{e}"))
 }
 

@@ -22,6 +22,8 @@ fn count(f: &Function, pred: impl Fn(&OpKind) -> bool) -> usize {
 fn the_partial_kernel_stores_partial_tiles_and_the_finishing_one_sums_them() {
     let f = gemm();
     let s = split_k(&f, 4).unwrap();
+    common::round_trips(s.partial.clone());
+    common::round_trips(s.finish.clone());
     for k in [&s.partial, &s.finish] {
         verify(k).unwrap();
         assert_eq!(k.params.len(), f.params.len() + 1);
@@ -103,7 +105,7 @@ fn double_gemm(two_accumulators: bool) -> Function {
         b.tile_store(v(c), int(16), int(0), int(16), v(out[1]), (16, 16))
             .unwrap();
     }
-    optimize_tile_ir(b.finish().unwrap()).unwrap()
+    common::round_trips(optimize_tile_ir(common::round_trips(b.finish().unwrap())).unwrap())
 }
 
 #[test]

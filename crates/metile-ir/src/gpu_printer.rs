@@ -2,7 +2,6 @@
 //! function prints the same bytes in every process.
 
 use crate::gpu_ir::*;
-use crate::tile_ir::Literal;
 use std::fmt::Write;
 
 pub fn print_gpu_function(f: &GpuFunction) -> String {
@@ -10,7 +9,16 @@ pub fn print_gpu_function(f: &GpuFunction) -> String {
     let params: Vec<String> = f
         .params
         .iter()
-        .map(|p| format!("{}: {} /*{}*/", p.value, f.ty(p.value), p.name))
+        .enumerate()
+        .map(|(i, p)| {
+            format!(
+                "{}: {} /*{}*/{}",
+                p.value,
+                f.ty(p.value),
+                p.name,
+                param_kind_text(f, i)
+            )
+        })
         .collect();
     let _ = writeln!(
         out,
@@ -42,20 +50,65 @@ pub fn print_gpu_function(f: &GpuFunction) -> String {
     out
 }
 
+/// What a parameter's type does not say: the tensor map's description, the
+/// runtime's -1, and the Tile IR parameter index where it is not the usual
+/// one (the position among buffers and scalars; a tensor map's buffer).
+fn param_kind_text(f: &GpuFunction, i: usize) -> String {
+    let p = &f.params[i];
+    let (mut text, usual_index) = match p.kind {
+        GpuParamKind::Buffer(_) | GpuParamKind::Scalar(_) => {
+            let position = f.params[..i]
+                .iter()
+                .filter(|q| matches!(q.kind, GpuParamKind::Buffer(_) | GpuParamKind::Scalar(_)))
+                .count();
+            (String::new(), position)
+        }
+        GpuParamKind::TensorMap(spec) => (format!(" {{tensor_map {}}}", spec_text(&spec)), spec.buffer),
+        GpuParamKind::TensorMapReady(spec) => {
+            (format!(" {{tensor_map_ready {}}}", spec_text(&spec)), spec.buffer)
+        }
+        GpuParamKind::MinusOne => (" {minus_one}".to_string(), 0),
+    };
+    if p.tile_index != usual_index {
+        let _ = write!(text, " {{arg {}}}", p.tile_index);
+    }
+    text
+}
+
+fn spec_text(s: &TensorMapSpec) -> String {
+    let launch = |v: LaunchValue| match v {
+        LaunchValue::Arg(i) => format!("arg{i}"),
+        LaunchValue::Const(c) => c.to_string(),
+    };
+    format!(
+        "buffer={} dtype={} rows={} cols={} stride={} box={}x{} swizzle={}",
+        s.buffer,
+        s.dtype,
+        launch(s.rows),
+        launch(s.cols),
+        launch(s.stride),
+        s.box_rows,
+        s.box_cols,
+        s.swizzle_bytes
+    )
+}
+
+fn operand_text(o: &WgmmaOperand) -> String {
+    format!(
+        "{{swizzle={} lbo={} sbo={} {}}}",
+        o.swizzle_bytes,
+        o.lbo,
+        o.sbo,
+        if o.mn_major { "mn_major" } else { "k_major" }
+    )
+}
+
 fn list(values: &[GpuValue]) -> String {
     values
         .iter()
         .map(|v| v.to_string())
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn literal_text(l: &Literal) -> String {
-    match l {
-        Literal::Bool(b) => b.to_string(),
-        Literal::Int(i) => i.to_string(),
-        Literal::Float(x) => format!("{x:?}"),
-    }
 }
 
 fn print_block(f: &GpuFunction, block: &GpuBlock, depth: usize, out: &mut String) {
@@ -83,7 +136,7 @@ fn print_block(f: &GpuFunction, block: &GpuBlock, depth: usize, out: &mut String
                 if let Some(body) = op.regions.first() {
                     print_block(f, body, depth + 1, out);
                 }
-                let _ = writeln!(out, "{pad}}}");
+                let _ = writeln!(out, "{pad}}}  // {}", op.loc);
                 continue;
             }
             GpuOpKind::While => {
@@ -94,7 +147,7 @@ fn print_block(f: &GpuFunction, block: &GpuBlock, depth: usize, out: &mut String
                     }
                     print_block(f, region, depth + 1, out);
                 }
-                let _ = writeln!(out, "{pad}}}");
+                let _ = writeln!(out, "{pad}}}  // {}", op.loc);
                 continue;
             }
             GpuOpKind::If => {
@@ -106,10 +159,10 @@ fn print_block(f: &GpuFunction, block: &GpuBlock, depth: usize, out: &mut String
                     Some(else_b) if !else_b.ops.is_empty() => {
                         let _ = writeln!(out, "{pad}}} else {{");
                         print_block(f, else_b, depth + 1, out);
-                        let _ = writeln!(out, "{pad}}}");
+                        let _ = writeln!(out, "{pad}}}  // {}", op.loc);
                     }
                     _ => {
-                        let _ = writeln!(out, "{pad}}}");
+                        let _ = writeln!(out, "{pad}}}  // {}", op.loc);
                     }
                 }
                 continue;
@@ -122,7 +175,7 @@ fn print_block(f: &GpuFunction, block: &GpuBlock, depth: usize, out: &mut String
         out.push_str(&op.kind.name());
         match &op.kind {
             GpuOpKind::Const(l) => {
-                let _ = write!(out, " {}", literal_text(l));
+                let _ = write!(out, " {l}");
             }
             GpuOpKind::RegRead { reg, index } => {
                 let _ = write!(out, " {reg}[{index}]");
@@ -157,6 +210,43 @@ fn print_block(f: &GpuFunction, block: &GpuBlock, depth: usize, out: &mut String
             }
             GpuOpKind::Assert { message } => {
                 let _ = write!(out, " {message:?}");
+            }
+            GpuOpKind::Mma(AtomKind::NvidiaWgmmaM64K16 { n } | AtomKind::NvidiaWgmmaM64K8Tf32 { n }) => {
+                let _ = write!(out, " n={n}");
+            }
+            GpuOpKind::AsyncCopy {
+                has_mask, zero_fill, ..
+            } => {
+                if *has_mask {
+                    out.push_str(" masked");
+                }
+                if *zero_fill {
+                    out.push_str(" zero_fill");
+                }
+            }
+            GpuOpKind::Wgmma { a, b, acc, first, .. } => {
+                let _ = write!(
+                    out,
+                    " acc={acc}[{first}] a={} b={}",
+                    operand_text(a),
+                    operand_text(b)
+                );
+            }
+            GpuOpKind::WgmmaRegA {
+                b,
+                acc,
+                first,
+                a,
+                a_first,
+                ..
+            } => {
+                let _ = write!(out, " acc={acc}[{first}] a={a}[{a_first}] b={}", operand_text(b));
+            }
+            GpuOpKind::WgmmaWait { acc, count, held, .. } => {
+                let _ = write!(out, " acc={acc} count={count}");
+                if let Some((reg, first, count)) = held {
+                    let _ = write!(out, " held={reg}[{first}..{}]", first + count);
+                }
             }
             _ => {}
         }

@@ -12,6 +12,7 @@ pub mod gpu_printer;
 pub mod gpu_verify;
 pub mod print_format;
 pub mod printer;
+pub mod text;
 pub mod tile_ir;
 pub mod verify;
 
@@ -21,5 +22,6 @@ pub use error::{IrError, IrResult};
 pub use gpu_printer::print_gpu_function;
 pub use gpu_verify::verify_gpu;
 pub use printer::print_function;
+pub use text::{parse_function, parse_gpu_function, ParseError};
 pub use tile_ir::*;
 pub use verify::verify;

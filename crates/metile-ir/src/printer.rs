@@ -16,7 +16,11 @@ pub fn print_function(f: &Function) -> String {
         .collect();
     let _ = write!(out, "tile.func @{}({})", f.name, params.join(", "));
     if !f.constexprs.is_empty() {
-        let cs: Vec<String> = f.constexprs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let cs: Vec<String> = f
+            .constexprs
+            .iter()
+            .map(|(k, v)| format!("{k}={}", constexpr_text(v)))
+            .collect();
         let _ = write!(out, " constexprs {{{}}}", cs.join(", "));
     }
     if let Some(t) = f.threads_per_group {
@@ -26,6 +30,19 @@ pub fn print_function(f: &Function) -> String {
     print_block_ops(f, &f.body, 1, &mut out);
     out.push_str("}\n");
     out
+}
+
+/// A constexpr's value as written (its Python `repr`), quoted as a Rust
+/// string when it would not read back as one value (`(1, 2)`, `''`, text
+/// with braces, quotes or surrounding spaces).
+fn constexpr_text(value: &str) -> String {
+    let bare =
+        !value.is_empty() && value.trim() == value && !value.contains([',', '{', '}', '"', '\\', '\n', '=']);
+    if bare {
+        value.to_string()
+    } else {
+        format!("{value:?}")
+    }
 }
 
 fn attrs(kind: &OpKind) -> String {

@@ -85,11 +85,17 @@ impl Literal {
     }
 }
 
+/// Floats print in Rust's shortest round-trip form; a NaN other than
+/// `f64::NAN` (another sign or payload) also prints its bits, `NaN(0x...)`,
+/// so that the text reads back to the same value.
 impl fmt::Display for Literal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Literal::Bool(b) => write!(f, "{b}"),
             Literal::Int(i) => write!(f, "{i}"),
+            Literal::Float(x) if x.is_nan() && x.to_bits() != f64::NAN.to_bits() => {
+                write!(f, "NaN({:#018x})", x.to_bits())
+            }
             Literal::Float(x) => write!(f, "{x:?}"),
         }
     }

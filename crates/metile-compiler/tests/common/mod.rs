@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod zoo;
+
 use metile_ir::{
     BinaryOp, Builder, CmpOp, DType, Function, Loc, Operand, ParamKind, ReduceOp, UnaryOp, ValueId,
 };
@@ -15,6 +17,13 @@ pub fn without_l2_order() -> metile_compiler::MslOptions {
     let mut options = metile_compiler::MslOptions::default();
     options.passes.set("l2_order", false);
     options
+}
+
+/// `f`, after checking that it prints, reads back and prints the same
+/// (docs/ir.md): every kernel the tests build goes through here.
+pub fn round_trips(f: Function) -> Function {
+    metile_ir::text::check_tile_round_trip(&f).unwrap_or_else(|e| panic!("{e}"));
+    f
 }
 
 pub fn loc(line: u32) -> Loc {

@@ -223,6 +223,27 @@ pub fn try_run(f: Function, args: &[Data], grid: [u32; 3]) -> Result<Vec<Data>, 
     for (i, (a, b)) in lazy_data.iter().zip(&dense_data).enumerate() {
         assert_eq!(a.bits(), b.bits(), "lazy and dense modes disagree on buffer {i}");
     }
+    // The function read back from its text runs the same (docs/ir.md).
+    let text = metile_ir::print_function(&f);
+    let parsed = metile_ir::parse_function(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(
+        metile_ir::print_function(&parsed),
+        text,
+        "the text does not read back"
+    );
+    let (parsed_result, parsed_data) = run_mode(&Arc::new(parsed), args, grid, true);
+    assert_eq!(
+        parsed_result.as_ref().map_err(|e| e.to_string()),
+        lazy_result.as_ref().map_err(|e| e.to_string()),
+        "the function read back from its text has another outcome"
+    );
+    for (i, (a, b)) in lazy_data.iter().zip(&parsed_data).enumerate() {
+        assert_eq!(
+            a.bits(),
+            b.bits(),
+            "the function read back from its text disagrees on buffer {i}"
+        );
+    }
     lazy_result.map(|()| lazy_data)
 }
 

@@ -298,8 +298,22 @@ impl Case {
 
     /// The function as it ships: after the Tile IR passes (absent lanes made
     /// explicit, folding, CSE, DCE).
+    /// Also checks that the traced and shipped functions, and the GPU IR the
+    /// kernel lowers to, read back from their text (docs/ir.md).
     fn shipped(&self) -> Arc<Function> {
         let f = metile_compiler::optimize_tile_ir(self.func.clone()).unwrap_or_else(|e| panic!("{e}"));
+        for tile in [&self.func, &f] {
+            metile_ir::text::check_tile_round_trip(tile).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let options = metile_compiler::MslOptions {
+            num_sgs: self.num_sgs,
+            keep_gpu_ir: false,
+            passes: self.passes,
+        };
+        let target = self.apple_arch.unwrap_or_default().target();
+        if let Ok(gpu) = metile_compiler::compile_gpu_ir(&f, &options, &target) {
+            metile_ir::text::check_gpu_round_trip(&gpu).unwrap_or_else(|e| panic!("{e}"));
+        }
         Arc::new(f)
     }
 
