@@ -7,10 +7,13 @@
 //! [`WorkspacePool`] keeps one workspace per device between launches and grows
 //! it on demand, so a steady stream of launches allocates nothing. A launch
 //! takes the workspace out of the pool and gives it back after enqueueing its
-//! kernels: launches from several threads never share one, and on a GPU the
-//! next launch that takes it runs after this one's kernels in stream order.
+//! kernels: launches from several threads never share one. On a GPU with
+//! streams the workspace carries a fence of the stream it was last used on,
+//! and the launch that takes it next makes its own stream wait for it, so its
+//! kernels never overwrite partial results that a kernel queued on another
+//! stream still reads.
 
-use crate::device::{Device, DeviceAllocation};
+use crate::device::{Device, DeviceAllocation, Fence};
 use crate::error::RuntimeError;
 use crate::shared_memory::{HostPages, SharedMemory};
 use metile_interp::KernelArg;
@@ -27,6 +30,8 @@ enum Memory {
 pub struct Workspace {
     memory: Memory,
     bytes: usize,
+    /// Where the work of its last user stands, for the next one to wait on.
+    fence: Option<Box<dyn Fence>>,
 }
 
 impl Workspace {
@@ -39,7 +44,11 @@ impl Workspace {
         } else {
             Memory::Host(HostPages::zeroed(bytes)?)
         };
-        Ok(Workspace { memory, bytes })
+        Ok(Workspace {
+            memory,
+            bytes,
+            fence: None,
+        })
     }
 
     pub fn bytes(&self) -> usize {
@@ -92,14 +101,22 @@ impl WorkspacePool {
     /// least, so growing workloads reallocate only a few times).
     pub fn take(&self, device: &Arc<dyn Device>, bytes: usize) -> Result<Workspace, RuntimeError> {
         let mut pooled = 0;
+        let mut reused = None;
         if let Ok(mut slots) = self.slots.lock() {
             slots.retain(|s| s.device.strong_count() > 0);
             if let Some(i) = slots.iter().position(|s| same_device(s, device)) {
                 if slots[i].workspace.bytes >= bytes {
-                    return Ok(slots.swap_remove(i).workspace);
+                    reused = Some(slots.swap_remove(i).workspace);
+                } else {
+                    pooled = slots[i].workspace.bytes;
                 }
-                pooled = slots[i].workspace.bytes;
             }
+        }
+        if let Some(mut workspace) = reused {
+            if let Some(fence) = workspace.fence.take() {
+                fence.wait()?;
+            }
+            return Ok(workspace);
         }
         let size = if pooled > 0 {
             bytes.max(pooled.saturating_mul(2))
@@ -111,7 +128,16 @@ impl WorkspacePool {
 
     /// Returns `workspace` to the pool, keeping the larger one when the device
     /// already has one there.
-    pub fn give_back(&self, device: &Arc<dyn Device>, workspace: Workspace) {
+    pub fn give_back(&self, device: &Arc<dyn Device>, mut workspace: Workspace) {
+        if let Some(memory) = device.memory() {
+            match memory.fence() {
+                Ok(fence) => workspace.fence = fence,
+                // Without a fence the next user could overtake this one's kernels.
+                Err(_) => {
+                    let _ = device.synchronize();
+                }
+            }
+        }
         let dropped = {
             let Ok(mut slots) = self.slots.lock() else {
                 return;
