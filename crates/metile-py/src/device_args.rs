@@ -18,7 +18,8 @@ use metile_ir::DType;
 use metile_runtime::{Device, DeviceAllocation, DeviceMemory};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict, PyType};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -315,6 +316,29 @@ fn cuda_array_interface_arg(
     Ok(device_buffer(address, len, dtype))
 }
 
+/// Whether `obj` is a `torch.Tensor` (an `nn.Parameter`, another subclass);
+/// torch is not imported for this: without it in `sys.modules`, nothing is.
+pub fn is_torch_tensor(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    static TENSOR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    let py = obj.py();
+    let ty = obj.get_type();
+    if ty.name()? == "Tensor" && ty.module()? == "torch" {
+        return Ok(true);
+    }
+    let tensor = match TENSOR.get(py) {
+        Some(tensor) => tensor,
+        None => {
+            let modules = py.import("sys")?.getattr("modules")?;
+            let Some(torch) = modules.get_item("torch").ok().filter(|m| !m.is_none()) else {
+                return Ok(false);
+            };
+            let tensor = torch.getattr("Tensor")?.cast_into::<PyType>()?.unbind();
+            TENSOR.get_or_init(py, || tensor)
+        }
+    };
+    obj.is_instance(tensor.bind(py))
+}
+
 /// Where a torch tensor's memory is.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum TorchMemory {
@@ -332,8 +356,7 @@ pub fn torch_tensor_arg(
     what: &dyn Fn() -> String,
 ) -> PyResult<Option<(ArgKind, KernelArg, TorchMemory)>> {
     let py = obj.py();
-    let ty = obj.get_type();
-    if ty.name()? != "Tensor" || ty.module()? != "torch" {
+    if !is_torch_tensor(obj)? {
         return Ok(None);
     }
     let memory = if obj.getattr(pyo3::intern!(py, "is_cuda"))?.extract::<bool>()? {

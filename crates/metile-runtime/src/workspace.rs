@@ -190,4 +190,95 @@ mod tests {
         pool.give_back(&cpu, other);
         assert_eq!(pool.take(&cpu, 1500).unwrap().bytes(), 2000);
     }
+
+    /// A device with memory of its own whose fences record the launch stream
+    /// they were made on and the streams that waited for them.
+    #[derive(Default)]
+    struct Streamed {
+        waits: Arc<std::sync::Mutex<Vec<(Option<u64>, Option<u64>)>>>,
+    }
+
+    struct HostAllocation(Vec<u8>);
+
+    impl DeviceAllocation for HostAllocation {
+        fn ptr(&self) -> u64 {
+            self.0.as_ptr() as u64
+        }
+        fn bytes(&self) -> usize {
+            self.0.len()
+        }
+    }
+
+    struct Marked {
+        made_on: Option<u64>,
+        waits: Arc<std::sync::Mutex<Vec<(Option<u64>, Option<u64>)>>>,
+    }
+
+    impl Fence for Marked {
+        fn wait(&self) -> Result<(), RuntimeError> {
+            let waiter = crate::stream::launch_stream();
+            self.waits.lock().unwrap().push((self.made_on, waiter));
+            Ok(())
+        }
+    }
+
+    impl crate::device::DeviceMemory for Streamed {
+        fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceAllocation>, RuntimeError> {
+            Ok(Arc::new(HostAllocation(vec![0; bytes])))
+        }
+        unsafe fn upload(&self, _: u64, _: *const u8, _: usize) -> Result<(), RuntimeError> {
+            Ok(())
+        }
+        unsafe fn download(&self, _: u64, _: *mut u8, _: usize) -> Result<(), RuntimeError> {
+            Ok(())
+        }
+        fn fence(&self) -> Result<Option<Box<dyn Fence>>, RuntimeError> {
+            Ok(Some(Box::new(Marked {
+                made_on: crate::stream::launch_stream(),
+                waits: self.waits.clone(),
+            })))
+        }
+    }
+
+    impl Device for Streamed {
+        fn name(&self) -> &'static str {
+            "streamed"
+        }
+        fn compile(
+            &self,
+            _: Arc<metile_ir::Function>,
+            _: &crate::device::CompileOptions,
+        ) -> Result<Arc<dyn crate::device::CompiledKernel>, RuntimeError> {
+            Err(RuntimeError::Device("compiles nothing".into()))
+        }
+        fn synchronize(&self) -> Result<(), RuntimeError> {
+            Ok(())
+        }
+        fn memory(&self) -> Option<&dyn crate::device::DeviceMemory> {
+            Some(self)
+        }
+    }
+
+    #[test]
+    fn a_reused_workspace_makes_the_next_stream_wait_for_the_last_one() {
+        let streamed = Streamed::default();
+        let waits = streamed.waits.clone();
+        let device: Arc<dyn Device> = Arc::new(streamed);
+        let pool = WorkspacePool::new();
+        {
+            let _first = crate::stream::LaunchStream::enter(Some(11));
+            let w = pool.take(&device, 64).unwrap();
+            pool.give_back(&device, w);
+        }
+        assert!(waits.lock().unwrap().is_empty(), "a new workspace has no one to wait for");
+        {
+            let _second = crate::stream::LaunchStream::enter(Some(22));
+            let w = pool.take(&device, 32).unwrap();
+            assert_eq!(*waits.lock().unwrap(), vec![(Some(11), Some(22))]);
+            pool.give_back(&device, w);
+        }
+        // Taken again outside any scope: the legacy stream waits for stream 22.
+        let _again = pool.take(&device, 16).unwrap();
+        assert_eq!(waits.lock().unwrap().last(), Some(&(Some(22), None)));
+    }
 }
