@@ -272,7 +272,7 @@ pub fn ensure_writable(obj: &Bound<'_, PyAny>, name: &str, kernel: &str) -> PyRe
         arr.clone()
     } else if let Ok(buf) = obj.cast::<Buffer>() {
         buf.get().array.bind(obj.py()).cast::<PyUntypedArray>()?.clone()
-    } else if is_cuda_object(obj)? || torch_tensor_arg(obj, &String::new)?.is_some() {
+    } else if crate::device_args::is_torch_tensor(obj)? || is_cuda_object(obj)? {
         // CUDA memory and torch tensors have no read-only flag to honour.
         return Ok(());
     } else if crate::mlx::is_mlx_array(obj)? {

@@ -270,7 +270,10 @@ mod tests {
             let w = pool.take(&device, 64).unwrap();
             pool.give_back(&device, w);
         }
-        assert!(waits.lock().unwrap().is_empty(), "a new workspace has no one to wait for");
+        assert!(
+            waits.lock().unwrap().is_empty(),
+            "a new workspace has no one to wait for"
+        );
         {
             let _second = crate::stream::LaunchStream::enter(Some(22));
             let w = pool.take(&device, 32).unwrap();
