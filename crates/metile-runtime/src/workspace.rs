@@ -191,11 +191,14 @@ mod tests {
         assert_eq!(pool.take(&cpu, 1500).unwrap().bytes(), 2000);
     }
 
+    /// Each wait on a fence: the stream the fence was made on, and the one that waited.
+    type Waits = Arc<std::sync::Mutex<Vec<(Option<u64>, Option<u64>)>>>;
+
     /// A device with memory of its own whose fences record the launch stream
     /// they were made on and the streams that waited for them.
     #[derive(Default)]
     struct Streamed {
-        waits: Arc<std::sync::Mutex<Vec<(Option<u64>, Option<u64>)>>>,
+        waits: Waits,
     }
 
     struct HostAllocation(Vec<u8>);
@@ -211,7 +214,7 @@ mod tests {
 
     struct Marked {
         made_on: Option<u64>,
-        waits: Arc<std::sync::Mutex<Vec<(Option<u64>, Option<u64>)>>>,
+        waits: Waits,
     }
 
     impl Fence for Marked {
