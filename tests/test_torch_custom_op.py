@@ -204,3 +204,27 @@ def test_tensors_of_other_torch_devices_are_refused():
     assert _metile_device_for("cpu", "cuda") == "cpu"
     assert _metile_device_for("cpu", "msl-emu") == "msl-emu"
     assert _metile_device_for("cuda", "cpu") == "cuda"
+
+
+def test_parameters_and_tensors_that_require_grad_are_launched_in_place(torch_device):
+    weight = torch.nn.Parameter(torch.arange(300, dtype=torch.float32, device=torch_device))
+    out = torch.zeros(300, device=torch_device)
+    _scale_into[(3,)](weight, out, 300, 2.0, BLOCK=128)
+    torch.testing.assert_close(out, 2 * weight.detach())
+    assert weight.requires_grad and weight.grad is None
+
+
+def test_a_non_contiguous_tensor_is_refused(torch_device):
+    x = torch.zeros(8, 6, device=torch_device).T
+    out = torch.zeros(48, device=torch_device)
+    kind = "CUDA tensor" if torch_device == "cuda" else "tensor"
+    with pytest.raises(ValueError, match=rf"argument 'X' is a non-contiguous {kind} \(shape torch.Size\(\[6, 8\]\), "
+                                         r"strides \(1, 6\)\); .* pass .contiguous\(\) instead"):
+        _scale_into[(1,)](x, out, 48, 1.0, BLOCK=64)
+
+
+def test_an_empty_tensor_launches_on_no_memory(torch_device):
+    x = torch.empty(0, device=torch_device)
+    out = torch.empty(0, device=torch_device)
+    _scale_into[(1,)](x, out, 0, 1.0, BLOCK=64)
+    assert out.shape == (0,)
