@@ -6,6 +6,7 @@ Each test delays a side stream with `torch.cuda._sleep` (a GPU busy-wait) before
 the work that produces a kernel's input: a kernel that ran on any other stream
 would read the input before it is written and the test would fail. cuda only."""
 
+import time
 import warnings
 
 import numpy as np
@@ -146,19 +147,25 @@ def gemm(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
     metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N), bounds=(M, N))
 
 
-def test_split_k_workspaces_are_not_shared_across_streams_in_flight():
+def test_a_split_k_workspace_in_use_on_one_stream_makes_the_next_stream_wait():
     m, n, k = 96, 80, 512
     first, second = torch.cuda.Stream(), torch.cuda.Stream()
     a1, b1 = torch.randn(m, k, device="cuda"), torch.randn(k, n, device="cuda")
     a2, b2 = torch.randn(m, k, device="cuda"), torch.randn(k, n, device="cuda")
     c1, c2 = torch.empty(m, n, device="cuda"), torch.empty(m, n, device="cuda")
     grid = (metile.cdiv(m, 32), metile.cdiv(n, 32))
+    launch = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, split_k=4)
+    gemm[grid](a1, b1, c1, m, n, k, **launch)  # compiled, and the pooled workspace made
     torch.cuda.synchronize()
     with torch.cuda.stream(first):
         torch.cuda._sleep(SLEEP_CYCLES)
-        gemm[grid](a1, b1, c1, m, n, k, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, split_k=4)
+        gemm[grid](a1, b1, c1, m, n, k, **launch)
     with torch.cuda.stream(second):
-        gemm[grid](a2, b2, c2, m, n, k, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, split_k=4)
+        gemm[grid](a2, b2, c2, m, n, k, **launch)
+    # The second launch reuses the workspace the first one's kernels (still behind the
+    # sleep) will write: its stream waits for them instead of overwriting their partial sums.
+    time.sleep(0.005)
+    assert not second.query(), "the second stream ran while the first still owed its workspace"
     torch.cuda.synchronize()
     torch.testing.assert_close(c1, a1 @ b1, rtol=1e-3, atol=1e-3)
     torch.testing.assert_close(c2, a2 @ b2, rtol=1e-3, atol=1e-3)
