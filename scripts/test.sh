@@ -20,5 +20,15 @@ if [ -z "${METILE_CXX:-}" ] && ! system_clang >/dev/null; then
     zig=$(ziglang_zig)
 fi
 env ${zig:+METILE_CXX="$zig"} cargo test --workspace --quiet
+# MLX's CPU build is small (about 40 MB), so the MLX interop tests run everywhere.
+# torch's PyPI wheel brings several GB of CUDA libraries: its tests run where torch
+# is already installed, or with METILE_TEST_TORCH=1, which installs it.
+mlx_package="mlx[cpu]"
+[ "$(uname -s)" = "Darwin" ] && mlx_package="mlx"
+.venv/bin/python -m pip install -q "$mlx_package" \
+    || echo "!! could not install $mlx_package: tests/test_mlx_arrays.py will be skipped"
+if [ "${METILE_TEST_TORCH:-0}" = 1 ]; then
+    .venv/bin/python -m pip install -q "torch>=2.4"
+fi
 echo "== pytest"
 .venv/bin/python -m pytest -q "$@"

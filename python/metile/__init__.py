@@ -43,10 +43,16 @@ __all__ = [
 __version__: str
 
 
-def __getattr__(name: str) -> str:
+def __getattr__(name: str):
     if name == "__version__":
         from importlib.metadata import version
 
         globals()["__version__"] = found = version("metile")
         return found
+    if name == "torch":
+        # torch operators (metile.torch.custom_op): imported on first use, since
+        # importing torch costs seconds and most programs do not need it.
+        import importlib
+
+        return importlib.import_module("metile.torch")
     raise AttributeError(f"module 'metile' has no attribute {name!r}")

@@ -4,7 +4,9 @@
 //! (pointer or scalar, and the dtype).
 
 use crate::buffer::Buffer;
-use crate::device_args::{cuda_object_arg, is_cuda_object, stage_host, torch_tensor_arg, ArgContext};
+use crate::device_args::{
+    cuda_object_arg, is_cuda_object, stage_host, torch_tensor_arg, ArgContext, TorchMemory,
+};
 use metile_interp::{KernelArg, ScalarValue};
 use metile_ir::DType;
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
@@ -154,11 +156,17 @@ fn host_arg(
     what: &dyn Fn() -> String,
 ) -> PyResult<(ArgKind, KernelArg)> {
     let (kind, arg) = array_arg(arr, what)?;
+    Ok((kind, host_memory_arg(arr.py(), arg, ctx)?))
+}
+
+/// Host memory as a kernel argument: in place, or staged on a device with
+/// memory of its own.
+pub fn host_memory_arg(py: Python<'_>, arg: KernelArg, ctx: &mut ArgContext<'_>) -> PyResult<KernelArg> {
     match (ctx.memory.filter(|_| ctx.stage), arg) {
         (Some(memory), KernelArg::Buffer { ptr, len, dtype }) => {
-            Ok((kind, stage_host(arr.py(), ctx, memory, (ptr, len, dtype))?))
+            stage_host(py, ctx, memory, (ptr, len, dtype))
         }
-        (_, arg) => Ok((kind, arg)),
+        (_, arg) => Ok(arg),
     }
 }
 
@@ -219,10 +227,12 @@ fn convert_untyped(
             KernelArg::Scalar(ScalarValue::F32(x as f32)),
         ));
     }
-    if ctx.memory.is_some() {
-        if let Some(arg) = torch_tensor_arg(obj, what)? {
-            return Ok(arg);
-        }
+    match torch_tensor_arg(obj, what)? {
+        // A CUDA tensor on a host device: the error saying which device reads it.
+        Some((_, _, TorchMemory::Cuda)) if ctx.memory.is_none() => return cuda_object_arg(obj, ctx, what),
+        Some((kind, arg, TorchMemory::Cuda)) => return Ok((kind, arg)),
+        Some((kind, arg, TorchMemory::Host)) => return Ok((kind, host_memory_arg(obj.py(), arg, ctx)?)),
+        None => {}
     }
     slow_arg(obj, ctx, what)
 }
@@ -262,8 +272,12 @@ pub fn ensure_writable(obj: &Bound<'_, PyAny>, name: &str, kernel: &str) -> PyRe
         arr.clone()
     } else if let Ok(buf) = obj.cast::<Buffer>() {
         buf.get().array.bind(obj.py()).cast::<PyUntypedArray>()?.clone()
-    } else if is_cuda_object(obj)? {
-        // CUDA memory has no read-only flag to honour.
+    } else if crate::device_args::is_torch_tensor(obj)? || is_cuda_object(obj)? {
+        // CUDA memory and torch tensors have no read-only flag to honour.
+        return Ok(());
+    } else if crate::mlx::is_mlx_array(obj)? {
+        // MLX exports its memory writable (its buffer protocol), and a store
+        // is seen by MLX as numpy's writes through `np.array(a, copy=False)` are.
         return Ok(());
     } else if let Some(view) = array_view(obj)? {
         view.cast_into::<PyUntypedArray>()?
@@ -307,6 +321,9 @@ fn slow_arg(
     }
     if is_cuda_object(obj)? {
         return cuda_object_arg(obj, ctx, what);
+    }
+    if crate::mlx::is_mlx_array(obj)? {
+        return crate::mlx::mlx_arg(obj, ctx, what);
     }
     if let Some(array) = array_view(obj)? {
         // Both conversions are views of the producer's memory, so stores reach it.

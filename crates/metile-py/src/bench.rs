@@ -16,9 +16,16 @@ const AUTOTUNE_CACHE: &str = "autotune";
 /// Times the device work `run()` launches with the current device's clock, in
 /// milliseconds, waiting for it to finish; `None` when the device has no clock of
 /// its own (the caller then times `run()` plus `synchronize()` by the wall clock).
+/// On cuda the clock runs on the stream torch (or CuPy) has current, the one
+/// launches with its tensors go on (`placement.rs`).
 #[pyfunction]
 pub fn device_time_ms(py: Python<'_>, run: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
     let device = current_device(py)?;
+    let stream = match device.memory() {
+        Some(_) => crate::placement::ambient_stream(py, device.ordinal())?,
+        None => None,
+    };
+    let _stream_scope = metile_runtime::LaunchStream::enter(stream);
     let mut raised: Option<PyErr> = None;
     let timed = {
         let mut call = || -> Result<(), RuntimeError> {

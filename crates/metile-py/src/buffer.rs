@@ -124,10 +124,17 @@ impl Buffer {
                 .ok_or_else(|| PyRuntimeError::new_err("the buffer's device has no memory of its own"))?;
             let src = copy.alloc.ptr();
             let (ptr, bytes) = (ptr as usize, bytes);
+            let device = &copy.device;
+            // Kernels that wrote it may be queued on any stream (a framework's,
+            // `placement.rs`), not only on the one the copy goes on: wait for all.
             // SAFETY: the host array has `bytes` bytes and stays alive (self holds
             // it); the allocation was made with the same size.
-            py.detach(|| unsafe { memory.download(src, ptr as *mut u8, bytes) })
-                .map_err(runtime_err)?;
+            py.detach(|| {
+                device
+                    .synchronize()
+                    .and_then(|()| unsafe { memory.download(src, ptr as *mut u8, bytes) })
+            })
+            .map_err(runtime_err)?;
             copy.current = Current::Both;
         }
         if handing_out {

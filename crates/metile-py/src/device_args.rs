@@ -18,7 +18,8 @@ use metile_ir::DType;
 use metile_runtime::{Device, DeviceAllocation, DeviceMemory};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyCapsule, PyCapsuleMethods, PyDict, PyType};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -44,6 +45,9 @@ pub struct ArgContext<'d> {
     pub staged: Vec<Staged>,
     /// The runtime argument being converted.
     pub index: usize,
+    /// The stream the launch goes on (`metile_runtime::stream`), for DLPack
+    /// producers to order their pending work before.
+    pub stream: Option<u64>,
 }
 
 static STAGING_WARNED: AtomicBool = AtomicBool::new(false);
@@ -114,11 +118,11 @@ fn device_buffer(address: u64, len: usize, dtype: DType) -> (ArgKind, KernelArg)
     (ArgKind::Pointer(dtype), arg)
 }
 
-const DLPACK_CUDA: i64 = 2;
+pub const DLPACK_CUDA: i64 = 2;
 const DLPACK_CUDA_MANAGED: i64 = 13;
 
 /// `(device_type, device_id)` of a DLPack producer, if it has one.
-fn dlpack_device(obj: &Bound<'_, PyAny>) -> PyResult<Option<(i64, i64)>> {
+pub fn dlpack_device(obj: &Bound<'_, PyAny>) -> PyResult<Option<(i64, i64)>> {
     if !obj.hasattr("__dlpack_device__")? {
         return Ok(None);
     }
@@ -133,8 +137,24 @@ pub fn is_cuda_object(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
     obj.hasattr("__cuda_array_interface__")
 }
 
+/// What a non-contiguous tensor is called, and what to pass instead.
+pub struct TensorKind {
+    pub name: &'static str,
+    pub contiguous_copy: &'static str,
+}
+
+pub const CUDA_TENSOR: TensorKind = TensorKind {
+    name: "CUDA tensor",
+    contiguous_copy: ".contiguous()",
+};
+
 /// The C-contiguity check both protocols share: `strides` in elements.
-fn check_contiguous(shape: &[i64], strides: Option<&[i64]>, what: &dyn Fn() -> String) -> PyResult<()> {
+fn check_contiguous(
+    shape: &[i64],
+    strides: Option<&[i64]>,
+    kind: &TensorKind,
+    what: &dyn Fn() -> String,
+) -> PyResult<()> {
     let Some(strides) = strides else {
         return Ok(());
     };
@@ -142,9 +162,11 @@ fn check_contiguous(shape: &[i64], strides: Option<&[i64]>, what: &dyn Fn() -> S
     for (&n, &s) in shape.iter().zip(strides).rev() {
         if n != 1 && s != expected {
             return Err(PyValueError::new_err(format!(
-                "{} is a non-contiguous CUDA tensor (shape {shape:?}, strides {strides:?} in elements); \
-                 kernels address memory linearly, so pass .contiguous() instead",
-                what()
+                "{} is a non-contiguous {} (shape {shape:?}, strides {strides:?} in elements); \
+                 kernels address memory linearly, so pass {} instead",
+                what(),
+                kind.name,
+                kind.contiguous_copy
             )));
         }
         expected *= n;
@@ -196,13 +218,32 @@ struct DlTensor {
     byte_offset: u64,
 }
 
-fn dlpack_arg(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResult<(ArgKind, KernelArg)> {
+/// A DLPack producer's memory: its address, element count and dtype, and its
+/// DLPack device type.
+pub struct DlpackMemory {
+    pub address: u64,
+    pub len: usize,
+    pub dtype: DType,
+    pub device_type: i32,
+}
+
+/// Reads the DLPack tensor `obj` exports (`stream`: the consumer's stream
+/// argument, `None` for host memory); `kind` names it in errors.
+pub fn read_dlpack(
+    obj: &Bound<'_, PyAny>,
+    stream: Option<u64>,
+    kind: &TensorKind,
+    what: &dyn Fn() -> String,
+) -> PyResult<DlpackMemory> {
     let py = obj.py();
-    // Stream 1 is the legacy default stream the cuda backend launches on: the
-    // producer orders its pending work before it.
-    let kwargs = PyDict::new(py);
-    kwargs.set_item("stream", 1)?;
-    let capsule = obj.call_method("__dlpack__", (), Some(&kwargs))?;
+    let capsule = match stream {
+        Some(stream) => {
+            let kwargs = PyDict::new(py);
+            kwargs.set_item("stream", stream)?;
+            obj.call_method("__dlpack__", (), Some(&kwargs))?
+        }
+        None => obj.call_method0("__dlpack__")?,
+    };
     let capsule = capsule.cast::<PyCapsule>()?;
     let header = capsule.pointer_checked(Some(c"dltensor"))?;
     // SAFETY: a "dltensor" capsule points at a DLManagedTensor, whose first field
@@ -218,13 +259,33 @@ fn dlpack_arg(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResult<(Ar
     let strides = (!t.strides.is_null() && ndim > 0)
         // SAFETY: as above.
         .then(|| unsafe { std::slice::from_raw_parts(t.strides, ndim) });
-    check_contiguous(shape, strides, what)?;
+    check_contiguous(shape, strides, kind, what)?;
     let dtype = dtype_from_dlpack(t.dtype_code, t.dtype_bits, t.dtype_lanes, what)?;
     let len = shape.iter().map(|&n| n.max(0) as usize).product::<usize>();
     let address = (t.data as u64).wrapping_add(t.byte_offset);
     // Dropping the unconsumed capsule returns the producer's reference; the
     // tensor itself stays alive as an argument of the launching call.
-    Ok(device_buffer(address, len, dtype))
+    Ok(DlpackMemory {
+        address,
+        len,
+        dtype,
+        device_type: t.device_type,
+    })
+}
+
+fn dlpack_arg(
+    obj: &Bound<'_, PyAny>,
+    stream: Option<u64>,
+    what: &dyn Fn() -> String,
+) -> PyResult<(ArgKind, KernelArg)> {
+    // The producer orders its pending work before the launch's stream. DLPack
+    // names the legacy default stream 1 (its handle, 0, is refused there).
+    let consumer = match stream {
+        Some(s) if s != 0 => s,
+        _ => 1,
+    };
+    let m = read_dlpack(obj, Some(consumer), &CUDA_TENSOR, what)?;
+    Ok(device_buffer(m.address, m.len, m.dtype))
 }
 
 fn cuda_array_interface_arg(
@@ -249,27 +310,62 @@ fn cuda_array_interface_arg(
                 what()
             )));
         }
-        check_contiguous(&shape, Some(&elems), what)?;
+        check_contiguous(&shape, Some(&elems), &CUDA_TENSOR, what)?;
     }
     let len = shape.iter().map(|&n| n.max(0) as usize).product::<usize>();
     Ok(device_buffer(address, len, dtype))
 }
 
-/// A CUDA `torch.Tensor` read through torch's C-implemented accessors, the fast
-/// path for the most common producer (its `__dlpack__` is Python code costing
-/// tens of microseconds per tensor); `None` for anything else.
+/// Whether `obj` is a `torch.Tensor` (an `nn.Parameter`, another subclass);
+/// torch is not imported for this: without it in `sys.modules`, nothing is.
+pub fn is_torch_tensor(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    static TENSOR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    let py = obj.py();
+    let ty = obj.get_type();
+    if ty.name()? == "Tensor" && ty.module()? == "torch" {
+        return Ok(true);
+    }
+    let tensor = match TENSOR.get(py) {
+        Some(tensor) => tensor,
+        None => {
+            let modules = py.import("sys")?.getattr("modules")?;
+            let Some(torch) = modules.get_item("torch").ok().filter(|m| !m.is_none()) else {
+                return Ok(false);
+            };
+            let tensor = torch.getattr("Tensor")?.cast_into::<PyType>()?.unbind();
+            TENSOR.get_or_init(py, || tensor)
+        }
+    };
+    obj.is_instance(tensor.bind(py))
+}
+
+/// Where a torch tensor's memory is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum TorchMemory {
+    Cuda,
+    Host,
+}
+
+/// A CUDA or CPU `torch.Tensor` read through torch's C-implemented accessors,
+/// the fast path for the most common producer (its `__dlpack__` is Python code
+/// costing tens of microseconds per tensor, and refuses tensors that require
+/// grad, which a launch inside an autograd formula or a custom operator gets);
+/// `None` for anything else (tensors on other torch devices included).
 pub fn torch_tensor_arg(
     obj: &Bound<'_, PyAny>,
     what: &dyn Fn() -> String,
-) -> PyResult<Option<(ArgKind, KernelArg)>> {
+) -> PyResult<Option<(ArgKind, KernelArg, TorchMemory)>> {
     let py = obj.py();
-    let ty = obj.get_type();
-    if ty.name()? != "Tensor" || ty.module()? != "torch" {
+    if !is_torch_tensor(obj)? {
         return Ok(None);
     }
-    if !obj.getattr(pyo3::intern!(py, "is_cuda"))?.extract::<bool>()? {
+    let memory = if obj.getattr(pyo3::intern!(py, "is_cuda"))?.extract::<bool>()? {
+        TorchMemory::Cuda
+    } else if obj.getattr(pyo3::intern!(py, "is_cpu"))?.extract::<bool>()? {
+        TorchMemory::Host
+    } else {
         return Ok(None);
-    }
+    };
     let dtype_name = obj.getattr(pyo3::intern!(py, "dtype"))?.str()?;
     let dtype = match dtype_name.to_str()? {
         "torch.float32" => DType::F32,
@@ -299,76 +395,27 @@ pub fn torch_tensor_arg(
         .extract::<bool>()?
     {
         return Err(PyValueError::new_err(format!(
-            "{} is a non-contiguous CUDA tensor (shape {}, strides {}); kernels address memory linearly, \
+            "{} is a non-contiguous {} (shape {}, strides {}); kernels address memory linearly, \
              so pass .contiguous() instead",
             what(),
+            match memory {
+                TorchMemory::Cuda => "CUDA tensor",
+                TorchMemory::Host => "tensor",
+            },
             obj.getattr("shape")?.str()?,
             obj.call_method0("stride")?.str()?
         )));
     }
     let ptr: u64 = obj.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
     let len: usize = obj.call_method0(pyo3::intern!(py, "numel"))?.extract()?;
-    Ok(Some(device_buffer(ptr, len, dtype)))
-}
-
-/// The GPU (of several) that `obj` lives on, if it is a tensor in one GPU's
-/// memory: torch's device index, DLPack's device id, or the driver's answer for
-/// a `__cuda_array_interface__` address.
-fn gpu_of(obj: &Bound<'_, PyAny>, memory: &dyn DeviceMemory) -> PyResult<Option<u32>> {
-    // Host values first, without attribute lookups (a missing attribute costs an
-    // exception): scalars, Buffers and numpy arrays go wherever the launch goes.
-    if obj.is_instance_of::<pyo3::types::PyInt>()
-        || obj.is_instance_of::<pyo3::types::PyFloat>()
-        || obj.is_instance_of::<crate::buffer::Buffer>()
-        || obj.is_instance_of::<numpy::PyUntypedArray>()
-    {
-        return Ok(None);
-    }
-    let py = obj.py();
-    let ty = obj.get_type();
-    if ty.name()? == "Tensor" && ty.module()? == "torch" {
-        let index: i64 = obj.call_method0(pyo3::intern!(py, "get_device"))?.extract()?;
-        return Ok(u32::try_from(index).ok());
-    }
-    if let Some((kind, id)) = dlpack_device(obj)? {
-        return Ok((kind == DLPACK_CUDA).then(|| u32::try_from(id).ok()).flatten());
-    }
-    if !obj.hasattr("__cuda_array_interface__")? {
-        return Ok(None);
-    }
-    let (address, _): (u64, bool) = obj
-        .getattr("__cuda_array_interface__")?
-        .get_item("data")?
-        .extract()?;
-    Ok(memory.owner_of(address))
-}
-
-/// The GPU a launch runs on where the process sees several: the one its tensor
-/// arguments live on (`current` when none is a GPU tensor). Tensors on two GPUs
-/// are refused: a kernel reads one GPU's memory.
-pub fn launch_gpu(
-    args: &[(&str, &Bound<'_, PyAny>)],
-    current: &Arc<dyn Device>,
-    kernel: &str,
-) -> PyResult<Option<u32>> {
-    let Some(memory) = current.memory().filter(|_| current.count() > 1) else {
-        return Ok(None);
+    // An empty CPU tensor may have no memory; host backends still need an
+    // address, and read nothing there.
+    let ptr = match (ptr, memory) {
+        (0, TorchMemory::Host) => std::ptr::NonNull::<u64>::dangling().as_ptr() as u64,
+        _ => ptr,
     };
-    let mut found: Option<(u32, &str)> = None;
-    for &(name, obj) in args {
-        let Some(gpu) = gpu_of(obj, memory)? else { continue };
-        match found {
-            Some((first, first_name)) if first != gpu => {
-                return Err(PyValueError::new_err(format!(
-                    "{kernel}: argument '{first_name}' is on cuda:{first} and argument '{name}' on cuda:{gpu}; \
-                     a kernel runs on one GPU, so move them to one device first (e.g. tensor.to('cuda:{first}'))"
-                )));
-            }
-            Some(_) => {}
-            None => found = Some((gpu, name)),
-        }
-    }
-    Ok(found.map(|(gpu, _)| gpu))
+    let (kind, arg) = device_buffer(ptr, len, dtype);
+    Ok(Some((kind, arg, memory)))
 }
 
 /// A CUDA tensor as a kernel argument used in place, or a TypeError when the
@@ -387,7 +434,7 @@ pub fn cuda_object_arg(
         )));
     }
     if dlpack_device(obj)?.is_some() {
-        return dlpack_arg(obj, what);
+        return dlpack_arg(obj, ctx.stream, what);
     }
     cuda_array_interface_arg(obj, what)
 }

@@ -14,7 +14,7 @@ use crate::value_key::{value_key, ValueKey, KEYED_VALUES};
 use metile_compiler::{AppleArch, Passes};
 use metile_interp::KernelArg;
 use metile_runtime::{
-    check_grid, grid_is_empty, interrupt, CompileOptions, CompiledKernel, Device, RuntimeError,
+    check_grid, grid_is_empty, interrupt, CompileOptions, CompiledKernel, Device, LaunchStream, RuntimeError,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -180,6 +180,8 @@ struct Selected {
     device: Arc<dyn Device>,
     /// Host arrays copied to the device for this launch (see `device_args`).
     staged: Vec<Staged>,
+    /// The launch's stream (see `placement`), current until the launch ends.
+    _stream_scope: LaunchStream,
 }
 
 /// Keyword values a launcher supplies on every launch (`kernel[grid].configure(...)`):
@@ -409,7 +411,8 @@ impl Kernel {
     /// does; `warmup` only needs the key).
     fn specialization(&self, py: Python<'_>, bound: &BoundArgs<'_>, stage: bool) -> PyResult<Selected> {
         let mut device = current_device(py)?;
-        if device.count() > 1 {
+        let mut stream = None;
+        if device.memory().is_some() {
             let runtime: Vec<(&str, &Bound<'_, PyAny>)> = bound
                 .values
                 .iter()
@@ -417,12 +420,22 @@ impl Kernel {
                 .filter(|&(i, _)| !self.is_constexpr[i])
                 .filter_map(|(i, v)| Some((self.params[i].as_str(), v.as_ref()?)))
                 .collect();
-            if let Some(gpu) = crate::device_args::launch_gpu(&runtime, &device, &self.name)? {
+            let placement = crate::placement::placement(&runtime, &device, &self.name)?;
+            if let Some(gpu) = placement.gpu {
                 if gpu != device.ordinal() {
                     device = device.sibling(gpu).map_err(|e| runtime_error_to_py(py, e))?;
                 }
             }
+            if let Some(framework) = placement.framework {
+                stream = Some(crate::placement::framework_stream(
+                    py,
+                    framework,
+                    device.ordinal(),
+                )?);
+            }
         }
+        // Staging uploads below, and the launch, go on the framework's stream.
+        let stream_scope = LaunchStream::enter(stream);
         let mut ctx = ArgContext {
             device: &device,
             memory: device.memory(),
@@ -430,6 +443,7 @@ impl Kernel {
             stage,
             staged: Vec::new(),
             index: 0,
+            stream: metile_runtime::launch_stream(),
         };
         let mut kinds = Vec::with_capacity(self.runtime_params.len());
         let mut kernel_args = Vec::with_capacity(self.runtime_params.len());
@@ -476,6 +490,7 @@ impl Kernel {
             args: kernel_args,
             device,
             staged,
+            _stream_scope: stream_scope,
         })
     }
 }
@@ -784,6 +799,7 @@ impl Launcher {
             args: kernel_args,
             device,
             staged,
+            _stream_scope,
         } = kernel.specialization(py, &bound, !empty)?;
         for &slot in &spec.written {
             let i = kernel.runtime_params[slot];

@@ -14,6 +14,8 @@ pub mod device_state;
 pub mod errors;
 pub mod kernel;
 mod layout_py;
+mod mlx;
+mod placement;
 mod portability;
 mod shared_buffer;
 pub mod split_launch;

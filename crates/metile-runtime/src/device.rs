@@ -83,6 +83,19 @@ pub trait DeviceMemory: Send + Sync {
         let _ = address;
         None
     }
+    /// Marks the point the calling thread's launch stream ([`crate::stream`])
+    /// has reached: work enqueued on any stream after a [`Fence::wait`] runs
+    /// after the work enqueued before the mark. `None` where every launch runs
+    /// in the order it was enqueued.
+    fn fence(&self) -> Result<Option<Box<dyn Fence>>, RuntimeError> {
+        Ok(None)
+    }
+}
+
+/// A point in one stream's work (see [`DeviceMemory::fence`]).
+pub trait Fence: Send + Sync {
+    /// Makes the calling thread's launch stream wait for the marked work.
+    fn wait(&self) -> Result<(), RuntimeError>;
 }
 
 /// A device allocation (see [`DeviceMemory`]).

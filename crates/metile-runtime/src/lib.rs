@@ -14,12 +14,14 @@ pub mod msl_emu_device;
 pub mod msl_launch;
 pub mod notices;
 pub mod shared_memory;
+pub mod stream;
 pub mod workspace;
 
 pub use device::{
     check_grid, default_device_name, grid_is_empty, open_device, open_device_with, CompileOptions,
-    CompiledKernel, Device, DeviceAllocation, DeviceMemory, HostTools, KernelResources, DEVICE_NAMES,
+    CompiledKernel, Device, DeviceAllocation, DeviceMemory, Fence, HostTools, KernelResources, DEVICE_NAMES,
 };
 pub use error::RuntimeError;
 pub use metile_interp::{KernelArg, ScalarValue};
+pub use stream::{launch_stream, LaunchStream};
 pub use workspace::{Workspace, WorkspacePool};

@@ -7,10 +7,13 @@
 //! [`WorkspacePool`] keeps one workspace per device between launches and grows
 //! it on demand, so a steady stream of launches allocates nothing. A launch
 //! takes the workspace out of the pool and gives it back after enqueueing its
-//! kernels: launches from several threads never share one, and on a GPU the
-//! next launch that takes it runs after this one's kernels in stream order.
+//! kernels: launches from several threads never share one. On a GPU with
+//! streams the workspace carries a fence of the stream it was last used on,
+//! and the launch that takes it next makes its own stream wait for it, so its
+//! kernels never overwrite partial results that a kernel queued on another
+//! stream still reads.
 
-use crate::device::{Device, DeviceAllocation};
+use crate::device::{Device, DeviceAllocation, Fence};
 use crate::error::RuntimeError;
 use crate::shared_memory::{HostPages, SharedMemory};
 use metile_interp::KernelArg;
@@ -27,6 +30,8 @@ enum Memory {
 pub struct Workspace {
     memory: Memory,
     bytes: usize,
+    /// Where the work of its last user stands, for the next one to wait on.
+    fence: Option<Box<dyn Fence>>,
 }
 
 impl Workspace {
@@ -39,7 +44,11 @@ impl Workspace {
         } else {
             Memory::Host(HostPages::zeroed(bytes)?)
         };
-        Ok(Workspace { memory, bytes })
+        Ok(Workspace {
+            memory,
+            bytes,
+            fence: None,
+        })
     }
 
     pub fn bytes(&self) -> usize {
@@ -92,14 +101,22 @@ impl WorkspacePool {
     /// least, so growing workloads reallocate only a few times).
     pub fn take(&self, device: &Arc<dyn Device>, bytes: usize) -> Result<Workspace, RuntimeError> {
         let mut pooled = 0;
+        let mut reused = None;
         if let Ok(mut slots) = self.slots.lock() {
             slots.retain(|s| s.device.strong_count() > 0);
             if let Some(i) = slots.iter().position(|s| same_device(s, device)) {
                 if slots[i].workspace.bytes >= bytes {
-                    return Ok(slots.swap_remove(i).workspace);
+                    reused = Some(slots.swap_remove(i).workspace);
+                } else {
+                    pooled = slots[i].workspace.bytes;
                 }
-                pooled = slots[i].workspace.bytes;
             }
+        }
+        if let Some(mut workspace) = reused {
+            if let Some(fence) = workspace.fence.take() {
+                fence.wait()?;
+            }
+            return Ok(workspace);
         }
         let size = if pooled > 0 {
             bytes.max(pooled.saturating_mul(2))
@@ -111,7 +128,16 @@ impl WorkspacePool {
 
     /// Returns `workspace` to the pool, keeping the larger one when the device
     /// already has one there.
-    pub fn give_back(&self, device: &Arc<dyn Device>, workspace: Workspace) {
+    pub fn give_back(&self, device: &Arc<dyn Device>, mut workspace: Workspace) {
+        if let Some(memory) = device.memory() {
+            match memory.fence() {
+                Ok(fence) => workspace.fence = fence,
+                // Without a fence the next user could overtake this one's kernels.
+                Err(_) => {
+                    let _ = device.synchronize();
+                }
+            }
+        }
         let dropped = {
             let Ok(mut slots) = self.slots.lock() else {
                 return;
@@ -163,5 +189,102 @@ mod tests {
         pool.give_back(&cpu, again);
         pool.give_back(&cpu, other);
         assert_eq!(pool.take(&cpu, 1500).unwrap().bytes(), 2000);
+    }
+
+    /// Each wait on a fence: the stream the fence was made on, and the one that waited.
+    type Waits = Arc<std::sync::Mutex<Vec<(Option<u64>, Option<u64>)>>>;
+
+    /// A device with memory of its own whose fences record the launch stream
+    /// they were made on and the streams that waited for them.
+    #[derive(Default)]
+    struct Streamed {
+        waits: Waits,
+    }
+
+    struct HostAllocation(Vec<u8>);
+
+    impl DeviceAllocation for HostAllocation {
+        fn ptr(&self) -> u64 {
+            self.0.as_ptr() as u64
+        }
+        fn bytes(&self) -> usize {
+            self.0.len()
+        }
+    }
+
+    struct Marked {
+        made_on: Option<u64>,
+        waits: Waits,
+    }
+
+    impl Fence for Marked {
+        fn wait(&self) -> Result<(), RuntimeError> {
+            let waiter = crate::stream::launch_stream();
+            self.waits.lock().unwrap().push((self.made_on, waiter));
+            Ok(())
+        }
+    }
+
+    impl crate::device::DeviceMemory for Streamed {
+        fn alloc(&self, bytes: usize) -> Result<Arc<dyn DeviceAllocation>, RuntimeError> {
+            Ok(Arc::new(HostAllocation(vec![0; bytes])))
+        }
+        unsafe fn upload(&self, _: u64, _: *const u8, _: usize) -> Result<(), RuntimeError> {
+            Ok(())
+        }
+        unsafe fn download(&self, _: u64, _: *mut u8, _: usize) -> Result<(), RuntimeError> {
+            Ok(())
+        }
+        fn fence(&self) -> Result<Option<Box<dyn Fence>>, RuntimeError> {
+            Ok(Some(Box::new(Marked {
+                made_on: crate::stream::launch_stream(),
+                waits: self.waits.clone(),
+            })))
+        }
+    }
+
+    impl Device for Streamed {
+        fn name(&self) -> &'static str {
+            "streamed"
+        }
+        fn compile(
+            &self,
+            _: Arc<metile_ir::Function>,
+            _: &crate::device::CompileOptions,
+        ) -> Result<Arc<dyn crate::device::CompiledKernel>, RuntimeError> {
+            Err(RuntimeError::Device("compiles nothing".into()))
+        }
+        fn synchronize(&self) -> Result<(), RuntimeError> {
+            Ok(())
+        }
+        fn memory(&self) -> Option<&dyn crate::device::DeviceMemory> {
+            Some(self)
+        }
+    }
+
+    #[test]
+    fn a_reused_workspace_makes_the_next_stream_wait_for_the_last_one() {
+        let streamed = Streamed::default();
+        let waits = streamed.waits.clone();
+        let device: Arc<dyn Device> = Arc::new(streamed);
+        let pool = WorkspacePool::new();
+        {
+            let _first = crate::stream::LaunchStream::enter(Some(11));
+            let w = pool.take(&device, 64).unwrap();
+            pool.give_back(&device, w);
+        }
+        assert!(
+            waits.lock().unwrap().is_empty(),
+            "a new workspace has no one to wait for"
+        );
+        {
+            let _second = crate::stream::LaunchStream::enter(Some(22));
+            let w = pool.take(&device, 32).unwrap();
+            assert_eq!(*waits.lock().unwrap(), vec![(Some(11), Some(22))]);
+            pool.give_back(&device, w);
+        }
+        // Taken again outside any scope: the legacy stream waits for stream 22.
+        let _again = pool.take(&device, 16).unwrap();
+        assert_eq!(waits.lock().unwrap().last(), Some(&(Some(22), None)));
     }
 }

@@ -1,10 +1,13 @@
 //! Device allocations and copies for `metile.Buffer` and for staging host
-//! arrays. Copies use the synchronous driver calls on the legacy default stream,
-//! so an upload lands before later launches and a download waits for earlier ones.
+//! arrays. Copies go on the launch stream ([`crate::stream`]) and are waited
+//! for, so an upload has landed before later launches on any stream and a
+//! download waits for the earlier launches on the launch stream; outside a
+//! stream scope they are the synchronous driver calls on the legacy default
+//! stream.
 
 use super::driver::{describe, is_sticky};
-use super::Context;
-use crate::device::{DeviceAllocation, DeviceMemory};
+use super::{current_stream, Context};
+use crate::device::{DeviceAllocation, DeviceMemory, Fence};
 use crate::error::RuntimeError;
 use cudarc::driver::sys as cu;
 use std::sync::Arc;
@@ -98,9 +101,20 @@ impl DeviceMemory for CudaMemory {
             return Ok(());
         }
         self.context.bind()?;
+        let stream = current_stream();
         // SAFETY: the caller guarantees `bytes` readable host bytes at `src` and a
-        // device allocation of at least `bytes` at `dst`.
-        let code = unsafe { cu::cuMemcpyHtoD_v2(dst, src.cast(), bytes) };
+        // device allocation of at least `bytes` at `dst`; a copy on a stream is
+        // waited for before the host memory is let go.
+        let code = unsafe {
+            if stream.is_null() {
+                cu::cuMemcpyHtoD_v2(dst, src.cast(), bytes)
+            } else {
+                match cu::cuMemcpyHtoDAsync_v2(dst, src.cast(), bytes, stream) {
+                    cu::CUresult::CUDA_SUCCESS => cu::cuStreamSynchronize(stream),
+                    failed => failed,
+                }
+            }
+        };
         if code != cu::CUresult::CUDA_SUCCESS {
             return Err(copy_error(code, "copy to the GPU"));
         }
@@ -136,12 +150,79 @@ impl DeviceMemory for CudaMemory {
             return Ok(());
         }
         self.context.bind()?;
+        let stream = current_stream();
         // SAFETY: the caller guarantees `bytes` writable host bytes at `dst` and a
-        // device allocation of at least `bytes` at `src`.
-        let code = unsafe { cu::cuMemcpyDtoH_v2(dst.cast(), src, bytes) };
+        // device allocation of at least `bytes` at `src`; a copy on a stream is
+        // waited for before returning.
+        let code = unsafe {
+            if stream.is_null() {
+                cu::cuMemcpyDtoH_v2(dst.cast(), src, bytes)
+            } else {
+                match cu::cuMemcpyDtoHAsync_v2(dst.cast(), src, bytes, stream) {
+                    cu::CUresult::CUDA_SUCCESS => cu::cuStreamSynchronize(stream),
+                    failed => failed,
+                }
+            }
+        };
         if code != cu::CUresult::CUDA_SUCCESS {
             return Err(copy_error(code, "copy from the GPU"));
         }
         Ok(())
+    }
+
+    fn fence(&self) -> Result<Option<Box<dyn Fence>>, RuntimeError> {
+        self.context.bind()?;
+        let mut event: cu::CUevent = std::ptr::null_mut();
+        let flags = cu::CUevent_flags::CU_EVENT_DISABLE_TIMING as std::ffi::c_uint;
+        // SAFETY: the driver writes one event handle.
+        let code = unsafe { cu::cuEventCreate(&mut event, flags) };
+        if code != cu::CUresult::CUDA_SUCCESS {
+            return Err(copy_error(code, "event creation"));
+        }
+        let fence = CudaFence {
+            context: self.context.clone(),
+            event,
+        };
+        // SAFETY: a live event of this context, recorded on a stream of it.
+        let code = unsafe { cu::cuEventRecord(fence.event, current_stream()) };
+        if code != cu::CUresult::CUDA_SUCCESS {
+            return Err(copy_error(code, "event record"));
+        }
+        Ok(Some(Box::new(fence)))
+    }
+}
+
+/// An event recorded on the stream a workspace was last used on.
+struct CudaFence {
+    context: Arc<Context>,
+    event: cu::CUevent,
+}
+// SAFETY: event handles may be used from any thread with their context current.
+unsafe impl Send for CudaFence {}
+// SAFETY: as above; the driver serialises access internally.
+unsafe impl Sync for CudaFence {}
+
+impl Fence for CudaFence {
+    fn wait(&self) -> Result<(), RuntimeError> {
+        self.context.bind()?;
+        // SAFETY: a recorded event of the bound context; the wait is enqueued
+        // on a stream of it and needs the event only until it is enqueued.
+        let code = unsafe { cu::cuStreamWaitEvent(current_stream(), self.event, 0) };
+        if code != cu::CUresult::CUDA_SUCCESS {
+            return Err(copy_error(code, "stream wait"));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for CudaFence {
+    fn drop(&mut self) {
+        if self.context.bind().is_ok() {
+            // SAFETY: the event is destroyed once; the driver releases it when
+            // the work it marks completes.
+            unsafe {
+                cu::cuEventDestroy_v2(self.event);
+            }
+        }
     }
 }

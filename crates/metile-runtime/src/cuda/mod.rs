@@ -1,8 +1,10 @@
 //! The cuda backend: Tile IR → GPU IR for the detected GPU's [`Target`] → CUDA
 //! C++ (`metile_compiler::compile_cuda`) → a cubin from NVRTC (cached in memory
-//! and on disk) → launches on the legacy default stream of the device's primary
-//! context, the stream and context torch and CuPy use by default, so kernels
-//! are ordered with their work without extra synchronisation.
+//! and on disk) → launches in the device's primary context (the one torch and
+//! CuPy use) on the caller's launch stream ([`crate::stream`]: the framework's
+//! current stream when a launch takes its tensors), else on the legacy default
+//! stream, so kernels are ordered with the framework's work without extra
+//! synchronisation.
 //!
 //! Buffer arguments are device addresses (metile-py stages host arrays through
 //! [`DeviceMemory`]). A fault on the GPU (an illegal address, say) is sticky:
@@ -80,6 +82,12 @@ fn opened() -> Result<std::sync::MutexGuard<'static, Opened>, RuntimeError> {
         .get_or_init(|| Mutex::new(HashMap::new()))
         .lock()
         .map_err(|_| RuntimeError::Device("the cuda device table is poisoned".into()))
+}
+
+/// The calling thread's launch stream ([`crate::stream`]); the null handle,
+/// the legacy default stream, outside any scope.
+pub(super) fn current_stream() -> cu::CUstream {
+    crate::stream::launch_stream().unwrap_or(0) as usize as cu::CUstream
 }
 
 /// A loaded module and its kernel function.
@@ -531,7 +539,7 @@ impl CompiledKernel for CudaLaunchable {
                 1,
                 1,
                 self.shared_bytes,
-                std::ptr::null_mut(),
+                current_stream(),
                 pointers.as_mut_ptr(),
                 std::ptr::null_mut(),
             )
@@ -689,19 +697,16 @@ impl CudaDevice {
             Ok(e)
         };
         let (start, end) = (event()?, event()?);
+        // The launches `run` makes go on the launch stream current now (or on
+        // their framework's, which a caller timing framework work makes current).
+        let stream = current_stream();
         let timed = (|| {
-            // SAFETY: valid events recorded on the legacy default stream.
-            check(
-                unsafe { cu::cuEventRecord(start, std::ptr::null_mut()) },
-                "event record",
-            )?;
+            // SAFETY: valid events recorded on a stream of this context.
+            check(unsafe { cu::cuEventRecord(start, stream) }, "event record")?;
             run()?;
             self.context.bind()?;
             // SAFETY: as above.
-            check(
-                unsafe { cu::cuEventRecord(end, std::ptr::null_mut()) },
-                "event record",
-            )?;
+            check(unsafe { cu::cuEventRecord(end, stream) }, "event record")?;
             // SAFETY: waits for the recorded event.
             let code = unsafe { cu::cuEventSynchronize(end) };
             if code != cu::CUresult::CUDA_SUCCESS {

@@ -229,7 +229,7 @@ impl Repacker {
         }
     }
 
-    /// Enqueues `plan`'s copies on the legacy default stream; `None` where
+    /// Enqueues `plan`'s copies on the launch stream; `None` where
     /// the workspace cannot be allocated (the kernel then copies the
     /// operands with its threads, as without the pass).
     ///
@@ -303,7 +303,7 @@ impl Repacker {
                         1,
                         1,
                         0,
-                        std::ptr::null_mut(),
+                        super::current_stream(),
                         params.as_mut_ptr(),
                         std::ptr::null_mut(),
                     )
