@@ -3,8 +3,11 @@ the benchmark kernels (`benchmarks/kernels.py`) and for every kernel the given t
 files trace, one file per kernel and target, so that two builds can be compared
 byte for byte:
 
-    python scripts/dump_emitted.py OUT_DIR [tests/test_gemm.py ...]
+    python scripts/dump_emitted.py [--ones-as-scalars] OUT_DIR [tests/test_gemm.py ...]
     diff -r BEFORE_DIR AFTER_DIR
+
+`--ones-as-scalars` compiles integer arguments equal to 1 as ordinary scalars, as
+builds before that specialisation did, which separates its effect from the rest.
 
 Each test kernel is recorded as traced (run-time parameter kinds, constexprs,
 threads per group) while pytest runs the files on the cpu backend, then compiled
@@ -53,8 +56,11 @@ def launch_key(fn, runtime_params, constexprs, options):
     return f"{fn.__name__}-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
 
 
-def emit(out, key, fn, params, constexprs, options):
+def emit(out, key, fn, params, constexprs, options, ones_as_scalars=False):
     from metile import _frontend, _metile
+
+    if ones_as_scalars:
+        params = [(p[0], "scalar", *p[2:]) if p[1] == "one" else p for p in params]
 
     threads = options.get("threads_per_group", 128)
     try:
@@ -63,6 +69,7 @@ def emit(out, key, fn, params, constexprs, options):
         (out / f"{key}.error").write_text(f"{type(e).__name__}: {e}\n")
         return
     num_sgs = max(threads // 32, 1)
+    (out / f"{key}.params").write_text(f"{params!r}\n{constexprs!r}\n")
     for arch, lang in TARGETS:
         try:
             if lang == "cuda":
@@ -75,9 +82,12 @@ def emit(out, key, fn, params, constexprs, options):
 
 
 def main():
-    out = Path(sys.argv[1])
+    args = sys.argv[1:]
+    ones_as_scalars = "--ones-as-scalars" in args
+    args = [a for a in args if a != "--ones-as-scalars"]
+    out = Path(args[0])
     out.mkdir(parents=True, exist_ok=True)
-    test_files = sys.argv[2:]
+    test_files = args[1:]
     recorder = Recorder()
     if test_files:
         os.environ.setdefault("METILE_TEST_DEVICES", "cpu")
@@ -88,7 +98,7 @@ def main():
         key = "bench-" + name.replace(" ", "_")
         emit(out, key, kernel.fn, params, constexprs, {"threads_per_group": 128})
     for key, (fn, params, constexprs, options) in sorted(recorder.seen.items()):
-        emit(out, key, fn, params, constexprs, options)
+        emit(out, key, fn, params, constexprs, options, ones_as_scalars)
     print(f"{len(SPECS)} benchmark kernels and {len(recorder.seen)} test specialisations dumped to {out}")
 
 

@@ -80,6 +80,11 @@ fn invariant_slice(v: ValueId, body: &Block, defs: &FxHashMap<ValueId, usize>) -
     slice
 }
 
+/// True when `op` or anything in its regions reads `v`.
+fn reads(op: &Op, v: ValueId) -> bool {
+    op.operands.contains(&v) || op.regions.iter().any(|r| r.ops.iter().any(|o| reads(o, v)))
+}
+
 fn find(body: &Block, defs: &FxHashMap<ValueId, usize>, values: &[Type]) -> Vec<Induction> {
     let Some(yields) = body.ops.last().filter(|y| matches!(y.kind, OpKind::Yield)) else {
         return vec![];
@@ -95,7 +100,13 @@ fn find(body: &Block, defs: &FxHashMap<ValueId, usize>, values: &[Type]) -> Vec<
             (OpKind::Binary(BinaryOp::Add), &[inc, p]) if p == arg && inc != arg && integer => (inc, false),
             _ => continue,
         };
-        if invariant(increment, body, defs) {
+        // A value only its own update reads gains nothing from the rewrite.
+        let read_elsewhere = body
+            .ops
+            .iter()
+            .enumerate()
+            .any(|(i, o)| i != update && reads(o, arg));
+        if read_elsewhere && invariant(increment, body, defs) {
             found.push(Induction {
                 position,
                 update,
@@ -247,4 +258,121 @@ pub(super) fn rewrite(
         lp.results.remove(c);
     }
     n > 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{prefetch_dot_operands, Carry};
+    use metile_ir::{verify, BinaryOp, Builder, DType, Function, Op, OpKind, Operand, ParamKind};
+
+    /// `acc += dot(load(p), load(q))` with `p += 16 * stride` and `q += 16`
+    /// carried by the loop, and a counter only its update reads; with
+    /// `count_after`, the final `p` is read after the loop.
+    fn pointer_gemm(count_after: bool) -> Function {
+        let mut b = Builder::new("k");
+        let a = b.add_param("A", ParamKind::Pointer(DType::F16));
+        let x = b.add_param("B", ParamKind::Pointer(DType::F16));
+        let c = b.add_param("C", ParamKind::Pointer(DType::F32));
+        let k = b.add_param("K", ParamKind::Scalar(DType::I32));
+        let stride = b.add_param("S", ParamKind::Scalar(DType::I32));
+        let rows = b.arange(0, 16).unwrap();
+        let rows = b.expand_dims(rows, 1).unwrap();
+        let cols = b.arange(0, 16).unwrap();
+        let cols = b.expand_dims(cols, 0).unwrap();
+        let offs = b
+            .binary(BinaryOp::Mul, Operand::Value(rows), Operand::Int(16))
+            .unwrap();
+        let offs = b
+            .binary(BinaryOp::Add, Operand::Value(offs), Operand::Value(cols))
+            .unwrap();
+        let p0 = b
+            .binary(BinaryOp::Add, Operand::Value(a), Operand::Value(offs))
+            .unwrap();
+        let q0 = b
+            .binary(BinaryOp::Add, Operand::Value(x), Operand::Value(offs))
+            .unwrap();
+        let acc0 = b.full(&[16, 16], Operand::Float(0.0), DType::F32).unwrap();
+        let n0 = b.constant(metile_ir::Literal::Int(0), DType::I32);
+        let out = b
+            .build_for(
+                (Operand::Int(0), Operand::Value(k), Operand::Int(1)),
+                &[acc0, p0, q0, n0],
+                |b, _, carried| {
+                    let ta = b.load(Operand::Value(carried[1]), None, None)?;
+                    let tb = b.load(Operand::Value(carried[2]), None, None)?;
+                    let d = b.dot(
+                        Operand::Value(ta),
+                        Operand::Value(tb),
+                        Some(Operand::Value(carried[0])),
+                    )?;
+                    let step = b.binary(BinaryOp::Mul, Operand::Int(16), Operand::Value(stride))?;
+                    let p = b.binary(BinaryOp::Add, Operand::Value(carried[1]), Operand::Value(step))?;
+                    let q = b.binary(BinaryOp::Add, Operand::Value(carried[2]), Operand::Int(16))?;
+                    let n = b.binary(BinaryOp::Add, Operand::Value(carried[3]), Operand::Int(1))?;
+                    Ok(vec![d, p, q, n])
+                },
+            )
+            .unwrap();
+        let result = if count_after {
+            // The final A pointer is read after the loop.
+            let last = b.load(Operand::Value(out[1]), None, None).unwrap();
+            let last = b.cast(last, DType::F32).unwrap();
+            b.binary(BinaryOp::Add, Operand::Value(out[0]), Operand::Value(last))
+                .unwrap()
+        } else {
+            out[0]
+        };
+        let pc = b
+            .binary(BinaryOp::Add, Operand::Value(c), Operand::Value(offs))
+            .unwrap();
+        b.store(Operand::Value(pc), Operand::Value(result), None).unwrap();
+        b.finish().unwrap()
+    }
+
+    fn the_loop(f: &Function) -> &Op {
+        f.body
+            .ops
+            .iter()
+            .find(|o| matches!(o.kind, OpKind::For { .. }))
+            .expect("a loop")
+    }
+
+    #[test]
+    fn advanced_pointers_become_functions_of_the_counter_and_are_prefetched() {
+        let mut f = pointer_gemm(false);
+        let carried_before = the_loop(&f).results.len();
+        assert!(prefetch_dot_operands(&mut f, &Carry::Registers));
+        verify(&f).unwrap();
+        let lp = the_loop(&f);
+        // The two pointers are no longer carried (the counter, read by
+        // nothing but its update, stays); the two prefetched tiles are.
+        assert_eq!(lp.results.len(), carried_before - 2 + 2);
+        let text = metile_ir::print_function(&f);
+        assert!(text.contains(" mul "), "{text}");
+    }
+
+    #[test]
+    fn a_pointer_read_after_the_loop_stays_carried() {
+        let mut f = pointer_gemm(true);
+        let carried_before = the_loop(&f).results.len();
+        assert!(prefetch_dot_operands(&mut f, &Carry::Registers));
+        verify(&f).unwrap();
+        // Only `q` goes; `p` stays for the read after the loop.
+        assert_eq!(the_loop(&f).results.len(), carried_before - 1 + 2);
+    }
+
+    #[test]
+    fn loops_that_prefetch_nothing_are_left_as_they_were() {
+        let mut f = pointer_gemm(false);
+        let before = metile_ir::print_function(&f);
+        // Async needs matrix-atom plans; none here, so nothing is selected.
+        let no_plan = |_: (usize, usize, usize), _: DType| None;
+        let carry = Carry::Async {
+            stage_bytes: &no_plan,
+            budget: 1 << 16,
+            max_stages: 4,
+        };
+        assert!(!prefetch_dot_operands(&mut f, &carry));
+        assert_eq!(metile_ir::print_function(&f), before);
+    }
 }
