@@ -360,4 +360,26 @@ mod tests {
         assert_eq!(info.get(ptrs).contiguity, 256);
         assert!(info.get(ptrs).divisibility >= 16);
     }
+
+    #[test]
+    fn a_product_by_the_constant_one_keeps_its_runs() {
+        // `offs_k * stride` with the stride traced as 1 (the `== 1`
+        // specialisation) stays consecutive; by 2 it does not.
+        let mut b = Builder::new("k");
+        let x = b.add_param("X", ParamKind::Pointer(DType::F16));
+        let ks = b.arange(0, 64).unwrap();
+        let ks = b.expand_dims(ks, 0).unwrap();
+        let one = b.constant(Literal::Int(1), DType::I32);
+        let by_one = b.binary(BinaryOp::Mul, ks.into(), one.into()).unwrap();
+        let one_first = b.binary(BinaryOp::Mul, one.into(), ks.into()).unwrap();
+        let by_two = b.binary(BinaryOp::Mul, ks.into(), Operand::Int(2)).unwrap();
+        let ptrs = b.binary(BinaryOp::Add, x.into(), by_one.into()).unwrap();
+        let f = b.finish().unwrap();
+        let info = analyze(&f);
+        assert_eq!(info.get(by_one).contiguity, 64);
+        assert_eq!(info.get(one_first).contiguity, 64);
+        assert_eq!(info.get(ptrs).contiguity, 64);
+        assert_eq!(info.get(by_two).contiguity, 1);
+        assert!(info.get(by_two).divisibility >= 2);
+    }
 }

@@ -470,8 +470,8 @@ fn pipeline(op: &mut Op, values: &mut Vec<Type>, facts: &Facts<'_>, carry: &Carr
     // Carried values advanced by a fixed amount become functions of the
     // induction variable, which the loads ahead need; kept only where
     // something is then prefetched.
-    let original = (op.clone(), values.len());
-    let rewritten = inductions::rewrite(op, values, consts, facts.used);
+    let original = inductions::any(op, values).then(|| (op.clone(), values.len()));
+    let rewritten = original.is_some() && inductions::rewrite(op, values, consts, facts.used);
     let body = op.regions.first()?;
     let iv = *body.args.first()?;
     let mut defs = FxHashMap::default();
@@ -486,9 +486,9 @@ fn pipeline(op: &mut Op, values: &mut Vec<Type>, facts: &Facts<'_>, carry: &Carr
         depth,
     }) = select(body, &defs, iv, values, carry, num_stages)
     else {
-        if rewritten {
-            *op = original.0;
-            values.truncate(original.1);
+        if let Some((op_before, values_before)) = original.filter(|_| rewritten) {
+            *op = op_before;
+            values.truncate(values_before);
         }
         return None;
     };

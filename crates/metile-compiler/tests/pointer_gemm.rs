@@ -43,7 +43,7 @@ fn tutorial(dtype: DType) -> Function {
     let a_ptr = b.add_param("a_ptr", ParamKind::Pointer(dtype));
     let b_ptr = b.add_param("b_ptr", ParamKind::Pointer(dtype));
     let c_ptr = b.add_param("c_ptr", ParamKind::Pointer(dtype));
-    let mut sized = |b: &mut Builder, name: &str| {
+    let sized = |b: &mut Builder, name: &str| {
         let p = b.add_param(name, ParamKind::Scalar(DType::I32));
         b.set_param_divisibility(p, 16);
         p

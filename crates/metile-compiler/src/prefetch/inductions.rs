@@ -118,6 +118,23 @@ fn find(body: &Block, defs: &FxHashMap<ValueId, usize>, values: &[Type]) -> Vec<
     found
 }
 
+fn body_defs(body: &Block) -> FxHashMap<ValueId, usize> {
+    let mut defs = FxHashMap::default();
+    for (i, o) in body.ops.iter().enumerate() {
+        for &r in &o.results {
+            defs.insert(r, i);
+        }
+    }
+    defs
+}
+
+/// True when the `for` op `lp` carries a value that [`rewrite`] would rewrite.
+pub(super) fn any(lp: &Op, values: &[Type]) -> bool {
+    lp.regions
+        .first()
+        .is_some_and(|body| body.args.len() > 1 && !find(body, &body_defs(body), values).is_empty())
+}
+
 /// Rewrites the carried inductions of the `for` op `lp`; true if any changed.
 /// `used` holds every value read anywhere in the function.
 pub(super) fn rewrite(
@@ -133,12 +150,7 @@ pub(super) fn rewrite(
     let Some(&iv) = body.args.first() else {
         return false;
     };
-    let mut defs = FxHashMap::default();
-    for (i, o) in body.ops.iter().enumerate() {
-        for &r in &o.results {
-            defs.insert(r, i);
-        }
-    }
+    let defs = body_defs(body);
     let inductions = find(body, &defs, values);
     if inductions.is_empty() {
         return false;
