@@ -96,6 +96,9 @@ impl AxisInfo {
 
 pub struct AxisInfos {
     infos: Vec<AxisInfo>,
+    /// Integer values known to hold one constant in every element (constants
+    /// and their broadcasts): a product by 1 keeps the other factor's runs.
+    constants: Vec<Option<i64>>,
 }
 
 impl AxisInfos {
@@ -107,6 +110,7 @@ impl AxisInfos {
 pub fn analyze(f: &Function) -> AxisInfos {
     let mut a = AxisInfos {
         infos: vec![UNKNOWN; f.values.len()],
+        constants: vec![None; f.values.len()],
     };
     for p in &f.params {
         a.infos[p.value.index()] = match f.ty(p.value).elem {
@@ -164,6 +168,8 @@ fn block(f: &Function, b: &Block, a: &mut AxisInfos) {
             }
             OpKind::Binary(BinaryOp::Add) | OpKind::AddPtr => add(ins[0], ins[1], true),
             OpKind::Binary(BinaryOp::Sub) => add(ins[0], ins[1], false),
+            OpKind::Binary(BinaryOp::Mul) if a.constants[op.operands[1].index()] == Some(1) => ins[0],
+            OpKind::Binary(BinaryOp::Mul) if a.constants[op.operands[0].index()] == Some(1) => ins[1],
             OpKind::Binary(BinaryOp::Mul) => AxisInfo {
                 contiguity: 1,
                 divisibility: ins[0]
@@ -199,6 +205,14 @@ fn block(f: &Function, b: &Block, a: &mut AxisInfos) {
         };
         for r in &op.regions {
             block(f, r, a);
+        }
+        let constant = match &op.kind {
+            OpKind::Constant(Literal::Int(c)) => Some(*c),
+            OpKind::Broadcast | OpKind::ExpandDims { .. } => a.constants[op.operands[0].index()],
+            _ => None,
+        };
+        if let (Some(c), [r]) = (constant, &op.results[..]) {
+            a.constants[r.index()] = Some(c);
         }
         for &r in &op.results {
             let clipped = clip(info, last_dim(f, r), f.ty(r).dtype());
@@ -345,5 +359,27 @@ mod tests {
         assert!(info.get(row).divisibility >= 16);
         assert_eq!(info.get(ptrs).contiguity, 256);
         assert!(info.get(ptrs).divisibility >= 16);
+    }
+
+    #[test]
+    fn a_product_by_the_constant_one_keeps_its_runs() {
+        // `offs_k * stride` with the stride traced as 1 (the `== 1`
+        // specialisation) stays consecutive; by 2 it does not.
+        let mut b = Builder::new("k");
+        let x = b.add_param("X", ParamKind::Pointer(DType::F16));
+        let ks = b.arange(0, 64).unwrap();
+        let ks = b.expand_dims(ks, 0).unwrap();
+        let one = b.constant(Literal::Int(1), DType::I32);
+        let by_one = b.binary(BinaryOp::Mul, ks.into(), one.into()).unwrap();
+        let one_first = b.binary(BinaryOp::Mul, one.into(), ks.into()).unwrap();
+        let by_two = b.binary(BinaryOp::Mul, ks.into(), Operand::Int(2)).unwrap();
+        let ptrs = b.binary(BinaryOp::Add, x.into(), by_one.into()).unwrap();
+        let f = b.finish().unwrap();
+        let info = analyze(&f);
+        assert_eq!(info.get(by_one).contiguity, 64);
+        assert_eq!(info.get(one_first).contiguity, 64);
+        assert_eq!(info.get(ptrs).contiguity, 64);
+        assert_eq!(info.get(by_two).contiguity, 1);
+        assert!(info.get(by_two).divisibility >= 2);
     }
 }

@@ -53,6 +53,8 @@
 use metile_ir::{Block, CmpOp, DType, Elem, Function, Literal, Loc, Op, OpKind, Type, ValueId};
 use rustc_hash::{FxHashMap, FxHashSet};
 
+mod inductions;
+
 /// Threadgroup bytes of one ring stage of a `dot` (`(m, n, k)`, operand
 /// dtype) and its accumulators per thread, or `None` without a matrix-atom plan.
 pub type StageBytes<'a> = dyn Fn((usize, usize, usize), DType) -> Option<(usize, usize)> + 'a;
@@ -74,31 +76,39 @@ pub enum Carry<'a> {
 /// Prefetches the `dot` operands of every eligible loop; true if any changed.
 pub fn prefetch_dot_operands(f: &mut Function, carry: &Carry<'_>) -> bool {
     let mut consts = FxHashMap::default();
+    let mut used = FxHashSet::default();
     f.walk(&mut |op| {
         if let OpKind::Constant(lit) = op.kind {
             consts.insert(op.results[0], lit);
         }
+        used.extend(op.operands.iter().copied());
     });
     let mut values = std::mem::take(&mut f.values);
-    let changed = block(&mut f.body, &mut values, &consts, carry);
+    let facts = Facts {
+        consts: &consts,
+        used: &used,
+    };
+    let changed = block(&mut f.body, &mut values, &facts, carry);
     f.values = values;
     changed
 }
 
-fn block(
-    b: &mut Block,
-    values: &mut Vec<Type>,
-    consts: &FxHashMap<ValueId, Literal>,
-    carry: &Carry<'_>,
-) -> bool {
+/// What the pass knows of the whole function before it starts.
+struct Facts<'a> {
+    consts: &'a FxHashMap<ValueId, Literal>,
+    /// Every value some op reads.
+    used: &'a FxHashSet<ValueId>,
+}
+
+fn block(b: &mut Block, values: &mut Vec<Type>, facts: &Facts<'_>, carry: &Carry<'_>) -> bool {
     let mut changed = false;
     let mut i = 0;
     while i < b.ops.len() {
         for r in &mut b.ops[i].regions {
-            changed |= block(r, values, consts, carry);
+            changed |= block(r, values, facts, carry);
         }
         if matches!(b.ops[i].kind, OpKind::For { .. }) {
-            if let Some(prologue) = pipeline(&mut b.ops[i], values, consts, carry) {
+            if let Some(prologue) = pipeline(&mut b.ops[i], values, facts, carry) {
                 let n = prologue.len();
                 b.ops.splice(i..i, prologue);
                 i += n;
@@ -440,12 +450,8 @@ fn offset_iv(e: &mut Emitter<'_>, out: &mut Vec<Op>, iv: ValueId, offset: i64) -
 
 /// Rewrites one `for` op; returns the ops to insert before it, or `None`
 /// (nothing changed) when it has nothing to prefetch.
-fn pipeline(
-    op: &mut Op,
-    values: &mut Vec<Type>,
-    consts: &FxHashMap<ValueId, Literal>,
-    carry: &Carry<'_>,
-) -> Option<Vec<Op>> {
+fn pipeline(op: &mut Op, values: &mut Vec<Type>, facts: &Facts<'_>, carry: &Carry<'_>) -> Option<Vec<Op>> {
+    let consts = facts.consts;
     let (start, end, step) = (op.operands[0], op.operands[1], op.operands[2]);
     let OpKind::For { num_stages } = op.kind else {
         return None;
@@ -458,10 +464,15 @@ fn pipeline(
         Some(Literal::Int(s)) if *s > 0 => *s,
         _ => return None,
     };
-    let body = op.regions.first()?;
-    if forbids_prefetch(body) {
+    if forbids_prefetch(op.regions.first()?) {
         return None;
     }
+    // Carried values advanced by a fixed amount become functions of the
+    // induction variable, which the loads ahead need; kept only where
+    // something is then prefetched.
+    let original = inductions::any(op, values).then(|| (op.clone(), values.len()));
+    let rewritten = original.is_some() && inductions::rewrite(op, values, consts, facts.used);
+    let body = op.regions.first()?;
     let iv = *body.args.first()?;
     let mut defs = FxHashMap::default();
     for (i, o) in body.ops.iter().enumerate() {
@@ -469,11 +480,18 @@ fn pipeline(
             defs.insert(r, i);
         }
     }
-    let Selection {
+    let Some(Selection {
         prefetched,
         slice,
         depth,
-    } = select(body, &defs, iv, values, carry, num_stages)?;
+    }) = select(body, &defs, iv, values, carry, num_stages)
+    else {
+        if let Some((op_before, values_before)) = original.filter(|_| rewritten) {
+            *op = op_before;
+            values.truncate(values_before);
+        }
+        return None;
+    };
 
     let loc = op.loc.clone();
     let mut e = Emitter { values, loc };
@@ -526,14 +544,19 @@ fn pipeline(
 
 fn rename_uses(b: &mut Block, renamed: &FxHashMap<ValueId, ValueId>) {
     for op in &mut b.ops {
-        for o in &mut op.operands {
-            if let Some(&n) = renamed.get(o) {
-                *o = n;
-            }
+        rename_operands(op, renamed);
+    }
+}
+
+/// Renames the operands of `op` and of everything in its regions.
+fn rename_operands(op: &mut Op, renamed: &FxHashMap<ValueId, ValueId>) {
+    for o in &mut op.operands {
+        if let Some(&n) = renamed.get(o) {
+            *o = n;
         }
-        for r in &mut op.regions {
-            rename_uses(r, renamed);
-        }
+    }
+    for r in &mut op.regions {
+        rename_uses(r, renamed);
     }
 }
 

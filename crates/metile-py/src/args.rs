@@ -23,6 +23,10 @@ pub enum ArgKind {
     /// (the kernel is specialised on it, so offsets like `row * N` are
     /// provably aligned).
     DivisibleScalar(DType, u64),
+    /// An i32 equal to 1, as Triton specialises: the kernel is traced with
+    /// the constant, so `offs * stride` with `stride == 1` is provably
+    /// consecutive (the argument is still passed).
+    One(DType),
 }
 
 /// Integer arguments that are multiples of one of these get their own
@@ -36,6 +40,7 @@ impl ArgKind {
         match self {
             ArgKind::Pointer(d) => ("ptr", d.name()),
             ArgKind::Scalar(d) | ArgKind::DivisibleScalar(d, _) => ("scalar", d.name()),
+            ArgKind::One(d) => ("one", d.name()),
         }
     }
 
@@ -144,6 +149,7 @@ fn scalar_from_int(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResul
         .find(|&&d| i64::from(v) % d as i64 == 0)
     {
         Some(&by) => ArgKind::DivisibleScalar(DType::I32, by),
+        None if v == 1 => ArgKind::One(DType::I32),
         None => ArgKind::Scalar(DType::I32),
     };
     Ok((kind, KernelArg::Scalar(ScalarValue::I32(v))))

@@ -178,12 +178,16 @@ pub fn matches(
 ) -> PyResult<(ArgKind, KernelArg)> {
     match kind {
         ArgKind::Pointer(_) => pointer(declared, (kind, arg), what),
-        ArgKind::Scalar(d) | ArgKind::DivisibleScalar(d, _) if d == declared => Ok((kind, arg)),
-        ArgKind::Scalar(d) | ArgKind::DivisibleScalar(d, _) => Err(PyTypeError::new_err(format!(
-            "{} is declared metile.{} but is a {} scalar",
-            what(),
-            language_name(declared),
-            language_name(d)
-        ))),
+        ArgKind::Scalar(d) | ArgKind::DivisibleScalar(d, _) | ArgKind::One(d) if d == declared => {
+            Ok((kind, arg))
+        }
+        ArgKind::Scalar(d) | ArgKind::DivisibleScalar(d, _) | ArgKind::One(d) => {
+            Err(PyTypeError::new_err(format!(
+                "{} is declared metile.{} but is a {} scalar",
+                what(),
+                language_name(declared),
+                language_name(d)
+            )))
+        }
     }
 }

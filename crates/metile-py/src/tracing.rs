@@ -77,7 +77,9 @@ fn param_dtype(name: &str, dtype: &str) -> PyResult<DType> {
 /// Traces `kernel` (the rewritten function) once. `params` lists every
 /// parameter in order as `(name, kind, payload[, divisibility])`: kind "ptr" or
 /// "scalar" with a dtype name as payload (a scalar optionally with what it is a
-/// multiple of), or "constexpr" with the Python value.
+/// multiple of), "one" (an integer scalar equal to 1 at every launch: traced
+/// as the constant, still a parameter) with its dtype name, or "constexpr"
+/// with the Python value.
 #[pyfunction]
 #[pyo3(signature = (kernel, name, params, threads_per_group, optimize=true))]
 fn trace_kernel(
@@ -113,6 +115,16 @@ fn trace_kernel(
                 let v = builder.add_param(&pname, ParamKind::Scalar(d));
                 builder.set_param_divisibility(v, divisibility);
                 arg_values.push(Ok(v));
+            }
+            "one" => {
+                let d = param_dtype(&pname, &payload.extract::<String>()?)?;
+                if !d.is_int() {
+                    return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                        "parameter '{pname}' of kind \"one\" must be an integer, got {d}"
+                    )));
+                }
+                builder.add_param(&pname, ParamKind::Scalar(d));
+                arg_values.push(Ok(builder.constant(metile_ir::Literal::Int(1), d)));
             }
             "constexpr" => {
                 builder.add_constexpr(&pname, &payload.repr()?.to_string());

@@ -67,9 +67,10 @@ def specialize(
 ) -> _metile.TileFunction:
     """Traces one specialisation of `fn` into verified, optimised Tile IR.
 
-    runtime_params: (name, "ptr" | "scalar", dtype[, divisibility]) for each
-    non-constexpr parameter, in order (a scalar's divisibility: what every
-    launch's value is a multiple of). constexprs: name -> Python value. options:
+    runtime_params: (name, "ptr" | "scalar" | "one", dtype[, divisibility]) for
+    each non-constexpr parameter, in order (a scalar's divisibility: what every
+    launch's value is a multiple of; "one": an integer equal to 1 at every
+    launch, traced as the constant). constexprs: name -> Python value. options:
     "threads_per_group" (default 128) and "optimize" (default True).
     """
     names, is_constexpr = _signature(fn)
