@@ -110,12 +110,16 @@ pub struct Parameter {
     #[serde(default)]
     pub written: bool,
     /// Integer scalars: the kernel assumes every value is a multiple of this.
-    #[serde(default = "one")]
+    #[serde(default = "one", skip_serializing_if = "is_one")]
     pub multiple_of: u64,
 }
 
 fn one() -> u64 {
     1
+}
+
+fn is_one(v: &u64) -> bool {
+    *v == 1
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
