@@ -170,7 +170,7 @@ def _runtime_param(name: str, spec: str) -> tuple:
     if dtype is None:
         if _looks_like_literal(spec):
             raise AotError(
-                f"'{name}' is a run-time parameter: give its type, not a value ({name}:{_TYPES_HELP}); "
+                f"'{name}' is a run-time parameter: give its type, not a value ({_TYPES_HELP}); "
                 f"declare it metile.constexpr to compile a value in"
             )
         raise AotError(f"unknown type '{spec}' for '{name}'; give {_TYPES_HELP}")
