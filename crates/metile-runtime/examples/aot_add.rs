@@ -55,7 +55,9 @@ fn run() -> Result<(), RuntimeError> {
         None => add_in_host_memory(&artifact, device.as_ref(), x.clone(), y.clone())?,
         Some(_) => add_in_device_memory(&artifact, device.as_ref(), &x, &y)?,
     };
-    let max_error = (0..n).map(|i| (out[i] - (x[i] + y[i])).abs()).fold(0f32, f32::max);
+    let max_error = (0..n)
+        .map(|i| (out[i] - (x[i] + y[i])).abs())
+        .fold(0f32, f32::max);
     println!("n = {n}: max |out - (x + y)| = {max_error}");
     if max_error != 0.0 {
         return Err(RuntimeError::Device("wrong result".into()));

@@ -222,7 +222,10 @@ impl GridRule {
             return Err(fail(format!("unexpected text {}", parser.where_())));
         }
         if axes.len() > 3 {
-            return Err(fail(format!("a grid has 1 to 3 axes, this rule has {}", axes.len())));
+            return Err(fail(format!(
+                "a grid has 1 to 3 axes, this rule has {}",
+                axes.len()
+            )));
         }
         Ok(GridRule { axes })
     }
@@ -256,7 +259,10 @@ impl GridRule {
         for (axis, expr) in self.axes.iter().enumerate() {
             let v = eval(expr, values)?;
             grid[axis] = u32::try_from(v).map_err(|_| {
-                format!("the grid rule gives {v} programs along axis {axis}; an extent is 0 to {}", u32::MAX)
+                format!(
+                    "the grid rule gives {v} programs along axis {axis}; an extent is 0 to {}",
+                    u32::MAX
+                )
             })?;
         }
         Ok(grid)
@@ -341,7 +347,9 @@ mod tests {
     fn rules_evaluate_with_c_division() {
         let rule = GridRule::parse("cdiv(N, BLOCK), M // 2 + 1").unwrap();
         assert_eq!(rule.names(), vec!["N", "BLOCK", "M"]);
-        let grid = rule.evaluate(&values(&[("N", 1000), ("BLOCK", 256), ("M", 7)])).unwrap();
+        let grid = rule
+            .evaluate(&values(&[("N", 1000), ("BLOCK", 256), ("M", 7)]))
+            .unwrap();
         assert_eq!(grid, [4, 4, 1]);
         let rule = GridRule::parse("min(N, 3) * (2 - 1), max(-N, 5) % 3, 1").unwrap();
         assert_eq!(rule.evaluate(&values(&[("N", 10)])).unwrap(), [3, 2, 1]);
@@ -372,8 +380,14 @@ mod tests {
         let err = rule.evaluate(&values(&[("N", 4), ("D", 0)])).unwrap_err();
         assert_eq!(err, "the grid rule divides by zero");
         let err = rule.evaluate(&values(&[("N", 4), ("D", 1)])).unwrap_err();
-        assert_eq!(err, "the grid rule gives -1 programs along axis 1; an extent is 0 to 4294967295");
-        let err = GridRule::parse("N * N").unwrap().evaluate(&values(&[("N", i64::MAX)])).unwrap_err();
+        assert_eq!(
+            err,
+            "the grid rule gives -1 programs along axis 1; an extent is 0 to 4294967295"
+        );
+        let err = GridRule::parse("N * N")
+            .unwrap()
+            .evaluate(&values(&[("N", i64::MAX)]))
+            .unwrap_err();
         assert_eq!(err, "the grid rule overflows 64-bit integers");
     }
 }

@@ -64,19 +64,42 @@ pub fn header(manifest: &Manifest, rule: Option<&GridRule>) -> String {
          compile`; manifest.json describes the same in full.\n * Source: {} (sha256 {}). */",
         manifest.kernel, manifest.target, manifest.source.file, manifest.source.sha256
     );
-    let _ = writeln!(h, "#ifndef {guard}\n#define {guard}\n\n#include <stdbool.h>\n#include <stdint.h>\n");
+    let _ = writeln!(
+        h,
+        "#ifndef {guard}\n#define {guard}\n\n#include <stdbool.h>\n#include <stdint.h>\n"
+    );
     let _ = writeln!(h, "#define {upper}_ENTRY_POINT \"{}\"", manifest.entry_point);
-    let _ = writeln!(h, "#define {upper}_THREADS_PER_GROUP {}", manifest.threads_per_group);
-    let _ = writeln!(h, "#define {upper}_SHARED_MEMORY_BYTES {}", manifest.shared_memory_bytes);
-    let _ = writeln!(h, "#define {upper}_BUFFER_ALIGNMENT {}", manifest.buffer_alignment);
+    let _ = writeln!(
+        h,
+        "#define {upper}_THREADS_PER_GROUP {}",
+        manifest.threads_per_group
+    );
+    let _ = writeln!(
+        h,
+        "#define {upper}_SHARED_MEMORY_BYTES {}",
+        manifest.shared_memory_bytes
+    );
+    let _ = writeln!(
+        h,
+        "#define {upper}_BUFFER_ALIGNMENT {}",
+        manifest.buffer_alignment
+    );
     for c in &manifest.constexprs {
         if c.value.is_number() {
-            let _ = writeln!(h, "#define {upper}_{} {} /* constexpr */", c_identifier(&c.name), c.value);
+            let _ = writeln!(
+                h,
+                "#define {upper}_{} {} /* constexpr */",
+                c_identifier(&c.name),
+                c.value
+            );
         } else {
             let _ = writeln!(h, "/* constexpr {} = {} */", c.name, c.value);
         }
     }
-    let _ = writeln!(h, "\n/* The run-time arguments, in launch order. */\ntypedef struct {{");
+    let _ = writeln!(
+        h,
+        "\n/* The run-time arguments, in launch order. */\ntypedef struct {{"
+    );
     for p in &manifest.parameters {
         let name = c_identifier(&p.name);
         match p.kind {
@@ -150,7 +173,10 @@ pub fn header(manifest: &Manifest, rule: Option<&GridRule>) -> String {
                 m.swizzle_bytes
             ),
             EntryParameter::TensorMapReady(m) => {
-                format!("an int: 1 when the tensor map of {} was built, else 0", name(m.buffer))
+                format!(
+                    "an int: 1 when the tensor map of {} was built, else 0",
+                    name(m.buffer)
+                )
             }
         };
         let _ = writeln!(h, " *   {line}");

@@ -223,11 +223,20 @@ fn parse_dtype(name: &str) -> Result<DType, String> {
 }
 
 const BUILTINS: [(MslBuiltin, &str); 5] = [
-    (MslBuiltin::ThreadgroupPositionInGrid, "threadgroup_position_in_grid"),
+    (
+        MslBuiltin::ThreadgroupPositionInGrid,
+        "threadgroup_position_in_grid",
+    ),
     (MslBuiltin::ThreadgroupsPerGrid, "threadgroups_per_grid"),
-    (MslBuiltin::ThreadIndexInThreadgroup, "thread_index_in_threadgroup"),
+    (
+        MslBuiltin::ThreadIndexInThreadgroup,
+        "thread_index_in_threadgroup",
+    ),
     (MslBuiltin::ThreadIndexInSimdgroup, "thread_index_in_simdgroup"),
-    (MslBuiltin::SimdgroupIndexInThreadgroup, "simdgroup_index_in_threadgroup"),
+    (
+        MslBuiltin::SimdgroupIndexInThreadgroup,
+        "simdgroup_index_in_threadgroup",
+    ),
 ];
 
 fn builtin_name(b: MslBuiltin) -> &'static str {
@@ -363,7 +372,10 @@ impl Manifest {
             None => return Err(format!("unknown target '{}'", self.target)),
         };
         if target_language != self.language {
-            return Err(format!("target '{}' does not compile to {:?}", self.target, self.language));
+            return Err(format!(
+                "target '{}' does not compile to {:?}",
+                self.target, self.language
+            ));
         }
         for (position, p) in self.parameters.iter().enumerate() {
             parse_dtype(&p.dtype).map_err(|e| format!("parameter '{}': {e}", p.name))?;
@@ -380,8 +392,14 @@ impl Manifest {
         let kind_of = |index: usize, wanted: ParamKind, what: &str| -> Result<(), String> {
             match self.parameters.get(index) {
                 Some(p) if p.kind == wanted => Ok(()),
-                Some(p) => Err(format!("{what} names parameter '{}', which is a {:?}", p.name, p.kind)),
-                None => Err(format!("{what} names parameter {index}; the kernel has {}", self.parameters.len())),
+                Some(p) => Err(format!(
+                    "{what} names parameter '{}', which is a {:?}",
+                    p.name, p.kind
+                )),
+                None => Err(format!(
+                    "{what} names parameter {index}; the kernel has {}",
+                    self.parameters.len()
+                )),
             }
         };
         for e in &self.entry_parameters {
@@ -408,13 +426,20 @@ impl Manifest {
                 }
                 EntryParameter::Threadgroup { .. } | EntryParameter::MinusOne => {}
             }
-            let msl_only = matches!(e, EntryParameter::Threadgroup { .. } | EntryParameter::Builtin { .. });
+            let msl_only = matches!(
+                e,
+                EntryParameter::Threadgroup { .. } | EntryParameter::Builtin { .. }
+            );
             let cuda_only = matches!(
                 e,
                 EntryParameter::MinusOne | EntryParameter::TensorMap(_) | EntryParameter::TensorMapReady(_)
             );
-            if (msl_only && self.language != Language::Msl) || (cuda_only && self.language != Language::Cuda) {
-                return Err(format!("entry parameter {e:?} does not exist in {:?}", self.language));
+            if (msl_only && self.language != Language::Msl) || (cuda_only && self.language != Language::Cuda)
+            {
+                return Err(format!(
+                    "entry parameter {e:?} does not exist in {:?}",
+                    self.language
+                ));
             }
         }
         if let Some(rule) = &self.grid {
@@ -472,11 +497,15 @@ impl Manifest {
             .iter()
             .map(|e| match e {
                 EntryParameter::Buffer { index, msl_type } => Ok(MslParam::Buffer {
-                    msl_type: msl_type.clone().ok_or("a buffer entry parameter has no msl_type")?,
+                    msl_type: msl_type
+                        .clone()
+                        .ok_or("a buffer entry parameter has no msl_type")?,
                     tile_param_index: *index,
                 }),
                 EntryParameter::Scalar { index, msl_type } => Ok(MslParam::Scalar {
-                    msl_type: msl_type.clone().ok_or("a scalar entry parameter has no msl_type")?,
+                    msl_type: msl_type
+                        .clone()
+                        .ok_or("a scalar entry parameter has no msl_type")?,
                     tile_param_index: *index,
                 }),
                 EntryParameter::Threadgroup { msl_type, bytes } => Ok(MslParam::Threadgroup {
@@ -531,7 +560,10 @@ impl Manifest {
             })
             .collect::<Result<Vec<_>, String>>()?;
         Ok(CudaKernel {
-            arch: self.nvrtc_arch.clone().ok_or("a CUDA manifest without nvrtc_arch")?,
+            arch: self
+                .nvrtc_arch
+                .clone()
+                .ok_or("a CUDA manifest without nvrtc_arch")?,
             source,
             kernel_name: self.entry_point.clone(),
             params,

@@ -67,7 +67,13 @@ fn constexpr_value(repr: &str) -> serde_json::Value {
         _ => {}
     }
     match repr.parse::<f64>() {
-        Ok(f) if f.is_finite() && repr.chars().all(|c| c.is_ascii_digit() || ".eE+-".contains(c)) => {
+        // A Python float's repr has a '.' or an exponent; digits alone are an
+        // int beyond 64 bits, kept exact as text.
+        Ok(f)
+            if f.is_finite()
+                && repr.contains(['.', 'e', 'E'])
+                && repr.chars().all(|c| c.is_ascii_digit() || ".eE+-".contains(c)) =>
+        {
             serde_json::Number::from_f64(f).map_or_else(|| repr.into(), serde_json::Value::Number)
         }
         _ => repr.into(),
@@ -210,11 +216,19 @@ pub fn build(func: &Function, request: &BuildRequest<'_>) -> Result<Built, Runti
         }
     }
     manifest.header = format!("{stem}.h");
-    manifest.check().map_err(|e| artifact_error(format!("internal error: {e}")))?;
-    files.push((manifest.header.clone(), header::header(&manifest, rule.as_ref()).into_bytes()));
+    manifest
+        .check()
+        .map_err(|e| artifact_error(format!("internal error: {e}")))?;
+    files.push((
+        manifest.header.clone(),
+        header::header(&manifest, rule.as_ref()).into_bytes(),
+    ));
     files.push((MANIFEST_FILE.to_string(), manifest.to_json().into_bytes()));
     Ok(Built { manifest, files })
 }
+
+/// A kernel of an artifact loaded on one device: its name, its ordinal, the kernel.
+type LoadedKernel = (String, u32, Arc<dyn CompiledKernel>);
 
 /// An artifact loaded from its folder: checked, ready to launch on any device
 /// that runs its language (msl-emu and metal for MSL, cuda for CUDA C++).
@@ -225,7 +239,7 @@ pub struct Artifact {
     binary: Option<Vec<u8>>,
     grid: Option<GridRule>,
     /// Kernels loaded so far, by device name and ordinal.
-    loaded: Mutex<Vec<(String, u32, Arc<dyn CompiledKernel>)>>,
+    loaded: Mutex<Vec<LoadedKernel>>,
 }
 
 impl std::fmt::Debug for Artifact {
@@ -260,8 +274,9 @@ impl Artifact {
         let text = read_member(dir, MANIFEST_FILE)?;
         let text = String::from_utf8(text)
             .map_err(|_| artifact_error(format!("{} is not UTF-8", dir.join(MANIFEST_FILE).display())))?;
-        let manifest = Manifest::parse(&text)
-            .map_err(|e| artifact_error(format!("bad manifest {}: {e}", dir.join(MANIFEST_FILE).display())))?;
+        let manifest = Manifest::parse(&text).map_err(|e| {
+            artifact_error(format!("bad manifest {}: {e}", dir.join(MANIFEST_FILE).display()))
+        })?;
         let checked = |file: &FileRef| -> Result<Vec<u8>, RuntimeError> {
             let bytes = read_member(dir, &file.file)?;
             let found = sha256_hex(&bytes);
@@ -325,20 +340,27 @@ impl Artifact {
             )));
         }
         for (p, arg) in m.parameters.iter().zip(args) {
-            let wanted = DType::parse(&p.dtype).ok_or_else(|| artifact_error(format!("bad dtype {}", p.dtype)))?;
+            let wanted =
+                DType::parse(&p.dtype).ok_or_else(|| artifact_error(format!("bad dtype {}", p.dtype)))?;
             let fail = |what: String| {
                 RuntimeError::BadArguments(format!("{}: argument '{}' {what}", signature(), p.name))
             };
             match (p.kind, arg) {
                 (ParamKind::Pointer, KernelArg::Buffer { dtype, .. }) if *dtype != wanted => {
-                    return Err(fail(format!("must be a buffer of {wanted}, got a buffer of {dtype}")))
+                    return Err(fail(format!(
+                        "must be a buffer of {wanted}, got a buffer of {dtype}"
+                    )))
                 }
                 (ParamKind::Pointer, KernelArg::Buffer { .. }) => {}
                 (ParamKind::Pointer, KernelArg::Scalar(s)) => {
-                    return Err(fail(format!("must be a buffer of {wanted}, got the scalar {s:?}")))
+                    return Err(fail(format!(
+                        "must be a buffer of {wanted}, got the scalar {s:?}"
+                    )))
                 }
                 (ParamKind::Scalar, KernelArg::Buffer { dtype, .. }) => {
-                    return Err(fail(format!("must be a {wanted} scalar, got a buffer of {dtype}")))
+                    return Err(fail(format!(
+                        "must be a {wanted} scalar, got a buffer of {dtype}"
+                    )))
                 }
                 (ParamKind::Scalar, KernelArg::Scalar(s)) if s.dtype() != wanted => {
                     return Err(fail(format!("must be a {wanted} scalar, got {s:?}")))
@@ -417,7 +439,12 @@ impl Artifact {
     /// # Safety
     /// Buffer arguments must point to live allocations of the stated length
     /// (on the device, for cuda) that no one else mutates during the launch.
-    pub unsafe fn launch(&self, device: &dyn Device, grid: [u32; 3], args: &[KernelArg]) -> Result<(), RuntimeError> {
+    pub unsafe fn launch(
+        &self,
+        device: &dyn Device,
+        grid: [u32; 3],
+        args: &[KernelArg],
+    ) -> Result<(), RuntimeError> {
         self.check_args(args)?;
         let kernel = self.kernel(device)?;
         check_grid(grid, kernel.as_ref(), device.name())?;
@@ -442,4 +469,23 @@ fn integer_value(s: &ScalarValue) -> Option<i128> {
         ScalarValue::U64(v) => v.into(),
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constexprs_are_json_numbers_and_booleans_where_they_can_be() {
+        assert_eq!(constexpr_value("256"), serde_json::json!(256));
+        assert_eq!(constexpr_value("-3"), serde_json::json!(-3));
+        assert_eq!(constexpr_value("1e-05"), serde_json::json!(1e-5));
+        assert_eq!(constexpr_value("True"), serde_json::json!(true));
+        assert_eq!(constexpr_value("'float16'"), serde_json::json!("'float16'"));
+        assert_eq!(constexpr_value("inf"), serde_json::json!("inf"));
+        assert_eq!(constexpr_value("(1, 2)"), serde_json::json!("(1, 2)"));
+        // Beyond 64 bits: kept exact, as its digits.
+        let big = "123456789012345678901234567890";
+        assert_eq!(constexpr_value(big), serde_json::json!(big));
+    }
 }

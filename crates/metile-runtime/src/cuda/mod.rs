@@ -632,7 +632,8 @@ impl Device for CudaDevice {
                 self.launchable(kernel, cubin.as_deref())
             }
             Prebuilt::Msl(_) => Err(RuntimeError::Unavailable(
-                "the cuda device runs CUDA C++; this artifact holds MSL (for the msl-emu and metal devices)".into(),
+                "the cuda device runs CUDA C++; this artifact holds MSL (for the msl-emu and metal devices)"
+                    .into(),
             )),
         }
     }

@@ -2,9 +2,7 @@
 //! needed: what a launch compiles, and what an ahead-of-time artifact holds),
 //! and loading emitted CUDA C++, or an artifact's cubin, as a launchable kernel.
 
-use super::{
-    compile_error, debug_enabled, load_libraries, nvrtc, nvrtc_error, CudaDevice, CudaLaunchable,
-};
+use super::{compile_error, debug_enabled, load_libraries, nvrtc, nvrtc_error, CudaDevice, CudaLaunchable};
 use crate::device::{CompileOptions, CompiledKernel};
 use crate::error::RuntimeError;
 use metile_compiler::{compile_cuda, CudaKernel, CudaParam, MslOptions, Target, TargetKind};
@@ -47,7 +45,11 @@ pub fn emit(func: &Function, options: &CompileOptions, target: &Target) -> Resul
 
 impl CudaDevice {
     /// A launchable kernel of emitted CUDA C++ (from `cubin` where given).
-    pub(super) fn launchable(&self, kernel: CudaKernel, cubin: Option<&[u8]>) -> Result<Arc<dyn CompiledKernel>, RuntimeError> {
+    pub(super) fn launchable(
+        &self,
+        kernel: CudaKernel,
+        cubin: Option<&[u8]>,
+    ) -> Result<Arc<dyn CompiledKernel>, RuntimeError> {
         let loaded = self.load(&kernel, cubin)?;
         let maps = kernel.params.iter().any(|p| matches!(p, CudaParam::TensorMap(_)));
         let repacker = (maps && kernel.repack_operands)

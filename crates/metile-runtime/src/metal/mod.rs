@@ -215,7 +215,6 @@ impl Device for MetalDevice {
         self.load_msl(msl)
     }
 
-
     fn synchronize(&self) -> Result<(), RuntimeError> {
         self.inner.synchronize()
     }
