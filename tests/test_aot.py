@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -301,3 +302,29 @@ def test_an_autotuned_kernel_compiles_its_kernel(tmp_path):
     )
     files = aot.compile_kernel(aot.load_kernel(f"{path}:fill"), "X:*i32,N:i32,BLOCK:128", "apple", tmp_path / "o")
     assert json.loads(files["manifest.json"].read_text())["constexprs"] == [{"name": "BLOCK", "value": 128}]
+
+
+def test_the_cuda_is_what_a_launch_on_this_gpu_prints(tmp_path, capfd):
+    if not metile.device_available("cuda") or shutil.which("nvidia-smi") is None:
+        pytest.skip("no cuda device here")
+    smi = subprocess.run(
+        ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True, text=True
+    )
+    arch = "sm_" + smi.stdout.split()[0].replace(".", "")
+    add = aot.load_kernel(f"{KERNELS}:add_kernel")
+    files = aot.compile_kernel(add, ADD_SIGNATURE, arch, tmp_path, cubin=False)
+    previous = metile.get_device()
+    metile.set_device("cuda")
+    os.environ["METILE_DEBUG"] = "cuda"
+    try:
+        capfd.readouterr()
+        x = np.arange(1001, dtype=np.float32)
+        out = np.zeros_like(x)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", metile.MetileWarning)  # numpy arrays are staged
+            add[(4,)](x, x, out, 1001, BLOCK=256)
+    finally:
+        del os.environ["METILE_DEBUG"]
+        metile.set_device(previous)
+    np.testing.assert_array_equal(out, 2 * x)
+    assert capfd.readouterr().err == f"// CUDA C++ of add_kernel\n{files['add_kernel.cu'].read_text()}\n"
