@@ -89,6 +89,7 @@ def test_the_cli_writes_source_header_and_manifest(tmp_path):
         ("builtin", None, "threadgroup_position_in_grid"), ("builtin", None, "thread_index_in_threadgroup"),
     ]  # fmt: skip
     assert m["metile_version"] == metile.__version__
+    assert len(m["checksum"]) == 64
 
 
 def _cc():
@@ -328,3 +329,29 @@ def test_the_cuda_is_what_a_launch_on_this_gpu_prints(tmp_path, capfd):
         metile.set_device(previous)
     np.testing.assert_array_equal(out, 2 * x)
     assert capfd.readouterr().err == f"// CUDA C++ of add_kernel\n{files['add_kernel.cu'].read_text()}\n"
+
+
+def test_a_gemm_takes_each_targets_matrix_path(tmp_path):
+    from metile.testing.reference_kernels import gemm
+
+    signature = "A:*fp16,B:*fp16,C:*fp32,M:i32,N:i32:16,K:i32:16,BLOCK_M:64,BLOCK_N:64,BLOCK_K:32"
+    grid = "cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)"
+    def manifest(target, signature=signature, num_sgs=None):
+        files = aot.compile_kernel(gemm, signature, target, tmp_path / target, grid, num_sgs, cubin=False)
+        return json.loads(files["manifest.json"].read_text())
+
+    manifests = {target: manifest(target) for target in ("apple", "apple10")}
+    # The H100's warpgroup MMA, its operands copied by the tensor memory accelerator.
+    big_blocks = signature.replace("64,BLOCK_N:64,BLOCK_K:32", "128,BLOCK_N:128,BLOCK_K:64")
+    manifests["sm_90"] = manifest("sm_90", big_blocks, 8)
+    assert manifests["apple"]["language_version"] == "3.1"
+    assert "simdgroup_multiply_accumulate" in (tmp_path / "apple" / "gemm.metal").read_text()
+    assert manifests["apple10"]["language_version"] == "4.0"
+    assert "matmul2d" in (tmp_path / "apple10" / "gemm.metal").read_text()
+    cuda = manifests["sm_90"]
+    assert cuda["nvrtc_arch"] == "sm_90a" and cuda["shared_memory_bytes"] > 0
+    maps = [e for e in cuda["entry_parameters"] if e["kind"] == "tensor_map"]
+    assert {m["buffer"] for m in maps} == {0, 1}, cuda["entry_parameters"]
+    # A's rows are K elements apart (argument 5); tile_load has no row bound.
+    assert maps[0]["cols"] == maps[0]["stride"] == {"arg": 5} and maps[0]["dtype"] == "f16"
+    assert "a CUtensorMap by value" in (tmp_path / "sm_90" / "gemm.h").read_text()

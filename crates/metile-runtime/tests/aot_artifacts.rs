@@ -6,7 +6,7 @@
 
 use metile_interp::{KernelArg, ScalarValue};
 use metile_ir::DType;
-use metile_runtime::aot::Artifact;
+use metile_runtime::aot::{Artifact, Manifest};
 use metile_runtime::{Device, RuntimeError};
 use std::path::{Path, PathBuf};
 
@@ -216,40 +216,63 @@ fn edited_or_inconsistent_artifacts_are_refused() {
         "{err}"
     );
 
-    let cases: [(&str, &str, &str); 5] = [
+    // (text in the manifest, its replacement, whether the checksum is made
+    // again after the edit, the error).
+    let cases = [
         (
             "\"kind\": \"pointer\"",
             "\"kind\": \"pointer\", \"colour\": 1",
+            false,
             "unknown field `colour`",
         ),
         (
             "\"format\": \"metile-aot-1\"",
             "\"format\": \"metile-aot-0\"",
+            false,
             "the manifest is of format 'metile-aot-0'",
+        ),
+        (
+            "\"threads_per_group\": 64",
+            "\"threads_per_group\": 32",
+            false,
+            "it was changed after it was built",
         ),
         (
             "\"grid\": \"cdiv(N, BLOCK)\"",
             "\"grid\": \"cdiv(Q, BLOCK)\"",
+            true,
             "the grid rule reads 'Q', which is no parameter of add_kernel; it may read N, BLOCK",
         ),
         (
             "\"grid\": \"cdiv(N, BLOCK)\"",
             "\"grid\": \"cdiv(X, BLOCK)\"",
+            true,
             "the grid rule reads 'X', a f32 pointer",
         ),
         (
             "\"file\": \"add_kernel.metal\"",
             "\"file\": \"../add_kernel.metal\"",
+            true,
             "names the file '../add_kernel.metal', which is not a plain file name",
         ),
+        (
+            "\"kind\": \"scalar\",\n      \"index\": 3,\n      \"msl_type\"",
+            "\"kind\": \"buffer\",\n      \"index\": 3,\n      \"msl_type\"",
+            true,
+            "a buffer entry parameter names parameter 'N', which is a Scalar",
+        ),
     ];
-    for (from, to, expected) in cases {
+    for (from, to, sign, expected) in cases {
         let dir = edited_copy("add_apple", |file, text| {
-            if file == "manifest.json" {
-                assert!(text.contains(from), "{from}");
-                text.replacen(from, to, 1)
+            if file != "manifest.json" {
+                return text;
+            }
+            assert!(text.contains(from), "{from}");
+            let edited = text.replacen(from, to, 1);
+            if sign {
+                serde_json::from_str::<Manifest>(&edited).unwrap().to_json()
             } else {
-                text
+                edited
             }
         });
         let err = message(Artifact::load(&dir).unwrap_err());
@@ -268,7 +291,8 @@ fn an_integer_hint_is_checked_at_every_launch() {
     // The same source, declared for multiples of 16: N = 1000 is refused.
     let dir = edited_copy("add_apple", |file, text| {
         if file == "manifest.json" {
-            text.replacen("\"name\": \"N\",", "\"name\": \"N\", \"multiple_of\": 16,", 1)
+            let edited = text.replacen("\"name\": \"N\",", "\"name\": \"N\", \"multiple_of\": 16,", 1);
+            serde_json::from_str::<Manifest>(&edited).unwrap().to_json()
         } else {
             text
         }

@@ -73,6 +73,11 @@ pub struct Manifest {
     #[serde(default)]
     pub line_table: Vec<(u32, String, u32)>,
     pub metile_version: String,
+    /// SHA-256 of this manifest's JSON written with an empty `checksum`: an
+    /// edited manifest (a thread count changed by hand would run the kernel on
+    /// the wrong threads) is refused at load.
+    #[serde(default)]
+    pub checksum: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -346,15 +351,53 @@ impl Manifest {
     /// Parses and checks a manifest's text.
     pub fn parse(text: &str) -> Result<Manifest, String> {
         let manifest: Manifest = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        manifest.check_format()?;
+        let expected = manifest.expected_checksum();
+        if manifest.checksum != expected {
+            return Err(format!(
+                "its checksum is {}, its contents' {expected}: it was changed after it was built; build the \
+                 artifact again with `python -m metile compile`",
+                if manifest.checksum.is_empty() {
+                    "missing"
+                } else {
+                    &manifest.checksum
+                }
+            ));
+        }
         manifest.check()?;
         Ok(manifest)
     }
 
-    /// The manifest as pretty-printed JSON, ending with a newline.
+    /// The SHA-256 of this manifest's JSON with an empty `checksum`.
+    pub fn expected_checksum(&self) -> String {
+        let unsigned = Manifest {
+            checksum: String::new(),
+            ..self.clone()
+        };
+        let text = serde_json::to_string_pretty(&unsigned).unwrap_or_default();
+        super::sha256_hex(text.as_bytes())
+    }
+
+    /// The manifest as pretty-printed JSON ending with a newline, its checksum set.
     pub fn to_json(&self) -> String {
-        let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
+        let signed = Manifest {
+            checksum: self.expected_checksum(),
+            ..self.clone()
+        };
+        let mut text = serde_json::to_string_pretty(&signed).unwrap_or_default();
         text.push('\n');
         text
+    }
+
+    fn check_format(&self) -> Result<(), String> {
+        if self.format != FORMAT {
+            return Err(format!(
+                "the manifest is of format '{}'; this meTile reads '{FORMAT}' (rebuild the artifact with \
+                 `python -m metile compile`)",
+                self.format
+            ));
+        }
+        Ok(())
     }
 
     /// Refuses a manifest whose parts disagree.

@@ -149,6 +149,7 @@ pub fn build(func: &Function, request: &BuildRequest<'_>) -> Result<Built, Runti
         prints: false,
         line_table: Vec::new(),
         metile_version: request.metile_version.to_string(),
+        checksum: String::new(),
     };
     let rule = match request.grid {
         Some(text) => Some(manifest.grid_rule(text).map_err(artifact_error)?),
@@ -219,6 +220,7 @@ pub fn build(func: &Function, request: &BuildRequest<'_>) -> Result<Built, Runti
     manifest
         .check()
         .map_err(|e| artifact_error(format!("internal error: {e}")))?;
+    manifest.checksum = manifest.expected_checksum();
     files.push((
         manifest.header.clone(),
         header::header(&manifest, rule.as_ref()).into_bytes(),
