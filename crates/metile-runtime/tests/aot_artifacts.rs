@@ -428,3 +428,78 @@ fn add_and_a_reduction_run_on_cuda() {
         neg_row_max_expected(&x, m, n)
     );
 }
+
+/// `(A, B, A @ B)` for row-major f16 matrices of small integers (exact in f32).
+fn gemm_operands(m: usize, n: usize, k: usize) -> (Vec<half::f16>, Vec<half::f16>, Vec<f32>) {
+    let a: Vec<f32> = values(m * k, 3).iter().map(|v| (v % 3) as f32).collect();
+    let b: Vec<f32> = values(k * n, 4).iter().map(|v| (v % 3) as f32).collect();
+    let mut c = vec![0f32; m * n];
+    for i in 0..m {
+        for p in 0..k {
+            for j in 0..n {
+                c[i * n + j] += a[i * k + p] * b[p * n + j];
+            }
+        }
+    }
+    let half = |v: Vec<f32>| v.into_iter().map(half::f16::from_f32).collect();
+    (half(a), half(b), c)
+}
+
+const GEMM_SIZE: (usize, usize, usize) = (256, 384, 192);
+
+fn gemm_args(c: KernelArg, a: KernelArg, b: KernelArg) -> [KernelArg; 6] {
+    let (m, n, k) = GEMM_SIZE;
+    [a, b, c, i32_arg(m as i32), i32_arg(n as i32), i32_arg(k as i32)]
+}
+
+#[test]
+fn a_gemm_on_simdgroup_matrices_runs_on_msl_emu() {
+    let Some(device) = msl_emu() else { return };
+    let artifact = Artifact::load(fixture("gemm_apple")).unwrap();
+    let (m, n, k) = GEMM_SIZE;
+    let (mut a, mut b, want) = gemm_operands(m, n, k);
+    let mut c = vec![f32::NAN; m * n];
+    let args = gemm_args(
+        buffer(&mut c, DType::F32),
+        buffer(&mut a, DType::F16),
+        buffer(&mut b, DType::F16),
+    );
+    let grid = artifact.grid(&args).unwrap();
+    assert_eq!(grid, [4, 6, 1]);
+    // SAFETY: live host vectors of the stated lengths.
+    unsafe { artifact.launch(device.as_ref(), grid, &args) }.unwrap();
+    assert_eq!(c, want);
+}
+
+#[test]
+fn a_gemm_with_tensor_maps_runs_on_cuda() {
+    let artifact = Artifact::load(fixture("gemm_sm_90")).unwrap();
+    let maps = artifact
+        .manifest()
+        .entry_parameters
+        .iter()
+        .filter(|p| matches!(p, metile_runtime::aot::EntryParameter::TensorMap(_)))
+        .count();
+    assert_eq!(
+        maps, 2,
+        "the operands are copied by the tensor memory accelerator"
+    );
+    let Some(device) = cuda() else { return };
+    let device = device.as_ref();
+    let (m, n, k) = GEMM_SIZE;
+    let (a, b, want) = gemm_operands(m, n, k);
+    let (da, db, dc) = (
+        upload(device, &a),
+        upload(device, &b),
+        upload(device, &vec![f32::NAN; m * n]),
+    );
+    let args = gemm_args(
+        device_buffer(dc.as_ref(), m * n, DType::F32),
+        device_buffer(da.as_ref(), m * k, DType::F16),
+        device_buffer(db.as_ref(), k * n, DType::F16),
+    );
+    let grid = artifact.grid(&args).unwrap();
+    // SAFETY: device allocations of the stated lengths.
+    unsafe { artifact.launch(device, grid, &args) }.unwrap();
+    assert_eq!(download::<f32>(device, dc.as_ref(), m * n), want);
+}

@@ -20,3 +20,17 @@ def neg_row_max(X, Out, M, N, BLOCK: metile.constexpr):
     cols = metile.arange(0, BLOCK)
     x = metile.load(X + row * N + cols, mask=cols < N)
     metile.store(Out + row, metile.max(-x))
+
+
+@metile.kernel
+def gemm(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr, BLOCK_K: metile.constexpr):
+    """C = A @ B for row-major matrices whose sizes are multiples of the blocks:
+    simdgroup matrices on Apple GPUs, wgmma fed by tensor copies on the H100."""
+    pid_m = metile.program_id(0)
+    pid_n = metile.program_id(1)
+    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype="f32")
+    for k in metile.tile_range(0, K, BLOCK_K):
+        a = metile.tile_load(A, pid_m * BLOCK_M, k, K, (BLOCK_M, BLOCK_K))
+        b = metile.tile_load(B, k, pid_n * BLOCK_N, N, (BLOCK_K, BLOCK_N))
+        acc = metile.dot(a, b, acc)
+    metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N))
