@@ -43,7 +43,11 @@ __all__ = [
 __version__: str
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
+    if name == "aot":  # ahead-of-time artifacts, imported when first used
+        import metile.aot
+
+        return metile.aot
     if name == "__version__":
         from importlib.metadata import version
 

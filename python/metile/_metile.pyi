@@ -471,6 +471,14 @@ def dot_plan(
     m: int, n: int, k: int, dtype: str, num_sgs: int, arch: str = "apple", **passes: bool
 ) -> dict[str, Any] | None: ...
 def split_k(func: TileFunction, splits: int) -> tuple[TileFunction, TileFunction]: ...
+def aot_build(
+    func: TileFunction,
+    target: str,
+    num_sgs: int | None = None,
+    grid: str | None = None,
+    version: str = "",
+    cubin: bool = True,
+) -> list[tuple[str, bytes]]: ...
 def compiler_version() -> str: ...
 
 # The autotune winners' disk cache.

@@ -40,6 +40,7 @@ pub fn runtime_error_to_py(py: Python<'_>, e: RuntimeError) -> PyErr {
         // exception instead).
         RuntimeError::Interrupted => PyKeyboardInterrupt::new_err("the launch was interrupted"),
         RuntimeError::Device(m) => PyRuntimeError::new_err(m),
+        RuntimeError::Artifact(m) => PyValueError::new_err(m),
     }
 }
 

@@ -3,6 +3,7 @@
 
 use pyo3::prelude::*;
 
+mod aot;
 pub mod args;
 pub mod bench;
 pub mod buffer;
@@ -38,6 +39,7 @@ fn _metile(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(device_state::synchronize, m)?)?;
     m.add_function(wrap_pyfunction!(device_state::device_available, m)?)?;
     stages::register(m)?;
+    aot::register(m)?;
     m.add_function(wrap_pyfunction!(split_launch::split_k_py, m)?)?;
     bench::register(m)?;
     tracing::register(m)?;

@@ -23,6 +23,19 @@ pub struct CompileOptions {
     pub apple_arch: Option<metile_compiler::AppleArch>,
 }
 
+/// A kernel emitted ahead of time (an [`crate::aot`] artifact), for a device
+/// to load without the Tile IR it came from.
+#[derive(Clone, Debug)]
+pub enum Prebuilt {
+    /// MSL, for msl-emu and metal.
+    Msl(metile_compiler::MslKernel),
+    /// CUDA C++, for cuda; with the cubin NVRTC made of it, where the artifact has one.
+    Cuda {
+        kernel: metile_compiler::CudaKernel,
+        cubin: Option<Vec<u8>>,
+    },
+}
+
 /// A kernel ready to launch on one device.
 pub trait CompiledKernel: Send + Sync {
     /// Runs the kernel over `grid` program instances.
@@ -139,6 +152,18 @@ pub trait Device: Send + Sync {
         func: Arc<Function>,
         options: &CompileOptions,
     ) -> Result<Arc<dyn CompiledKernel>, RuntimeError>;
+    /// Loads a kernel emitted ahead of time; refused by backends that do not run
+    /// its language (the cpu backend interprets Tile IR, which an artifact does not hold).
+    fn load_prebuilt(&self, kernel: Prebuilt) -> Result<Arc<dyn CompiledKernel>, RuntimeError> {
+        let language = match kernel {
+            Prebuilt::Msl(_) => "MSL (for the msl-emu and metal devices)",
+            Prebuilt::Cuda { .. } => "CUDA C++ (for the cuda device)",
+        };
+        Err(RuntimeError::Unavailable(format!(
+            "the {} device cannot run an ahead-of-time artifact of {language}",
+            self.name()
+        )))
+    }
     /// Waits until every launched kernel has finished.
     fn synchronize(&self) -> Result<(), RuntimeError>;
     /// Times the device work `run` launches with the device's own clock (GPU

@@ -34,4 +34,8 @@ pub enum RuntimeError {
     Unavailable(String),
     #[error("{0}")]
     Device(String),
+    /// An ahead-of-time artifact that cannot be built or loaded (bad manifest,
+    /// edited source, unknown target).
+    #[error("{0}")]
+    Artifact(String),
 }

@@ -1,5 +1,6 @@
 //! meTile runtime: the device interface and its backends, compiled-kernel launch.
 
+pub mod aot;
 pub mod cpu;
 pub mod cuda;
 pub mod debug;
@@ -19,7 +20,8 @@ pub mod workspace;
 
 pub use device::{
     check_grid, default_device_name, grid_is_empty, open_device, open_device_with, CompileOptions,
-    CompiledKernel, Device, DeviceAllocation, DeviceMemory, Fence, HostTools, KernelResources, DEVICE_NAMES,
+    CompiledKernel, Device, DeviceAllocation, DeviceMemory, Fence, HostTools, KernelResources, Prebuilt,
+    DEVICE_NAMES,
 };
 pub use error::RuntimeError;
 pub use metile_interp::{KernelArg, ScalarValue};

@@ -3,7 +3,7 @@
 //! run on the CPU (see `msl_emu`). It proves the MSL meTile would ship; what it
 //! shares with the metal backend lives in `msl_launch`.
 
-use crate::device::{CompileOptions, CompiledKernel, Device, KernelResources};
+use crate::device::{CompileOptions, CompiledKernel, Device, KernelResources, Prebuilt};
 use crate::error::RuntimeError;
 use crate::msl_emu::{
     Builtin, CompilerCommand, EmuCompiler, EmuError, EmuKernel, EntryParam, EntrySpec, LaunchArg,
@@ -15,6 +15,12 @@ use metile_compiler::{MslBuiltin, MslKernel, MslParam};
 use metile_interp::KernelArg;
 use metile_ir::Function;
 use std::sync::Arc;
+
+/// The threadgroup limits of the emulator: Metal's.
+pub const EMU_LIMITS: ThreadgroupLimits = ThreadgroupLimits {
+    max_threads: MAX_THREADS_PER_GROUP,
+    max_memory_bytes: MAX_THREADGROUP_MEMORY_BYTES,
+};
 
 pub struct MslEmuDevice {
     compiler: EmuCompiler,
@@ -232,11 +238,36 @@ impl Device for MslEmuDevice {
         func: Arc<Function>,
         options: &CompileOptions,
     ) -> Result<Arc<dyn CompiledKernel>, RuntimeError> {
-        let limits = ThreadgroupLimits {
-            max_threads: MAX_THREADS_PER_GROUP,
-            max_memory_bytes: MAX_THREADGROUP_MEMORY_BYTES,
-        };
-        let msl = emit(&func, options, &limits)?;
+        let msl = emit(&func, options, &EMU_LIMITS)?;
+        self.load_msl(msl)
+    }
+
+    fn load_prebuilt(&self, kernel: Prebuilt) -> Result<Arc<dyn CompiledKernel>, RuntimeError> {
+        match kernel {
+            Prebuilt::Msl(msl) => {
+                EMU_LIMITS.check(&msl)?;
+                self.load_msl(msl)
+            }
+            Prebuilt::Cuda { .. } => Err(RuntimeError::Unavailable(
+                "the msl-emu device runs MSL; this artifact holds CUDA C++ (for the cuda device)".into(),
+            )),
+        }
+    }
+
+    fn synchronize(&self) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+
+    /// Page-aligned host memory, as Metal's shared-storage buffers are, so
+    /// `metile.Buffer` takes the same path here as on an Apple GPU.
+    fn allocate_shared(&self, bytes: usize) -> Option<Result<Arc<dyn SharedMemory>, RuntimeError>> {
+        Some(HostPages::zeroed(bytes).map(|m| Arc::new(m) as Arc<dyn SharedMemory>))
+    }
+}
+
+impl MslEmuDevice {
+    /// Compiles emitted MSL, byte for byte, with the emulator's entry wrapper.
+    fn load_msl(&self, msl: MslKernel) -> Result<Arc<dyn CompiledKernel>, RuntimeError> {
         let params = msl
             .params
             .iter()
@@ -264,15 +295,5 @@ impl Device for MslEmuDevice {
             .map_err(|e| emu_error(e, &msl))?;
         let binding = ArgBinding::new(&msl);
         Ok(Arc::new(MslEmuKernel { kernel, msl, binding }))
-    }
-
-    fn synchronize(&self) -> Result<(), RuntimeError> {
-        Ok(())
-    }
-
-    /// Page-aligned host memory, as Metal's shared-storage buffers are, so
-    /// `metile.Buffer` takes the same path here as on an Apple GPU.
-    fn allocate_shared(&self, bytes: usize) -> Option<Result<Arc<dyn SharedMemory>, RuntimeError>> {
-        Some(HostPages::zeroed(bytes).map(|m| Arc::new(m) as Arc<dyn SharedMemory>))
     }
 }

@@ -14,18 +14,20 @@
 mod driver;
 mod memory;
 mod nvrtc;
+mod prebuilt;
 mod repack;
 mod tensor_map;
 
 pub use driver::load_libraries;
+pub use prebuilt::{compile_cubin, emit};
 
 use crate::debug::debug_enabled;
-use crate::device::{CompileOptions, CompiledKernel, Device, DeviceMemory, KernelResources};
+use crate::device::{CompileOptions, CompiledKernel, Device, DeviceMemory, KernelResources, Prebuilt};
 use crate::disk_cache::{cache_key, DiskCache};
 use crate::error::RuntimeError;
 use cudarc::driver::sys as cu;
 use driver::{check, describe, is_sticky};
-use metile_compiler::{compile_cuda, CompileError, CudaKernel, CudaParam, MslOptions, Target};
+use metile_compiler::{CompileError, CudaKernel, CudaParam, Target};
 use metile_interp::{KernelArg, ScalarValue};
 use metile_ir::gpu_ir::TensorMapSpec;
 use metile_ir::Function;
@@ -225,31 +227,21 @@ impl CudaDevice {
         &self.target
     }
 
-    fn load(&self, kernel: &CudaKernel) -> Result<Arc<Loaded>, RuntimeError> {
+    /// Loads `kernel` from `cubin` where given (an ahead-of-time artifact's),
+    /// else from the cubin NVRTC makes of its source (through the disk cache).
+    fn load(&self, kernel: &CudaKernel, cubin: Option<&[u8]>) -> Result<Arc<Loaded>, RuntimeError> {
         let arch = &kernel.arch;
         let version = format!("{}.{}", self.nvrtc_version.0, self.nvrtc_version.1);
-        let key = cache_key(&[kernel.source.as_bytes(), arch.as_bytes(), version.as_bytes()]);
+        let key = match cubin {
+            Some(bytes) => cache_key(&[b"cubin", bytes, kernel.kernel_name.as_bytes()]),
+            None => cache_key(&[kernel.source.as_bytes(), arch.as_bytes(), version.as_bytes()]),
+        };
         if let Some(l) = self.loaded.lock().ok().and_then(|m| m.get(&key).cloned()) {
             return Ok(l);
         }
-        let file = format!("{}.cu", kernel.kernel_name);
-        let cubin = match nvrtc::compile_cached(&self.disk, &kernel.source, &file, arch, self.nvrtc_version)?
-        {
-            Ok(cubin) => cubin,
-            Err(failure) => {
-                let loc = failure.line.and_then(|l| kernel.loc_of_line(l)).cloned();
-                let at = failure
-                    .line
-                    .map(|l| format!(" (CUDA line {l})"))
-                    .unwrap_or_default();
-                return Err(RuntimeError::Compile {
-                    message: format!(
-                        "NVRTC cannot compile the CUDA C++ of `{}`{at} for {arch}:\n{}",
-                        kernel.kernel_name, failure.log
-                    ),
-                    loc,
-                });
-            }
+        let cubin = match cubin {
+            Some(bytes) => bytes.to_vec(),
+            None => self.nvrtc(kernel)?,
         };
         self.context.bind()?;
         let mut module: cu::CUmodule = std::ptr::null_mut();
@@ -288,6 +280,16 @@ impl CudaDevice {
         Ok(loaded)
     }
 
+    /// The cubin NVRTC makes of `kernel`'s source, through the disk cache.
+    fn nvrtc(&self, kernel: &CudaKernel) -> Result<Vec<u8>, RuntimeError> {
+        let arch = &kernel.arch;
+        let file = format!("{}.cu", kernel.kernel_name);
+        match nvrtc::compile_cached(&self.disk, &kernel.source, &file, arch, self.nvrtc_version)? {
+            Ok(cubin) => Ok(cubin),
+            Err(failure) => Err(nvrtc_error(kernel, &failure)),
+        }
+    }
+
     fn fault(&self, code: cu::CUresult, what: &str) -> RuntimeError {
         fault_error(code, what, &self.last_kernel)
     }
@@ -313,7 +315,7 @@ impl CudaDevice {
                 // launches and split-K see it.
                 let device: Arc<dyn Device> =
                     CudaDevice::open_ordinal(self.ordinal).map_err(|e| e.to_string())?;
-                self.load(&kernel)
+                self.load(&kernel, None)
                     .map(|loaded| {
                         Arc::new(Repacker::new(
                             self.context.clone(),
@@ -346,6 +348,22 @@ fn fault_error(code: cu::CUresult, what: &str, last_kernel: &Mutex<Arc<str>>) ->
         ))
     } else {
         RuntimeError::Device(format!("CUDA {what} failed: {}", describe(code)))
+    }
+}
+
+/// NVRTC's refusal of a kernel's source, at the kernel line it blames.
+fn nvrtc_error(kernel: &CudaKernel, failure: &nvrtc::NvrtcFailure) -> RuntimeError {
+    let loc = failure.line.and_then(|l| kernel.loc_of_line(l)).cloned();
+    let at = failure
+        .line
+        .map(|l| format!(" (CUDA line {l})"))
+        .unwrap_or_default();
+    RuntimeError::Compile {
+        message: format!(
+            "NVRTC cannot compile the CUDA C++ of `{}`{at} for {}:\n{}",
+            kernel.kernel_name, kernel.arch, failure.log
+        ),
+        loc,
     }
 }
 
@@ -611,38 +629,21 @@ impl Device for CudaDevice {
                 self.target.arch_name()
             )));
         }
-        let gpu_options = MslOptions {
-            num_sgs: options.num_sgs,
-            keep_gpu_ir: debug_enabled("gpu_ir"),
-            passes: options.passes,
-        };
-        let compiled = compile_cuda(&func, &gpu_options, &self.target).map_err(compile_error)?;
-        if let Some(gpu_ir) = &compiled.gpu_ir {
-            eprintln!("// GPU IR of {}\n{gpu_ir}", func.name);
+        let kernel = emit(&func, options, &self.target)?;
+        self.launchable(kernel, None)
+    }
+
+    fn load_prebuilt(&self, kernel: Prebuilt) -> Result<Arc<dyn CompiledKernel>, RuntimeError> {
+        match kernel {
+            Prebuilt::Cuda { kernel, cubin } => {
+                self.check_prebuilt(&kernel)?;
+                self.launchable(kernel, cubin.as_deref())
+            }
+            Prebuilt::Msl(_) => Err(RuntimeError::Unavailable(
+                "the cuda device runs CUDA C++; this artifact holds MSL (for the msl-emu and metal devices)"
+                    .into(),
+            )),
         }
-        let kernel = compiled.kernel;
-        if debug_enabled("cuda") {
-            eprintln!("// CUDA C++ of {}\n{}", func.name, kernel.source);
-        }
-        let loaded = self.load(&kernel)?;
-        let maps = kernel.params.iter().any(|p| matches!(p, CudaParam::TensorMap(_)));
-        let repacker = (maps && kernel.repack_operands)
-            .then(|| self.repacker())
-            .transpose()?;
-        Ok(Arc::new(CudaLaunchable {
-            context: self.context.clone(),
-            loaded,
-            name: Arc::from(kernel.kernel_name.as_str()),
-            params: kernel.params,
-            threads: kernel.threads_per_group,
-            shared_bytes: u32::try_from(kernel.shared_bytes).unwrap_or(u32::MAX),
-            alignment: kernel.buffer_alignment.max(1),
-            last_kernel: self.last_kernel.clone(),
-            grid_limits: self.target.grid_limits(kernel.threads_per_group),
-            repacker,
-            report_repack: AtomicBool::new(debug_enabled("repack")),
-            prints: kernel.prints,
-        }))
     }
 
     /// Waits for the work of every GPU opened: a launch goes to the GPU its

@@ -103,7 +103,7 @@ fn toolkit_include_dir() -> Option<&'static str> {
     .as_deref()
 }
 
-fn compile(source: &str, file: &str, arch: &str) -> Result<Result<Vec<u8>, NvrtcFailure>, RuntimeError> {
+pub fn compile(source: &str, file: &str, arch: &str) -> Result<Result<Vec<u8>, NvrtcFailure>, RuntimeError> {
     let nul = |s: &str| {
         CString::new(s).map_err(|_| RuntimeError::Device("CUDA source with a NUL byte".to_string()))
     };

@@ -19,13 +19,13 @@ mod library;
 
 pub use gpu::AppleGpu;
 
-use crate::device::{CompileOptions, CompiledKernel, Device};
+use crate::device::{CompileOptions, CompiledKernel, Device, Prebuilt};
 use crate::error::RuntimeError;
 use crate::msl_launch::{emit, threadgroup_lengths, ArgBinding};
 use crate::shared_memory::{Registry, SharedMemory};
 use launch::{MetalKernel, MetalMemory, QueueState};
 use library::LibraryBuilder;
-use metile_compiler::AppleArch;
+use metile_compiler::{AppleArch, MslKernel, MslVersion};
 use metile_ir::Function;
 use objc2::rc::{autoreleasepool, Retained};
 use objc2::runtime::ProtocolObject;
@@ -156,6 +156,21 @@ impl MetalDevice {
     }
 }
 
+impl MetalDevice {
+    /// A launchable kernel of emitted MSL, its pipeline built once.
+    fn load_msl(&self, msl: MslKernel) -> Result<Arc<dyn CompiledKernel>, RuntimeError> {
+        let pipeline = autoreleasepool(|_| self.pipeline(&msl))?;
+        Ok(Arc::new(MetalKernel {
+            inner: self.inner.clone(),
+            pipeline,
+            binding: ArgBinding::new(&msl),
+            threadgroup_lengths: threadgroup_lengths(&msl),
+            threads_per_group: msl.threads_per_group,
+            kernel_name: msl.kernel_name,
+        }))
+    }
+}
+
 impl Device for MetalDevice {
     fn name(&self) -> &'static str {
         "metal"
@@ -179,15 +194,25 @@ impl Device for MetalDevice {
             )));
         }
         let msl = emit(&func, options, &self.inner.gpu.threadgroup_limits())?;
-        let pipeline = autoreleasepool(|_| self.pipeline(&msl))?;
-        Ok(Arc::new(MetalKernel {
-            inner: self.inner.clone(),
-            pipeline,
-            binding: ArgBinding::new(&msl),
-            threadgroup_lengths: threadgroup_lengths(&msl),
-            threads_per_group: msl.threads_per_group,
-            kernel_name: msl.kernel_name,
-        }))
+        self.load_msl(msl)
+    }
+
+    fn load_prebuilt(&self, kernel: Prebuilt) -> Result<Arc<dyn CompiledKernel>, RuntimeError> {
+        let Prebuilt::Msl(msl) = kernel else {
+            return Err(RuntimeError::Unavailable(
+                "the metal device runs MSL; this artifact holds CUDA C++ (for the cuda device)".into(),
+            ));
+        };
+        if msl.language_version == MslVersion::V4_0 && !self.inner.gpu.has_matmul2d {
+            return Err(RuntimeError::Unavailable(format!(
+                "the artifact `{}` is MSL 4.0 for Apple10 GPUs (Metal 4 tensor ops); this device, {}, is {}",
+                msl.kernel_name,
+                self.inner.gpu.name,
+                self.inner.gpu.family_name()
+            )));
+        }
+        self.inner.gpu.threadgroup_limits().check(&msl)?;
+        self.load_msl(msl)
     }
 
     fn synchronize(&self) -> Result<(), RuntimeError> {
