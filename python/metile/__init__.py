@@ -9,6 +9,7 @@
     add[(metile.cdiv(N, 256),)](x, y, out, N, BLOCK=256)
 """
 
+from metile import extra, math  # Triton's `tl.math` and `triton.language.extra` namespaces
 from metile._autotune import autotune
 from metile._config import Config
 from metile._kernel import kernel
@@ -30,8 +31,10 @@ __all__ = [
     "Config",
     "CompilationError",
     "device_available",
+    "extra",
     "get_device",
     "kernel",
+    "math",
     "MetileWarning",
     "set_device",
     "synchronize",
