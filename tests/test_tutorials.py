@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import metile
+from metile.extra import libdevice
 
 # ------------------------------------------------------------ 01 vector add
 
@@ -203,3 +204,208 @@ def test_05_layer_norm_forward(device, rng, M, N):
     np.testing.assert_allclose(mean, ref_mean, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(rstd, ref_rstd, rtol=1e-4)
     np.testing.assert_allclose(y, (x - ref_mean[:, None]) * ref_rstd[:, None] * w + b, rtol=1e-4, atol=1e-4)
+
+
+# ------------------------------------------------------------ 06 fused attention (forward)
+# The tutorial's block-pointer kernel. For a ragged N_CTX (the tutorial's is a
+# multiple of the blocks) three things are added, each marked "ragged": the
+# loads and the store check their bounds, keys past N_CTX are masked out of the
+# non-causal stage, and the store of M is masked.
+
+
+def _attn_fwd_inner(acc, l_i, m_i, q,  #
+                    K_block_ptr, V_block_ptr,  #
+                    start_m, qk_scale,  #
+                    BLOCK_M: metile.constexpr, HEAD_DIM: metile.constexpr, BLOCK_N: metile.constexpr,  #
+                    STAGE: metile.constexpr, offs_m: metile.constexpr, offs_n: metile.constexpr,  #
+                    N_CTX: metile.constexpr, fp8_v: metile.constexpr):
+    # range of values handled by this stage
+    if STAGE == 1:
+        lo, hi = 0, start_m * BLOCK_M
+    elif STAGE == 2:
+        lo, hi = start_m * BLOCK_M, (start_m + 1) * BLOCK_M
+        lo = metile.multiple_of(lo, BLOCK_M)
+    # causal = False
+    else:
+        lo, hi = 0, N_CTX
+    K_block_ptr = metile.advance(K_block_ptr, (0, lo))
+    V_block_ptr = metile.advance(V_block_ptr, (lo, 0))
+    # loop over k, v and update accumulator
+    for start_n in range(lo, hi, BLOCK_N):
+        start_n = metile.multiple_of(start_n, BLOCK_N)
+        # -- compute qk ----
+        k = metile.load(K_block_ptr, boundary_check=(0, 1))  # ragged
+        qk = metile.dot(q, k)
+        if STAGE == 2:
+            mask = offs_m[:, None] >= (start_n + offs_n[None, :])
+            qk = qk * qk_scale + metile.where(mask, 0, -1.0e6)
+            m_ij = metile.maximum(m_i, metile.max(qk, 1))
+            qk -= m_ij[:, None]
+        else:
+            qk = qk + metile.where(start_n + offs_n[None, :] < N_CTX, 0, -1.0e6)  # ragged
+            m_ij = metile.maximum(m_i, metile.max(qk, 1) * qk_scale)
+            qk = qk * qk_scale - m_ij[:, None]
+        p = metile.math.exp2(qk)
+        l_ij = metile.sum(p, 1)
+        # -- update m_i and l_i
+        alpha = metile.math.exp2(m_i - m_ij)
+        l_i = l_i * alpha + l_ij
+        # -- update output accumulator --
+        acc = acc * alpha[:, None]
+        # update acc
+        v = metile.load(V_block_ptr, boundary_check=(0, 1))  # ragged
+        if fp8_v:
+            p = p.to(metile.float8e5)
+        else:
+            p = p.to(metile.float16)
+        acc = metile.dot(p, v, acc)
+        # update m_i and l_i
+        m_i = m_ij
+        V_block_ptr = metile.advance(V_block_ptr, (BLOCK_N, 0))
+        K_block_ptr = metile.advance(K_block_ptr, (0, BLOCK_N))
+    return acc, l_i, m_i
+
+
+@metile.kernel
+def _attn_fwd(Q, K, V, sm_scale, M, Out,  #
+              stride_qz, stride_qh, stride_qm, stride_qk,  #
+              stride_kz, stride_kh, stride_kn, stride_kk,  #
+              stride_vz, stride_vh, stride_vk, stride_vn,  #
+              stride_oz, stride_oh, stride_om, stride_on,  #
+              Z, H, N_CTX,  #
+              HEAD_DIM: metile.constexpr,  #
+              BLOCK_M: metile.constexpr,  #
+              BLOCK_N: metile.constexpr,  #
+              STAGE: metile.constexpr  #
+              ):
+    metile.static_assert(BLOCK_N <= HEAD_DIM)
+    start_m = metile.program_id(0)
+    off_hz = metile.program_id(1)
+    off_z = off_hz // H
+    off_h = off_hz % H
+    qvk_offset = off_z.to(metile.int64) * stride_qz + off_h.to(metile.int64) * stride_qh
+
+    # block pointers
+    Q_block_ptr = metile.make_block_ptr(
+        base=Q + qvk_offset,
+        shape=(N_CTX, HEAD_DIM),
+        strides=(stride_qm, stride_qk),
+        offsets=(start_m * BLOCK_M, 0),
+        block_shape=(BLOCK_M, HEAD_DIM),
+        order=(1, 0),
+    )
+    v_order: metile.constexpr = (0, 1) if V.dtype == metile.pointer_type(metile.float8e5) else (1, 0)
+    V_block_ptr = metile.make_block_ptr(
+        base=V + qvk_offset,
+        shape=(N_CTX, HEAD_DIM),
+        strides=(stride_vk, stride_vn),
+        offsets=(0, 0),
+        block_shape=(BLOCK_N, HEAD_DIM),
+        order=v_order,
+    )
+    K_block_ptr = metile.make_block_ptr(
+        base=K + qvk_offset,
+        shape=(HEAD_DIM, N_CTX),
+        strides=(stride_kk, stride_kn),
+        offsets=(0, 0),
+        block_shape=(HEAD_DIM, BLOCK_N),
+        order=(0, 1),
+    )
+    O_block_ptr = metile.make_block_ptr(
+        base=Out + qvk_offset,
+        shape=(N_CTX, HEAD_DIM),
+        strides=(stride_om, stride_on),
+        offsets=(start_m * BLOCK_M, 0),
+        block_shape=(BLOCK_M, HEAD_DIM),
+        order=(1, 0),
+    )
+    # initialize offsets
+    offs_m = start_m * BLOCK_M + metile.arange(0, BLOCK_M)
+    offs_n = metile.arange(0, BLOCK_N)
+    # initialize pointer to m and l
+    m_i = metile.zeros([BLOCK_M], dtype=metile.float32) - float("inf")
+    l_i = metile.zeros([BLOCK_M], dtype=metile.float32) + 1.0
+    acc = metile.zeros([BLOCK_M, HEAD_DIM], dtype=metile.float32)
+    # load scales
+    qk_scale = sm_scale
+    qk_scale *= 1.44269504  # 1/log(2)
+    # load q: it will stay in SRAM throughout
+    q = metile.load(Q_block_ptr, boundary_check=(0, 1))  # ragged
+    # stage 1: off-band
+    # For causal = True, STAGE = 3 and _attn_fwd_inner gets 1 as its STAGE
+    # For causal = False, STAGE = 1, and _attn_fwd_inner gets 3 as its STAGE
+    if STAGE & 1:
+        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, K_block_ptr, V_block_ptr,  #
+                                        start_m, qk_scale,  #
+                                        BLOCK_M, HEAD_DIM, BLOCK_N,  #
+                                        4 - STAGE, offs_m, offs_n, N_CTX,
+                                        V.dtype == metile.pointer_type(metile.float8e5)  #
+                                        )
+    # stage 2: on-band
+    if STAGE & 2:
+        # barrier makes it easier for compielr to schedule the
+        # two loops independently
+        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, K_block_ptr, V_block_ptr,  #
+                                        start_m, qk_scale,  #
+                                        BLOCK_M, HEAD_DIM, BLOCK_N,  #
+                                        2, offs_m, offs_n, N_CTX,
+                                        V.dtype == metile.pointer_type(metile.float8e5)  #
+                                        )
+    # epilogue
+    m_i += metile.math.log2(l_i)
+    acc = acc / l_i[:, None]
+    m_ptrs = M + off_hz * N_CTX + offs_m
+    metile.store(m_ptrs, m_i, mask=offs_m < N_CTX)  # ragged
+    metile.store(O_block_ptr, acc.to(metile.float16), boundary_check=(0, 1))  # ragged
+
+
+def attention(q, k, v, causal, sm_scale, BLOCK_M=32, BLOCK_N=32):
+    Z, H, N_CTX, HEAD_DIM = q.shape
+    o = np.empty_like(q)
+    M = np.empty((Z, H, N_CTX), dtype=np.float32)
+    stage = 3 if causal else 1
+    grid = (metile.cdiv(N_CTX, BLOCK_M), Z * H, 1)
+    _attn_fwd[grid](q, k, v, sm_scale, M, o,  #
+                    *(s // q.itemsize for s in q.strides), *(s // k.itemsize for s in k.strides),
+                    *(s // v.itemsize for s in v.strides), *(s // o.itemsize for s in o.strides),
+                    Z, H, N_CTX, HEAD_DIM=HEAD_DIM, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, STAGE=stage)
+    return o, M
+
+
+@pytest.mark.parametrize("Z, H, N_CTX", [(1, 2, 77), (2, 1, 64), (1, 1, 5)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_06_fused_attention_forward(device, rng, Z, H, N_CTX, causal):
+    HEAD_DIM, sm_scale = 64, 0.5
+    q, k, v = ((rng.standard_normal((Z, H, N_CTX, HEAD_DIM)) * 0.5).astype(np.float16) for _ in range(3))
+    o, M = attention(q, k, v, causal, sm_scale)
+    s = np.einsum("zhmd,zhnd->zhmn", q.astype(np.float32), k.astype(np.float32)) * sm_scale
+    if causal:
+        s = np.where(np.tril(np.ones((N_CTX, N_CTX), bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    lse = np.log2(p.sum(-1)) + s.max(-1) / np.log(2)
+    ref = (p / p.sum(-1, keepdims=True)) @ v.astype(np.float32)
+    np.testing.assert_allclose(o.astype(np.float32), ref, rtol=2e-2, atol=2e-2)
+    np.testing.assert_allclose(M, lse, rtol=1e-3, atol=1e-3)
+
+
+# ------------------------------------------------------------ 07 libdevice (asin)
+
+
+@metile.kernel
+def asin_kernel(x_ptr, y_ptr, n_elements, BLOCK_SIZE: metile.constexpr):
+    pid = metile.program_id(axis=0)
+    block_start = pid * BLOCK_SIZE
+    offsets = block_start + metile.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = metile.load(x_ptr + offsets, mask=mask)
+    x = libdevice.asin(x)
+    metile.store(y_ptr + offsets, x, mask=mask)
+
+
+@pytest.mark.parametrize("size", [98432, 1000, 3])
+def test_07_libdevice_asin(device, rng, size):
+    x = rng.uniform(-1, 1, size).astype(np.float32)
+    output = np.zeros_like(x)
+    grid = lambda meta: (metile.cdiv(size, meta["BLOCK_SIZE"]),)  # noqa: E731
+    asin_kernel[grid](x, output, size, BLOCK_SIZE=1024)
+    np.testing.assert_allclose(output, np.arcsin(x), rtol=1e-5, atol=1e-6)

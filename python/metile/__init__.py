@@ -9,7 +9,6 @@
     add[(metile.cdiv(N, 256),)](x, y, out, N, BLOCK=256)
 """
 
-from metile import extra, math  # Triton's `tl.math` and `triton.language.extra` namespaces
 from metile._autotune import autotune
 from metile._config import Config
 from metile._kernel import kernel
@@ -24,6 +23,10 @@ from metile._metile import (
 )
 from metile.language import *  # noqa: F403
 from metile.language import __all__ as _language_all
+
+# isort: split
+# Triton's `tl.math` and `triton.language.extra` namespaces, made of the names above.
+from metile import extra, math
 
 __all__ = [
     "autotune",
