@@ -580,3 +580,138 @@ def test_09_descriptor_persistent_matmul(device, rng, M, N, K, subtile):
                                               GROUP_SIZE_M=4, EPILOGUE_SUBTILE=subtile, NUM_SMS=NUM_SMS)
     ref = a.astype(np.float32) @ b_t.T.astype(np.float32)
     np.testing.assert_allclose(c.astype(np.float32), ref, rtol=2e-2, atol=2e-2)
+
+
+# ------------------------------------------------------------ 08 grouped GEMM
+# The tutorial's kernel reads each problem's matrix addresses from int64 arrays
+# and casts them to pointers. Two additions, marked: the masks of a ragged
+# problem (the tutorial "assumes full tiles for now"), and three parameters
+# naming the buffers the addresses point into. On cpu and msl-emu a pointer read
+# from memory must point into a buffer argument of the launch (that is how
+# every access through it is still checked), so the matrices live in three
+# arenas passed to the kernel; the tutorial's kernel never names them.
+
+
+@metile.kernel
+def grouped_matmul_kernel(
+    # device tensor of matrices pointers
+    group_a_ptrs,
+    group_b_ptrs,
+    group_c_ptrs,
+    # device tensor of gemm sizes. its shape is [group_size, 3]
+    # dim 0 is group_size, dim 1 is the values of <M, N, K> of each gemm
+    group_gemm_sizes,
+    # device tensor of leading dimension sizes. its shape is [group_size, 3]
+    # dim 0 is group_size, dim 1 is the values of <lda, ldb, ldc> of each gemm
+    g_lds,
+    # number of gemms
+    group_size,
+    # the buffers the addresses point into (added)
+    a_arena, b_arena, c_arena,
+    # number of virtual SM
+    NUM_SM: metile.constexpr,
+    # tile sizes
+    BLOCK_SIZE_M: metile.constexpr,
+    BLOCK_SIZE_N: metile.constexpr,
+    BLOCK_SIZE_K: metile.constexpr,
+):
+    tile_idx = metile.program_id(0)
+    last_problem_end = 0
+    for g in range(group_size):
+        # get the gemm size of the current problem
+        gm = metile.load(group_gemm_sizes + g * 3)
+        gn = metile.load(group_gemm_sizes + g * 3 + 1)
+        gk = metile.load(group_gemm_sizes + g * 3 + 2)
+        num_m_tiles = metile.cdiv(gm, BLOCK_SIZE_M)
+        num_n_tiles = metile.cdiv(gn, BLOCK_SIZE_N)
+        num_tiles = num_m_tiles * num_n_tiles
+        # iterate through the tiles in the current gemm problem
+        while (tile_idx >= last_problem_end and tile_idx < last_problem_end + num_tiles):
+            # pick up a tile from the current gemm problem
+            k = gk
+            lda = metile.load(g_lds + g * 3)
+            ldb = metile.load(g_lds + g * 3 + 1)
+            ldc = metile.load(g_lds + g * 3 + 2)
+            a_ptr = metile.load(group_a_ptrs + g).to(metile.pointer_type(metile.float16))
+            b_ptr = metile.load(group_b_ptrs + g).to(metile.pointer_type(metile.float16))
+            c_ptr = metile.load(group_c_ptrs + g).to(metile.pointer_type(metile.float16))
+            # figure out tile coordinates
+            tile_idx_in_gemm = tile_idx - last_problem_end
+            tile_m_idx = tile_idx_in_gemm // num_n_tiles
+            tile_n_idx = tile_idx_in_gemm % num_n_tiles
+
+            # do regular gemm here
+            offs_am = tile_m_idx * BLOCK_SIZE_M + metile.arange(0, BLOCK_SIZE_M)
+            offs_bn = tile_n_idx * BLOCK_SIZE_N + metile.arange(0, BLOCK_SIZE_N)
+            offs_k = metile.arange(0, BLOCK_SIZE_K)
+            a_ptrs = a_ptr + offs_am[:, None] * lda + offs_k[None, :]
+            b_ptrs = b_ptr + offs_k[:, None] * ldb + offs_bn[None, :]
+            accumulator = metile.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=metile.float32)
+            for kk in range(0, metile.cdiv(k, BLOCK_SIZE_K)):
+                k_left = k - kk * BLOCK_SIZE_K  # ragged
+                a = metile.load(a_ptrs, mask=(offs_am[:, None] < gm) & (offs_k[None, :] < k_left), other=0.0)
+                b = metile.load(b_ptrs, mask=(offs_k[:, None] < k_left) & (offs_bn[None, :] < gn), other=0.0)
+                accumulator += metile.dot(a, b)
+                a_ptrs += BLOCK_SIZE_K
+                b_ptrs += BLOCK_SIZE_K * ldb
+            c = accumulator.to(metile.float16)
+
+            offs_cm = tile_m_idx * BLOCK_SIZE_M + metile.arange(0, BLOCK_SIZE_M)
+            offs_cn = tile_n_idx * BLOCK_SIZE_N + metile.arange(0, BLOCK_SIZE_N)
+            c_ptrs = c_ptr + ldc * offs_cm[:, None] + offs_cn[None, :]
+
+            metile.store(c_ptrs, c, mask=(offs_cm[:, None] < gm) & (offs_cn[None, :] < gn))  # ragged
+
+            # go to the next tile by advancing NUM_SM
+            tile_idx += NUM_SM
+
+        # get ready to go to the next gemm problem
+        last_problem_end = last_problem_end + num_tiles
+
+
+def _arena(sizes, torch_device):
+    """One buffer holding matrices of the given element counts, and each one's element offset."""
+    starts = np.cumsum([0, *(-(-s // 8) * 8 for s in sizes)])  # 16-byte aligned starts
+    if torch_device:
+        import torch
+        return torch.zeros(int(starts[-1]), dtype=torch.float16, device="cuda"), starts[:-1]
+    return np.zeros(int(starts[-1]), np.float16), starts[:-1]
+
+
+def _address(buffer):
+    return buffer.data_ptr() if hasattr(buffer, "data_ptr") else buffer.ctypes.data
+
+
+def group_gemm_fn(group_A, group_B, device):
+    on_cuda = device == "cuda"  # addresses must be the GPU's: torch tensors there
+    shapes = [(a.shape[0], b.shape[1], a.shape[1]) for a, b in zip(group_A, group_B, strict=True)]
+    a_arena, a_at = _arena([m * k for m, n, k in shapes], on_cuda)
+    b_arena, b_at = _arena([k * n for m, n, k in shapes], on_cuda)
+    c_arena, c_at = _arena([m * n for m, n, k in shapes], on_cuda)
+    for (m, n, k), a, b, ai, bi in zip(shapes, group_A, group_B, a_at, b_at, strict=True):
+        a_arena[ai:ai + m * k] = a.ravel() if not on_cuda else __import__("torch").from_numpy(a.ravel()).cuda()
+        b_arena[bi:bi + k * n] = b.ravel() if not on_cuda else __import__("torch").from_numpy(b.ravel()).cuda()
+    addresses = [[_address(arena) + 2 * int(i) for i in at] for arena, at in ((a_arena, a_at), (b_arena, b_at), (c_arena, c_at))]
+    g_sizes = np.array([s for m, n, k in shapes for s in (m, n, k)], np.int32)
+    g_lds = np.array([s for m, n, k in shapes for s in (k, n, n)], np.int32)
+    ptr_arrays = [np.array(a, np.int64) for a in addresses]
+    if on_cuda:
+        import torch
+        ptr_arrays = [torch.from_numpy(p).cuda() for p in ptr_arrays]
+        g_sizes, g_lds = torch.from_numpy(g_sizes).cuda(), torch.from_numpy(g_lds).cuda()
+    grid = lambda META: (META["NUM_SM"],)  # noqa: E731
+    grouped_matmul_kernel[grid](*ptr_arrays, g_sizes, g_lds, len(shapes), a_arena, b_arena, c_arena,
+                                NUM_SM=5, BLOCK_SIZE_M=32, BLOCK_SIZE_N=32, BLOCK_SIZE_K=32)
+    c_host = c_arena.cpu().numpy() if on_cuda else c_arena
+    return [c_host[ci:ci + m * n].reshape(m, n) for (m, n, k), ci in zip(shapes, c_at, strict=True)]
+
+
+def test_08_grouped_gemm(device, rng):
+    if device == "cuda":
+        pytest.importorskip("torch")
+    dims = [(70, 45, 33), (32, 32, 32), (5, 100, 64), (64, 7, 9)]
+    group_A = [rng.standard_normal((m, k)).astype(np.float16) for m, n, k in dims]
+    group_B = [rng.standard_normal((k, n)).astype(np.float16) for m, n, k in dims]
+    for a, b, c in zip(group_A, group_B, group_gemm_fn(group_A, group_B, device), strict=True):
+        ref = a.astype(np.float32) @ b.astype(np.float32)
+        np.testing.assert_allclose(c.astype(np.float32), ref, rtol=2e-2, atol=2e-2)

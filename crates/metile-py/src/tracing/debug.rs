@@ -126,7 +126,9 @@ pub fn static_assert(py: Python<'_>, cond: Obj<'_, '_>, msg: Option<Obj<'_, '_>>
 /// they raise it so their errors name the user's line, as the native ops' do.
 #[pyfunction]
 pub fn kernel_error(py: Python<'_>, message: &str) -> PyResult<Py<PyAny>> {
-    with_trace(py, "a kernel op", |t| Ok(t.error(py, message).into_value(py).into_any()))
+    with_trace(py, "a kernel op", |t| {
+        Ok(t.error(py, message).into_value(py).into_any())
+    })
 }
 
 /// `static_range(end)`, `static_range(start, end[, step])`: a loop unrolled
