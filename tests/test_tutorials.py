@@ -678,6 +678,14 @@ def _arena(sizes, torch_device):
     return np.zeros(int(starts[-1]), np.float16), starts[:-1]
 
 
+def _like(values, arena):
+    """`values` (numpy) as the arena's kind of array."""
+    if isinstance(arena, np.ndarray):
+        return values
+    import torch
+    return torch.from_numpy(values).to(arena.device)
+
+
 def _address(buffer):
     return buffer.data_ptr() if hasattr(buffer, "data_ptr") else buffer.ctypes.data
 
@@ -689,9 +697,10 @@ def group_gemm_fn(group_A, group_B, device):
     b_arena, b_at = _arena([k * n for m, n, k in shapes], on_cuda)
     c_arena, c_at = _arena([m * n for m, n, k in shapes], on_cuda)
     for (m, n, k), a, b, ai, bi in zip(shapes, group_A, group_B, a_at, b_at, strict=True):
-        a_arena[ai:ai + m * k] = a.ravel() if not on_cuda else __import__("torch").from_numpy(a.ravel()).cuda()
-        b_arena[bi:bi + k * n] = b.ravel() if not on_cuda else __import__("torch").from_numpy(b.ravel()).cuda()
-    addresses = [[_address(arena) + 2 * int(i) for i in at] for arena, at in ((a_arena, a_at), (b_arena, b_at), (c_arena, c_at))]
+        a_arena[ai:ai + m * k] = _like(a.ravel(), a_arena)
+        b_arena[bi:bi + k * n] = _like(b.ravel(), b_arena)
+    arenas = ((a_arena, a_at), (b_arena, b_at), (c_arena, c_at))
+    addresses = [[_address(arena) + 2 * int(i) for i in at] for arena, at in arenas]
     g_sizes = np.array([s for m, n, k in shapes for s in (m, n, k)], np.int32)
     g_lds = np.array([s for m, n, k in shapes for s in (k, n, n)], np.int32)
     ptr_arrays = [np.array(a, np.int64) for a in addresses]
