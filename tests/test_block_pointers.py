@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import metile
+from metile import _frontend, _metile
 
 
 def line_of(kernel, text):
@@ -170,6 +171,40 @@ def test_tensor_descriptor_used_in_a_compiled_loop(device, rng):
     out = np.zeros(m, np.float32)
     descriptor_in_loop[(metile.cdiv(m, 8),)](x, out, m, n, BM=8, BN=16)
     np.testing.assert_allclose(out, x.sum(1), rtol=1e-5, atol=1e-5)
+
+
+@metile.kernel
+def descriptor_gemm(A, B, C, M, N, K, BM: metile.constexpr, BN: metile.constexpr, BK: metile.constexpr):
+    pid_m = metile.program_id(0)
+    pid_n = metile.program_id(1)
+    a_desc = metile.make_tensor_descriptor(A, [M, K], [K, 1], [BM, BK])
+    b_desc = metile.make_tensor_descriptor(B, [K, N], [N, 1], [BK, BN])
+    acc = metile.zeros((BM, BN), dtype=metile.float32)
+    for k in metile.tile_range(0, K, BK):
+        acc = metile.dot(a_desc.load([pid_m * BM, k]), b_desc.load([k, pid_n * BN]), acc)
+    metile.make_tensor_descriptor(C, [M, N], [N, 1], [BM, BN]).store([pid_m * BM, pid_n * BN], acc)
+
+
+def test_descriptor_gemm(device, rng):
+    m, n, k = 70, 45, 100
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    c = np.zeros((m, n), np.float32)
+    descriptor_gemm[(metile.cdiv(m, 32), metile.cdiv(n, 32))](a, b, c, m, n, k, BM=32, BN=32, BK=32)
+    np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-2, atol=1e-2)
+
+
+def test_descriptor_and_block_pointer_loads_take_the_matrix_paths():
+    f16_gemm = [("A", "ptr", "f16"), ("B", "ptr", "f16"), ("C", "ptr", "f32"),
+                ("M", "scalar", "i32"), ("N", "scalar", "i32"), ("K", "scalar", "i32")]
+    traced = _frontend.specialize(descriptor_gemm.fn, f16_gemm, {"BM": 128, "BN": 128, "BK": 64}, {})
+    hopper = _metile.compile_cuda(traced, arch="sm_90", num_sgs=8)["cuda"]
+    # The loads' `index >= 0` checks do not keep the tensor memory accelerator away.
+    assert "A_tma0" in hopper and "B_tma1" in hopper and "wgmma" in hopper
+    strides = [("stride_am", "scalar", "i32"), ("stride_bk", "scalar", "i32"), ("stride_cm", "scalar", "i32")]
+    traced = _frontend.specialize(blocked_matmul.fn, f16_gemm + strides, {"BM": 64, "BN": 64, "BK": 32}, {})
+    assert "simdgroup_multiply_accumulate" in _metile.compile_msl(traced).get("msl")
+    assert "mma" in _metile.compile_cuda(traced, arch="sm_80")["cuda"]
 
 
 # -------------------------------------------------------------- error paths
