@@ -413,8 +413,8 @@ def test_07_libdevice_asin(device, rng, size):
 
 # ------------------------------------------------------------ 09 persistent matmul
 # The tutorial's persistent kernels, with pointers and with device-side tensor
-# descriptors (`tl.range`'s `flatten=`/`warp_specialize=` hints are left out,
-# and the contiguity hint of the first, see below).
+# descriptors (the contiguity hint of the first is left out, see below;
+# `flatten=` and `warp_specialize=` are accepted and have no effect).
 
 
 def _compute_pid(tile_id, num_pid_in_group, num_pid_m, GROUP_SIZE_M, NUM_SMS):
@@ -449,7 +449,7 @@ def matmul_kernel_persistent(a_ptr, b_ptr, c_ptr,  #
     offs_k_for_mask = metile.arange(0, BLOCK_SIZE_K)
     num_pid_in_group = GROUP_SIZE_M * num_pid_n
 
-    for tile_id in metile.range(start_pid, num_tiles, NUM_SMS):
+    for tile_id in metile.range(start_pid, num_tiles, NUM_SMS, flatten=True):
         pid_m, pid_n = _compute_pid(tile_id, num_pid_in_group, num_pid_m, GROUP_SIZE_M, NUM_SMS)
         start_m = pid_m * BLOCK_SIZE_M
         start_n = pid_n * BLOCK_SIZE_N
@@ -491,6 +491,7 @@ def matmul_kernel_descriptor_persistent(a_ptr, b_ptr, c_ptr,  #
                                         GROUP_SIZE_M: metile.constexpr,  #
                                         EPILOGUE_SUBTILE: metile.constexpr,  #
                                         NUM_SMS: metile.constexpr,  #
+                                        WARP_SPECIALIZE: metile.constexpr,  #
                                         ):
     # Matmul using TMA and device-side descriptor creation
     dtype = metile.float16
@@ -524,7 +525,7 @@ def matmul_kernel_descriptor_persistent(a_ptr, b_ptr, c_ptr,  #
     tile_id_c = start_pid - NUM_SMS
     num_pid_in_group = GROUP_SIZE_M * num_pid_n
 
-    for tile_id in metile.range(start_pid, num_tiles, NUM_SMS):
+    for tile_id in metile.range(start_pid, num_tiles, NUM_SMS, flatten=True, warp_specialize=WARP_SPECIALIZE):
         pid_m, pid_n = _compute_pid(tile_id, num_pid_in_group, num_pid_m, GROUP_SIZE_M, NUM_SMS)
         offs_am = pid_m * BLOCK_SIZE_M
         offs_bn = pid_n * BLOCK_SIZE_N
@@ -577,7 +578,8 @@ def test_09_descriptor_persistent_matmul(device, rng, M, N, K, subtile):
     c = np.zeros((M, N), np.float16)
     grid = lambda META: (min(NUM_SMS, metile.cdiv(M, META["BLOCK_SIZE_M"]) * metile.cdiv(N, META["BLOCK_SIZE_N"])), )  # noqa: E731
     matmul_kernel_descriptor_persistent[grid](a, b_t, c, M, N, K, BLOCK_SIZE_M=32, BLOCK_SIZE_N=32, BLOCK_SIZE_K=32,
-                                              GROUP_SIZE_M=4, EPILOGUE_SUBTILE=subtile, NUM_SMS=NUM_SMS)
+                                              GROUP_SIZE_M=4, EPILOGUE_SUBTILE=subtile, NUM_SMS=NUM_SMS,
+                                              WARP_SPECIALIZE=False)
     ref = a.astype(np.float32) @ b_t.T.astype(np.float32)
     np.testing.assert_allclose(c.astype(np.float32), ref, rtol=2e-2, atol=2e-2)
 

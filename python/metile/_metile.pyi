@@ -268,7 +268,15 @@ def cast(x: _TileLike, dtype: _DTypeLike) -> Tile: ...
 # Control flow.
 
 def tile_range(
-    start: _TileLike, end: _TileLike | None = None, step: _TileLike | None = None, *, num_stages: int | None = None
+    start: _TileLike,
+    end: _TileLike | None = None,
+    step: _TileLike | None = None,
+    *,
+    num_stages: int | None = None,
+    loop_unroll_factor: int | None = None,
+    disallow_acc_multi_buffer: bool | None = None,
+    flatten: bool | None = None,
+    warp_specialize: bool | None = None,
 ) -> TileRange: ...
 def static_range(start: int, end: int | None = None, step: int | None = None) -> range: ...
 
