@@ -27,8 +27,8 @@ def scale_blocks(X, Y, M, N, stride_xm, stride_ym, BM: metile.constexpr, BN: met
     x_block = metile.make_block_ptr(base=X, shape=(M, N), strides=(stride_xm, 1),
                                     offsets=(pid_m * BM, pid_n * BN), block_shape=(BM, BN), order=(1, 0))
     y_block = metile.make_block_ptr(Y, (M, N), (stride_ym, 1), (pid_m * BM, pid_n * BN), (BM, BN), (1, 0))
-    x = metile.load(x_block, boundary_check=(0, 1), padding_option="zero")
-    metile.store(y_block, x * 2.0 + 1.0, boundary_check=(0, 1))
+    x = metile.load(x_block, boundary_check=(0, 1), padding_option="zero", eviction_policy="evict_last")
+    metile.store(y_block, x * 2.0 + 1.0, boundary_check=(0, 1), cache_modifier=".cg", eviction_policy="evict_first")
 
 
 @pytest.mark.parametrize("m, n", [(37, 45), (5, 3), (64, 32)])
@@ -249,6 +249,10 @@ def bad_block_op(X, N, WHAT: metile.constexpr):
         metile.make_tensor_descriptor(X, [N, N], [N, 1], [4, 4]).store([0, 0], metile.zeros((4,), metile.float32))
     elif WHAT == "desc_rank":
         metile.make_tensor_descriptor(X, [N, N], [N], [4, 4])
+    elif WHAT == "eviction":
+        metile.load(X + metile.arange(0, 4), eviction_policy="evict_sometimes")
+    elif WHAT == "cache":
+        metile.store(X + metile.arange(0, 4), 1.0, cache_modifier=".zz")
     elif WHAT == "loop_kind":
         for _ in range(0, N):
             block = metile.make_block_ptr(X, (N, N), (N, 1), (0, 0), (2, 2), (1, 0))
@@ -281,6 +285,8 @@ def nan_padding_on_ints(X, N):
     ("desc_offsets", r"TensorDescriptor.load got 1 offsets for a descriptor of rank 2"),
     ("desc_store_shape", r"TensorDescriptor.store: the value has shape \(4,\) but the block is \(4, 4\)"),
     ("desc_rank", r"make_tensor_descriptor's strides has 1 entries but shape has 2"),
+    ("eviction", r"eviction_policy must be one of \('', 'evict_first', 'evict_last'\), got 'evict_sometimes'"),
+    ("cache", r"cache_modifier must be one of \('', '.ca', '.cg', '.cv', '.wb', '.cs', '.wt'\), got '.zz'"),
     ("loop_kind", r"`block` is a BlockPointer before the loop and must stay one of the same block shape"),
 ])
 def test_block_op_errors_name_the_line(what, message):

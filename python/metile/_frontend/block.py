@@ -276,9 +276,35 @@ def make_tensor_descriptor(
     return TensorDescriptor(base, shape, strides, block, padding_option, dtype)
 
 
-def load(ptr: Any, mask: Any = None, other: Any = None, boundary_check: Any = (), padding_option: str = "") -> Any:
+_CACHE_MODIFIERS = ("", ".ca", ".cg", ".cv", ".wb", ".cs", ".wt")
+_EVICTION_POLICIES = ("", "evict_first", "evict_last")
+
+
+def _check_cache_hints(cache_modifier: Any, eviction_policy: Any, volatile: Any = False) -> None:
+    """Triton's cache hints are accepted and checked; meTile's loads and stores
+    do not act on them."""
+    if cache_modifier not in _CACHE_MODIFIERS:
+        raise _fail(f"cache_modifier must be one of {_CACHE_MODIFIERS}, got {cache_modifier!r}")
+    if eviction_policy not in _EVICTION_POLICIES:
+        raise _fail(f"eviction_policy must be one of {_EVICTION_POLICIES}, got {eviction_policy!r}")
+    if not isinstance(volatile, bool):
+        raise _fail(f"volatile must be True or False, got {volatile!r}")
+
+
+def load(
+    ptr: Any,
+    mask: Any = None,
+    other: Any = None,
+    boundary_check: Any = (),
+    padding_option: str = "",
+    cache_modifier: str = "",
+    eviction_policy: str = "",
+    volatile: bool = False,
+) -> Any:
     """`metile.load`: through a pointer tile (`mask`, `other`), or through a block
-    pointer (`boundary_check`, `padding_option`)."""
+    pointer (`boundary_check`, `padding_option`). Triton's cache hints
+    (`cache_modifier`, `eviction_policy`, `volatile`) are checked and have no effect."""
+    _check_cache_hints(cache_modifier, eviction_policy, volatile)
     if isinstance(ptr, BlockPointer):
         if mask is not None or other is not None:
             raise _fail("load through a block pointer takes boundary_check and padding_option, not mask or other")
@@ -290,8 +316,17 @@ def load(ptr: Any, mask: Any = None, other: Any = None, boundary_check: Any = ()
     return _metile.load(ptr, mask=mask, other=other)
 
 
-def store(ptr: Any, value: Any, mask: Any = None, boundary_check: Any = ()) -> None:
-    """`metile.store`: through a pointer tile (`mask`) or a block pointer (`boundary_check`)."""
+def store(
+    ptr: Any,
+    value: Any,
+    mask: Any = None,
+    boundary_check: Any = (),
+    cache_modifier: str = "",
+    eviction_policy: str = "",
+) -> None:
+    """`metile.store`: through a pointer tile (`mask`) or a block pointer
+    (`boundary_check`); the cache hints are checked and have no effect."""
+    _check_cache_hints(cache_modifier, eviction_policy)
     if isinstance(ptr, BlockPointer):
         if mask is not None:
             raise _fail("store through a block pointer takes boundary_check, not mask")
