@@ -253,6 +253,28 @@ def bad_block_op(X, N, WHAT: metile.constexpr):
         metile.load(X + metile.arange(0, 4), eviction_policy="evict_sometimes")
     elif WHAT == "cache":
         metile.store(X + metile.arange(0, 4), 1.0, cache_modifier=".zz")
+    elif WHAT == "shape_not_seq":
+        metile.make_block_ptr(X, N, (N, 1), (0, 0), (4, 4), (1, 0))
+    elif WHAT == "tile_stride":
+        metile.make_block_ptr(X, (N, N), (N, metile.arange(0, 4)), (0, 0), (4, 4), (1, 0))
+    elif WHAT == "block_rank":
+        metile.make_block_ptr(X, (N, N), (N, 1), (0, 0), (4,), (1, 0))
+    elif WHAT == "check_type":
+        metile.load(block, boundary_check=("0",))
+    elif WHAT == "rank0":
+        metile.make_block_ptr(X, (), (), (), (), ())
+    elif WHAT == "desc_rank6":
+        metile.make_tensor_descriptor(X, [N] * 6, [1] * 6, [2] * 6)
+    elif WHAT == "store_check_on_pointer":
+        metile.store(X + metile.arange(0, 4), 1.0, boundary_check=(0,))
+    elif WHAT == "created_in_loop":
+        for _ in range(0, N):
+            fresh = metile.make_block_ptr(X, (N, N), (N, 1), (0, 0), (2, 2), (1, 0))
+        metile.load(fresh)
+    elif WHAT == "if_kind":
+        if metile.program_id(0) == 0:
+            block = metile.make_block_ptr(X, (N, N), (N, 1), (0, 0), (2, 2), (1, 0))
+        metile.load(block)
     elif WHAT == "loop_kind":
         for _ in range(0, N):
             block = metile.make_block_ptr(X, (N, N), (N, 1), (0, 0), (2, 2), (1, 0))
@@ -287,12 +309,22 @@ def nan_padding_on_ints(X, N):
     ("desc_rank", r"make_tensor_descriptor's strides has 1 entries but shape has 2"),
     ("eviction", r"eviction_policy must be one of \('', 'evict_first', 'evict_last'\), got 'evict_sometimes'"),
     ("cache", r"cache_modifier must be one of \('', '.ca', '.cg', '.cv', '.wb', '.cs', '.wt'\), got '.zz'"),
+    ("shape_not_seq", r"make_block_ptr's shape must be a tuple or list with one entry per axis, got <metile tile"),
+    ("tile_stride", r"make_block_ptr's strides must be an integer scalar, got a tile of shape \(4,\) and dtype i32"),
+    ("block_rank", r"make_block_ptr's block_shape has 1 entries but the tensor has rank 2"),
+    ("check_type", r"boundary_check must list axes \(ints\), got \('0',\)"),
+    ("rank0", r"make_block_ptr needs a tensor of rank 1 or more, got shape=\(\)"),
+    ("desc_rank6", r"make_tensor_descriptor needs a tensor of rank 1 to 5, got 6"),
+    ("store_check_on_pointer", r"boundary_check applies to block pointers \(metile.make_block_ptr\); use mask="),
+    ("created_in_loop", r"`fresh` is assigned inside this loop and used after it .* but has no value before the loop"),
+    ("if_kind", r"`block` is a BlockPointer before an `if` on a run-time condition and must stay one of the same "
+                r"block shape and dtype"),
     ("loop_kind", r"`block` is a BlockPointer before the loop and must stay one of the same block shape"),
 ])
 def test_block_op_errors_name_the_line(what, message):
     with pytest.raises(metile.CompilationError, match=message) as e:
         bad_block_op[(1,)](np.zeros(64, np.float32), 8, WHAT=what)
-    if what != "loop_kind":
+    if what not in ("loop_kind", "created_in_loop", "if_kind"):  # those name the loop's or the if's line
         case = 'WHAT == "' + what + '"'
         assert f"line {line_of(bad_block_op, case) + 1}" in str(e.value)
 
