@@ -345,3 +345,32 @@ def test_promise_errors(kernel, message):
         kernel[(1,)](np.zeros(4, np.float32), np.zeros(4, np.float32))
     assert message in str(e.value)
     assert f"line {line_of(kernel, 'multiple_of')}" in str(e.value)
+
+
+# ---------------------------------------- tl.range's scheduling hints (accepted, no effect)
+
+
+@metile.kernel
+def range_hints(X, N, FLATTEN: metile.constexpr, UNROLL: metile.constexpr):
+    acc = metile.zeros((4,), dtype=metile.float32)
+    for i in metile.range(0, N, 1, flatten=FLATTEN, warp_specialize=False, loop_unroll_factor=UNROLL,
+                          disallow_acc_multi_buffer=True):
+        acc += metile.load(X + i * 4 + metile.arange(0, 4))
+    metile.store(X + metile.arange(0, 4), acc)
+
+
+def test_triton_range_hints_are_accepted(device):
+    x = np.arange(12, dtype=np.float32)
+    range_hints[(1,)](x, 3, FLATTEN=True, UNROLL=2)
+    np.testing.assert_array_equal(x[:4], np.array([12, 15, 18, 21], np.float32))
+
+
+@pytest.mark.parametrize("flatten, unroll, message", [
+    (1, 1, "tile_range's flatten must be True or False known when the kernel is compiled, got 1"),
+    (True, 0, "tile_range's loop_unroll_factor must be an int from 1 known when the kernel is compiled, got 0"),
+])
+def test_range_hint_errors(flatten, unroll, message):
+    with pytest.raises(metile.CompilationError) as e:
+        range_hints[(1,)](np.zeros(12, np.float32), 3, FLATTEN=flatten, UNROLL=unroll)
+    assert message in str(e.value)
+    assert f"line {line_of(range_hints, 'metile.range(')}" in str(e.value)

@@ -24,14 +24,20 @@ from metile._metile import (
 from metile.language import *  # noqa: F403
 from metile.language import __all__ as _language_all
 
+# isort: split
+# Triton's `tl.math` and `triton.language.extra` namespaces, made of the names above.
+from metile import extra, math
+
 __all__ = [
     "autotune",
     "Buffer",
     "Config",
     "CompilationError",
     "device_available",
+    "extra",
     "get_device",
     "kernel",
+    "math",
     "MetileWarning",
     "set_device",
     "synchronize",

@@ -9,6 +9,7 @@ kernel (while no trace is running), they raise RuntimeError; `cdiv` and
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from metile import _metile
+from metile._frontend import block as _block
 
 if TYPE_CHECKING:
     # To a type checker a constexpr parameter is whatever value is passed for it
@@ -36,11 +37,27 @@ arange = _metile.arange
 cdiv = _metile.cdiv
 next_power_of_2 = _metile.next_power_of_2
 
-# Memory.
-load = _metile.load
-store = _metile.store
+# Memory. `load`/`store` take a pointer tile (`mask=`, `other=`) or a block
+# pointer (`boundary_check=`, `padding_option=`); block pointers and tensor
+# descriptors are desugared into pointer tiles and masks while tracing.
+load = _block.load
+store = _block.store
 tile_load = _metile.tile_load
 tile_store = _metile.tile_store
+make_block_ptr = _block.make_block_ptr
+advance = _block.advance
+make_tensor_descriptor = _block.make_tensor_descriptor
+BlockPointer = _block.BlockPointer
+TensorDescriptor = _block.TensorDescriptor
+
+
+def pointer_type(dtype: Any) -> str:
+    """The type name of a pointer to `dtype` (Triton's `tl.pointer_type`), for
+    `x.to(metile.pointer_type(metile.float16))` on integers loaded from memory."""
+    if not isinstance(dtype, str) or dtype.startswith(("ptr<", "shared_ptr<")):
+        raise TypeError(f"pointer_type takes a dtype such as metile.float16, got {dtype!r}")
+    return f"ptr<{dtype}>"
+
 
 # Tile creation, matrix multiply, conversion.
 zeros = _metile.zeros
@@ -186,6 +203,12 @@ float8e5 = "f8e5m2"
 
 __all__ = [
     "abs",
+    "advance",
+    "BlockPointer",
+    "make_block_ptr",
+    "make_tensor_descriptor",
+    "pointer_type",
+    "TensorDescriptor",
     "acos",
     "arange",
     "argmax",

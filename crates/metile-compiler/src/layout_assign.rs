@@ -56,6 +56,8 @@ pub enum Root {
     Param(usize),
     /// The result of a `shared` op.
     Shared(ValueId),
+    /// The result of an `int_to_ptr` op: an address read from memory.
+    Loaded(ValueId),
 }
 
 /// Interned layouts; a `LayoutId` names one.
@@ -408,6 +410,7 @@ fn op(f: &Function, op: &Op, a: &mut Assignment) -> CompileResult<()> {
         if f.ty(r).is_ptr() {
             a.roots[r.index()] = match op.kind {
                 OpKind::Shared { .. } => Some(Root::Shared(r)),
+                OpKind::IntToPtr => Some(Root::Loaded(r)),
                 _ => op.operands.first().and_then(|&x| a.root(x)),
             };
         }

@@ -15,6 +15,7 @@ pub fn written_params(f: &Function) -> Vec<bool> {
         roots: vec![Vec::new(); f.values.len()],
         written: vec![false; f.params.len()],
         changed: false,
+        buffer_params: f.params.iter().map(|p| f.ty(p.value).is_ptr()).collect(),
     };
     for (i, p) in f.params.iter().enumerate() {
         if f.ty(p.value).is_ptr() {
@@ -38,6 +39,8 @@ struct Analysis {
     roots: Vec<Vec<usize>>,
     written: Vec<bool>,
     changed: bool,
+    /// Per parameter: whether it is a buffer.
+    buffer_params: Vec<bool>,
 }
 
 impl Analysis {
@@ -66,6 +69,16 @@ impl Analysis {
                 | OpKind::Take { .. }
                 | OpKind::Assume { .. } => {
                     self.flow(op.operands[0], op.results[0]);
+                }
+                OpKind::IntToPtr => {
+                    let every_buffer: Vec<usize> = (0..self.written.len())
+                        .filter(|&p| self.buffer_params[p])
+                        .collect();
+                    let roots = &mut self.roots[op.results[0].index()];
+                    if *roots != every_buffer {
+                        *roots = every_buffer;
+                        self.changed = true;
+                    }
                 }
                 OpKind::Select => {
                     self.flow(op.operands[1], op.results[0]);

@@ -201,6 +201,47 @@ impl Machine<'_> {
         }
     }
 
+    /// The buffer argument and element index an address read from memory names.
+    /// Only the launch's own buffer arguments can be reached this way, so every
+    /// access through the pointer is checked against that buffer as usual; an
+    /// address anywhere else is refused here rather than dereferenced.
+    fn resolve_address(&self, ins: &Instr, address: u64, pointee: DType) -> Result<(u32, u64), ExecError> {
+        let size = pointee.size_bytes() as u64;
+        let fail = |message: String| ExecError::InvalidValue {
+            loc: ins.loc.clone(),
+            message,
+        };
+        for (i, region) in self.globals.iter().enumerate() {
+            let Some(Some(dtype)) = self.program.buffer_dtypes.get(i) else {
+                continue;
+            };
+            let base = region.ptr as u64;
+            let bytes = region.len as u64 * dtype.size_bytes() as u64;
+            if address < base || address - base >= bytes.max(1) || region.ptr.is_null() {
+                continue;
+            }
+            let name = self.program.mem_names.get(i).cloned().unwrap_or_default();
+            if *dtype != pointee {
+                return Err(fail(format!(
+                    "the address {address:#x} read from memory points into `{name}`, a buffer of {dtype}, \
+                     but is used as a pointer to {pointee}"
+                )));
+            }
+            let offset = address - base;
+            if offset % size != 0 {
+                return Err(fail(format!(
+                    "the address {address:#x} read from memory is not aligned to {pointee} elements of `{name}` \
+                     (byte offset {offset})"
+                )));
+            }
+            return Ok((i as u32, offset / size));
+        }
+        Err(fail(format!(
+            "the address {address:#x} read from memory and cast to a pointer points into no buffer argument \
+             of this launch; pointers from memory must point into a buffer the kernel is given as an argument"
+        )))
+    }
+
     fn oob<'a>(&'a self, ins: &'a Instr, mem: u32, len: usize) -> impl Fn(i64) -> ExecError + 'a {
         move |index| ExecError::OutOfBounds {
             loc: ins.loc.clone(),
@@ -347,6 +388,13 @@ impl Machine<'_> {
                 });
                 w.widened = widened;
                 result?;
+            }
+            Exec::IntToPtr { pointee } => {
+                let address = w.regs[arg(0)].repr.scalar_bits()?;
+                let (mem, index) = self.resolve_address(ins, address, *pointee)?;
+                let out = &mut w.regs[ins.outs[0] as usize];
+                out.mem = mem;
+                out.repr = Repr::Splat(index);
             }
             Exec::Load {
                 dtype,

@@ -99,6 +99,11 @@ pub(crate) enum Exec {
         widen: Option<UnaryFn>,
         add: BinaryFn,
     },
+    /// An address read from memory becomes a pointer into the buffer argument
+    /// that holds it (checked when it runs).
+    IntToPtr {
+        pointee: DType,
+    },
     /// `view`: the result may be read in place from the buffer (see `value::Repr::View`).
     Load {
         dtype: DType,
@@ -217,6 +222,8 @@ pub(crate) struct Program {
     pub shared: Vec<SharedInfo>,
     /// Names for error messages: one per parameter, then one per shared allocation.
     pub mem_names: Vec<String>,
+    /// Per parameter: the element dtype of a buffer parameter.
+    pub buffer_dtypes: Vec<Option<DType>>,
 }
 
 /// A tile seen as `[outer, len, inner]` lines along `axis` (scans and sorts).
@@ -297,6 +304,14 @@ pub(crate) fn prepare(f: &Function) -> Result<Program, ExecError> {
         slot_is_tile: f.values.iter().map(|t| !t.is_scalar()).collect(),
         shared: p.shared,
         mem_names: p.mem_names,
+        buffer_dtypes: f
+            .params
+            .iter()
+            .map(|p| match p.kind {
+                ParamKind::Pointer(d) => Some(d),
+                ParamKind::Scalar(_) => None,
+            })
+            .collect(),
     })
 }
 
@@ -547,6 +562,11 @@ impl<'f> Preparer<'f> {
                     add,
                 }
             }
+            OpKind::IntToPtr => Exec::IntToPtr {
+                pointee: out_ty
+                    .and_then(|t| t.elem.pointee())
+                    .ok_or_else(|| unsupported(op, "the result must be a pointer"))?,
+            },
             OpKind::Load { has_mask, has_other } => Exec::Load {
                 dtype: self.pointee(op)?,
                 has_mask: *has_mask,

@@ -243,6 +243,9 @@ pub enum GpuOpKind {
     /// `(x) -> y`: C conversion to the result's scalar type (float to int
     /// truncates and saturates, NaN gives 0).
     Cast,
+    /// `(address: i64|u64) -> device T*`: an address read from memory used as a
+    /// pointer root (Tile IR `int_to_ptr`).
+    IntToPtr,
     /// `(s0, .., sn-1) -> T x n`.
     MakeVector,
     /// `(v: T x n) -> T`: lane `lane`.
@@ -433,6 +436,7 @@ impl GpuOpKind {
             GpuOpKind::Compare(c) => crate::tile_ir::OpKind::Compare(*c).name().into(),
             GpuOpKind::Select => "select".into(),
             GpuOpKind::Cast => "cast".into(),
+            GpuOpKind::IntToPtr => "int_to_ptr".into(),
             GpuOpKind::MakeVector => "make_vector".into(),
             GpuOpKind::Extract { lane } => format!("extract.{lane}"),
             GpuOpKind::Load { width, .. } => vector_suffix("load", *width),
@@ -497,6 +501,7 @@ impl GpuOpKind {
                 | GpuOpKind::Fma
                 | GpuOpKind::Select
                 | GpuOpKind::Cast
+                | GpuOpKind::IntToPtr
                 | GpuOpKind::MakeVector
                 | GpuOpKind::Extract { .. }
                 | GpuOpKind::AssumeUniform

@@ -384,6 +384,13 @@ impl<'f> GpuVerifier<'f> {
                     return fail("casts convert scalars");
                 }
             }
+            GpuOpKind::IntToPtr => {
+                arity(1, 1)?;
+                let address = matches!(ins[0], GpuType::Scalar(DType::I64 | DType::U64));
+                if !address || !matches!(outs[0], GpuType::Ptr(_, MemSpace::Device)) {
+                    return fail("(i64 scalar) -> device pointer");
+                }
+            }
             GpuOpKind::MakeVector => {
                 let n = ins.len();
                 if !(2..=8).contains(&n) || outs.len() != 1 {

@@ -377,6 +377,10 @@ pub enum OpKind {
     CarryMerge,
     /// `(ptr, offset: int) -> ptr`, one shape; offsets count elements.
     AddPtr,
+    /// `(address: i64|u64 scalar) -> ptr<T>` scalar: an address read from
+    /// memory (`x.to(pointer_type(T))`), which must point into a buffer
+    /// argument of the launch.
+    IntToPtr,
     /// `(ptrs [, mask [, other]]) -> values`; masked-off lanes read `other` (else 0).
     Load { has_mask: bool, has_other: bool },
     /// `(ptrs, values [, mask]) -> ()`; masked-off lanes are skipped.
@@ -530,6 +534,7 @@ impl OpKind {
             OpKind::Select => "select",
             OpKind::CarryMerge => "carry_merge",
             OpKind::AddPtr => "add_ptr",
+            OpKind::IntToPtr => "int_to_ptr",
             OpKind::Load { .. } => "load",
             OpKind::Store { .. } => "store",
             OpKind::Atomic { op, .. } => match op {

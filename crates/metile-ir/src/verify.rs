@@ -404,6 +404,14 @@ impl<'f> Verifier<'f> {
                     return fail("pointer offsets must be integers");
                 }
             }
+            OpKind::IntToPtr => {
+                arity(1, 1)?;
+                let address = matches!(ins[0].dtype(), Some(DType::I64 | DType::U64));
+                let global = matches!(outs[0].elem, Elem::Ptr(_, AddrSpace::Global));
+                if !address || !ins[0].shape.is_empty() || !global || !outs[0].shape.is_empty() {
+                    return fail("int_to_ptr(i64 scalar) -> global pointer scalar");
+                }
+            }
             OpKind::Load { has_mask, has_other } => {
                 let n = 1 + usize::from(*has_mask) + usize::from(*has_other);
                 arity(n, 1)?;

@@ -1,5 +1,6 @@
 """The Python half of the frontend: signature analysis, the control-flow
-rewrite of a kernel's source, and the tracing driver. Proxies and every op
+rewrite of a kernel's source, the tracing driver, and block pointers and tensor
+descriptors (desugared into pointer tiles and masks). Proxies and every other op
 live in Rust (`metile._metile`)."""
 
 from metile._frontend.captures import captures

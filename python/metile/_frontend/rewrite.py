@@ -33,6 +33,7 @@ from types import CodeType, FunctionType
 from typing import Any
 
 from metile import _metile
+from metile._frontend import block as _block
 from metile._frontend import pythonic
 from metile._frontend.captures import _LIBRARY_DIRS
 from metile._frontend.liveness import Carried, carried_names, has_escape
@@ -63,14 +64,14 @@ def call_target(fn: Any) -> Any:
 
 # What the generated code calls each helper; they reach it as closure variables.
 HELPERS = {
-    FOR: _metile.trace_for,
-    IF: _metile.trace_if,
+    FOR: _block.carried_for,
+    IF: _block.carried_if,
     STATIC_CONDITION: _metile.static_condition,
     LOOP_RANGE: _metile.loop_range,
     PYTHON_LOOP: _metile.python_loop,
     UNDEFINED: _metile.UNDEFINED,
     CONTEXT: _metile.kernel_context,
-    WHILE: _metile.trace_while,
+    WHILE: _block.carried_while,
     CALL: call_target,
     AND: pythonic.bool_and,
     OR: pythonic.bool_or,

@@ -5,7 +5,9 @@
 //! can describe at launch: a `tile_load`, or a load through
 //! `ptr + (r0 + arange(R))[:, None] * stride + (c0 + arange(C))[None, :]`
 //! masked by `row < rows` and `col < cols` (a bounded `tile_load`, or the
-//! Triton spelling) with zeros masked off, where `ptr` is a buffer argument
+//! Triton spelling; block pointers and tensor descriptors add `row >= 0` and
+//! `col >= 0`, which the tensor copy honours too: it fills the elements at
+//! negative coordinates with zeros) with zeros masked off, where `ptr` is a buffer argument
 //! and `stride`, `rows` and `cols` are scalar arguments or constants (the
 //! runtime reads them to build the matrix's tensor map). Matching looks
 //! through broadcasts, the order of sums and products, and pointer sums in
@@ -142,6 +144,29 @@ impl<'f> Lowering<'f> {
         })
     }
 
+    /// The parts of a mask that is a conjunction (`a & b & ...`), through broadcasts.
+    fn conjuncts(&self, v: ValueId, parts: &mut Vec<ValueId>) {
+        let v = self.unbroadcast(v);
+        match self.def(v) {
+            Some(op) if matches!(op.kind, OpKind::Binary(BinaryOp::And)) => {
+                self.conjuncts(op.operands[0], parts);
+                self.conjuncts(op.operands[1], parts);
+            }
+            _ => parts.push(v),
+        }
+    }
+
+    /// The axis and origin of a `(row or col index) >= 0` part of a mask.
+    fn lower_bound(&self, v: ValueId) -> Option<(usize, Coord)> {
+        let op = self.def(self.unbroadcast(v))?;
+        if !matches!(op.kind, OpKind::Compare(CmpOp::Ge))
+            || self.constant(self.unbroadcast(op.operands[1])) != Some(0)
+        {
+            return None;
+        }
+        (0..2).find_map(|axis| Some((axis, self.axis_index(op.operands[0], axis)?.0)))
+    }
+
     /// The block a load in a ring reads, when the tensor memory accelerator
     /// can copy it (see the module header).
     pub(super) fn block_load(&self, op: &Op, shape: (usize, usize)) -> Option<BlockLoad> {
@@ -202,12 +227,14 @@ impl<'f> Lowering<'f> {
             cols: None,
         };
         if has_mask {
-            let mask = self.unbroadcast(op.operands[1]);
-            let parts = match self.def(mask)?.kind {
-                OpKind::Binary(BinaryOp::And) => self.def(mask)?.operands.to_vec(),
-                _ => vec![mask],
-            };
+            let mut parts = vec![];
+            self.conjuncts(op.operands[1], &mut parts);
             for part in parts {
+                if let Some((axis, c)) = self.lower_bound(part) {
+                    let origin = if axis == 0 { load.row } else { load.col };
+                    (c == origin).then_some(())?;
+                    continue;
+                }
                 let (axis, c, bound) = self.bound(part)?;
                 let slot = if axis == 0 { &mut load.rows } else { &mut load.cols };
                 let origin = if axis == 0 { load.row } else { load.col };

@@ -112,6 +112,8 @@ pub struct Lowering<'f> {
     consts: FxHashMap<GpuValue, i64>,
     /// The threadgroup memory of each `shared` op.
     shared_roots: FxHashMap<ValueId, GpuValue>,
+    /// The device pointer each `int_to_ptr` made (the root of the pointers derived from it).
+    loaded_roots: FxHashMap<ValueId, GpuValue>,
     /// What each register read read: register, index and that register's write
     /// count at the time (see [`Lowering::reg_write`]).
     reg_reads: FxHashMap<GpuValue, (RegId, u32, u32)>,
@@ -159,6 +161,7 @@ pub fn lower(f: &Function, threads: u32, target: &Target) -> CompileResult<GpuFu
         scratch: vec![],
         consts: FxHashMap::default(),
         shared_roots: FxHashMap::default(),
+        loaded_roots: FxHashMap::default(),
         reg_reads: FxHashMap::default(),
         reg_writes: FxHashMap::default(),
         role_depths: vec![],
@@ -473,6 +476,28 @@ impl<'f> Lowering<'f> {
         }
     }
 
+    /// An address read from memory becomes the root of the pointers derived
+    /// from it; the pointer itself is offset 0 from that root.
+    fn int_to_ptr(&mut self, op: &'f Op) -> CompileResult<()> {
+        let (address, r) = (op.operands[0], op.results[0]);
+        let dtype = crate::layout_assign::pointee(self.f, r)
+            .ok_or_else(|| self.internal("int_to_ptr without a pointee"))?;
+        if !self.is_uniform(address) {
+            return Err(
+                self.err("an address cast to a pointer must be the same in every thread (one scalar)")
+            );
+        }
+        let address = self.uniform(address)?;
+        let root = self.emit1(
+            GpuOpKind::IntToPtr,
+            [address],
+            GpuType::Ptr(dtype, MemSpace::Device),
+        );
+        self.loaded_roots.insert(r, root);
+        let zero_offset = self.konst(Literal::Int(0), self.a.offset_dtype());
+        self.set_home(r, Home::Uniform(zero_offset))
+    }
+
     fn is_uniform(&self, v: ValueId) -> bool {
         matches!(self.homes[v.index()], Some(Home::Uniform(_)))
     }
@@ -543,6 +568,11 @@ impl<'f> Lowering<'f> {
                 .get(&s)
                 .copied()
                 .ok_or_else(|| self.internal("a shared pointer used before its allocation")),
+            Some(Root::Loaded(p)) => self
+                .loaded_roots
+                .get(&p)
+                .copied()
+                .ok_or_else(|| self.internal("a pointer from memory used before its cast")),
             None => Err(self.internal(format!("{v} has no pointer root"))),
         }
     }
@@ -639,6 +669,7 @@ impl<'f> Lowering<'f> {
             | OpKind::Permute { .. }
             | OpKind::Reshape
             | OpKind::Take { .. } => self.elementwise(op),
+            OpKind::IntToPtr => self.int_to_ptr(op),
             OpKind::Load { .. } => self.load(op),
             OpKind::Store { .. } => self.store(op),
             OpKind::Atomic { .. } => self.atomic(op),

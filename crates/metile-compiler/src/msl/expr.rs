@@ -380,6 +380,15 @@ impl<'a> BodyWriter<'a> {
                 let rhs = self.cast(op.operands[0], to)?;
                 self.define(depth, op.results[0], &rhs);
             }
+            GpuOpKind::IntToPtr => {
+                let ty = self.type_of(self.f.ty(op.results[0]));
+                let address = arg(0)?;
+                self.define(
+                    depth,
+                    op.results[0],
+                    &format!("reinterpret_cast<{ty}>({address})"),
+                );
+            }
             GpuOpKind::MakeVector if self.narrowed_pair(op).is_some() => {
                 let (a, b, d) = self.narrowed_pair(op).ok_or("no pair")?;
                 // One conversion of the pair (`cvt.rn.f16x2.f32`): ptxas

@@ -425,6 +425,33 @@ impl Builder {
         })
     }
 
+    /// `address.to(pointer_type(pointee))`: an integer read from memory used as
+    /// the address of a `pointee` buffer. One address at a time: a tile of
+    /// addresses would give each lane its own buffer, which the compiled
+    /// kernels' pointer model (one buffer per pointer tile) cannot express.
+    pub fn int_to_ptr(&mut self, v: ValueId, pointee: DType) -> IrResult<ValueId> {
+        let ty = self.ty(v).clone();
+        match ty.elem {
+            Elem::Scalar(DType::I64 | DType::U64) => {}
+            Elem::Scalar(d) => ir_bail!(
+                "only 64-bit integers (int64, uint64) can become pointers, got {d}; load the addresses from an int64 array"
+            ),
+            Elem::Ptr(..) => ir_bail!("{ty} is already a pointer; pointer casts between element types are not supported"),
+        }
+        if !ty.shape.is_empty() {
+            ir_bail!(
+                "only one address at a time can become a pointer, got a tile of shape {:?}; load each address as a \
+                 scalar (metile.load(ptrs + i)) and cast it",
+                ty.shape
+            );
+        }
+        let result = Type {
+            elem: Elem::Ptr(pointee, AddrSpace::Global),
+            shape: vec![],
+        };
+        Ok(self.emit1(OpKind::IntToPtr, vec![v], result))
+    }
+
     fn add_ptr(&mut self, ptr: Operand, offset: Operand, negate: bool) -> IrResult<ValueId> {
         let offset_dtype = match self.elem_of(offset) {
             Some(Elem::Scalar(d)) if d.is_int() => d,

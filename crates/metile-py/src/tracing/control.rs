@@ -71,16 +71,58 @@ fn check_bound(t: &Trace, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
 /// what fits the target's threadgroup memory).
 const MAX_NUM_STAGES: i64 = 16;
 
+/// Triton's scheduling hints of `tl.range` that meTile accepts and checks but
+/// does not act on: `loop_unroll_factor` (an int from 1), `flatten`,
+/// `warp_specialize` and `disallow_acc_multi_buffer` (bools).
+fn check_ignored_hints(
+    t: &Trace,
+    py: Python<'_>,
+    hints: &[(&str, Option<&Bound<'_, PyAny>>)],
+) -> PyResult<()> {
+    for &(name, value) in hints {
+        let Some(value) = value.filter(|v| !v.is_none()) else {
+            continue;
+        };
+        let valid = if name == "loop_unroll_factor" {
+            value.extract::<i64>().is_ok_and(|n| n >= 1) && value.cast::<pyo3::types::PyBool>().is_err()
+        } else {
+            value.cast::<pyo3::types::PyBool>().is_ok()
+        };
+        if !valid {
+            let wanted = if name == "loop_unroll_factor" {
+                "an int from 1"
+            } else {
+                "True or False"
+            };
+            return Err(t.error(
+                py,
+                &format!(
+                    "tile_range's {name} must be {wanted} known when the kernel is compiled, got {}",
+                    describe_object(value)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `tile_range(end)`, `tile_range(start, end)` or `tile_range(start, end,
-/// step)`, with an optional pipelining hint `num_stages` (Triton's `tl.range`).
+/// step)`, with an optional pipelining hint `num_stages` (Triton's `tl.range`,
+/// whose other hints are accepted and have no effect).
 #[pyfunction]
-#[pyo3(signature = (start, end=None, step=None, *, num_stages=None))]
+#[pyo3(signature = (start, end=None, step=None, *, num_stages=None, loop_unroll_factor=None,
+    disallow_acc_multi_buffer=None, flatten=None, warp_specialize=None))]
+#[allow(clippy::too_many_arguments)]
 pub fn tile_range(
     py: Python<'_>,
     start: Bound<'_, PyAny>,
     end: Option<Bound<'_, PyAny>>,
     step: Option<Bound<'_, PyAny>>,
     num_stages: Option<Bound<'_, PyAny>>,
+    loop_unroll_factor: Option<Bound<'_, PyAny>>,
+    disallow_acc_multi_buffer: Option<Bound<'_, PyAny>>,
+    flatten: Option<Bound<'_, PyAny>>,
+    warp_specialize: Option<Bound<'_, PyAny>>,
 ) -> PyResult<TileRange> {
     let one = || 1i64.into_pyobject(py).map(|o| o.into_any());
     let zero = || 0i64.into_pyobject(py).map(|o| o.into_any());
@@ -93,6 +135,16 @@ pub fn tile_range(
         _ => one()?,
     };
     with_trace(py, "metile.tile_range()", |t| {
+        check_ignored_hints(
+            t,
+            py,
+            &[
+                ("loop_unroll_factor", loop_unroll_factor.as_ref()),
+                ("disallow_acc_multi_buffer", disallow_acc_multi_buffer.as_ref()),
+                ("flatten", flatten.as_ref()),
+                ("warp_specialize", warp_specialize.as_ref()),
+            ],
+        )?;
         check_bound(t, &start, "tile_range's start")?;
         check_bound(t, &end, "tile_range's end")?;
         check_bound(t, &step, "tile_range's step")?;
@@ -159,9 +211,39 @@ pub fn loop_range<'py>(
     }
     let get = |i: usize| args.get_item(i).ok();
     let range = match args.len() {
-        1 => tile_range(py, args.get_item(0)?, None, None, num_stages)?,
-        2 => tile_range(py, args.get_item(0)?, get(1), None, num_stages)?,
-        3 => tile_range(py, args.get_item(0)?, get(1), get(2), num_stages)?,
+        1 => tile_range(
+            py,
+            args.get_item(0)?,
+            None,
+            None,
+            num_stages,
+            None,
+            None,
+            None,
+            None,
+        )?,
+        2 => tile_range(
+            py,
+            args.get_item(0)?,
+            get(1),
+            None,
+            num_stages,
+            None,
+            None,
+            None,
+            None,
+        )?,
+        3 => tile_range(
+            py,
+            args.get_item(0)?,
+            get(1),
+            get(2),
+            num_stages,
+            None,
+            None,
+            None,
+            None,
+        )?,
         n => {
             return Err(pyo3::exceptions::PyTypeError::new_err(format!(
                 "range expected 1 to 3 arguments, got {n}"

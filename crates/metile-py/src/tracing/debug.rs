@@ -121,6 +121,16 @@ pub fn static_assert(py: Python<'_>, cond: Obj<'_, '_>, msg: Option<Obj<'_, '_>>
     })
 }
 
+/// A `metile.CompilationError` at the kernel line being traced, for the ops the
+/// Python side of the frontend desugars (block pointers, tensor descriptors):
+/// they raise it so their errors name the user's line, as the native ops' do.
+#[pyfunction]
+pub fn kernel_error(py: Python<'_>, message: &str) -> PyResult<Py<PyAny>> {
+    with_trace(py, "a kernel op", |t| {
+        Ok(t.error(py, message).into_value(py).into_any())
+    })
+}
+
 /// `static_range(end)`, `static_range(start, end[, step])`: a loop unrolled
 /// while tracing; the bounds must be compile-time ints.
 #[pyfunction]
@@ -210,6 +220,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(device_print, m)?)?;
     m.add_function(wrap_pyfunction!(device_assert, m)?)?;
     m.add_function(wrap_pyfunction!(static_assert, m)?)?;
+    m.add_function(wrap_pyfunction!(kernel_error, m)?)?;
     m.add_function(wrap_pyfunction!(static_range, m)?)?;
     m.add_function(wrap_pyfunction!(multiple_of, m)?)?;
     m.add_function(wrap_pyfunction!(max_contiguous, m)?)?;

@@ -453,6 +453,21 @@ pub fn cast_value(
     v: ValueId,
     dtype: &Bound<'_, PyAny>,
 ) -> PyResult<Py<PyAny>> {
+    // `metile.pointer_type(d)` names a pointer type: "ptr<d>".
+    let pointee = dtype
+        .extract::<String>()
+        .ok()
+        .and_then(|s| Some(s.strip_prefix("ptr<")?.strip_suffix('>')?.to_string()));
+    if let Some(pointee) = pointee {
+        let pointee = metile_ir::DType::parse(&pointee).ok_or_else(|| {
+            t.error(
+                py,
+                &format!("unknown pointee dtype in pointer type ptr<{pointee}>"),
+            )
+        })?;
+        let r = t.ir(py, |bld| bld.int_to_ptr(v, pointee))?;
+        return t.wrap_any(py, r);
+    }
     let dtype = dtype_arg(dtype).map_err(|m| t.error(py, &m))?;
     let r = t.ir(py, |bld| bld.cast(v, dtype))?;
     t.wrap_any(py, r)

@@ -31,6 +31,8 @@ namespace metile_emu {
 
 constexpr u32 tag_shift = 48;
 constexpr u64 address_mask = (u64(1) << tag_shift) - 1;
+// Tags below this one name launch arguments; mirrors FIRST_WORKER_TAG in extents.rs.
+constexpr u32 first_worker_tag = 1 << 13;
 
 // One entry of the host's extent table; mirrors `Extent` in extents.rs.
 struct Extent {
@@ -179,6 +181,23 @@ extern "C" __attribute__((used, always_inline, nodebug, visibility("hidden"))) i
 metile_emu_check_constant(void METILE_AS(2) * pointer, metile_emu::u64 bytes, metile_emu::u32 flags) {
   return (void METILE_AS(2)*)metile_emu::checked_in_space((metile_emu::u64)pointer, bytes,
                                                           flags | metile_emu::access_space_constant);
+}
+
+// An integer cast to a device pointer (an address a kernel read from memory):
+// tagged with the launch argument whose buffer holds it, so the accesses
+// through it are checked against that buffer. An address in no argument's
+// buffer stays untagged, and its first access is reported as coming from no
+// buffer argument of the launch.
+extern "C" __attribute__((used, nodebug, visibility("hidden"))) inline metile_emu::u64
+metile_emu_tag_loaded_address(metile_emu::u64 address) {
+  using namespace metile_emu;
+  if ((address >> tag_shift) != 0) return address;
+  for (u32 tag = 1; tag < first_worker_tag; ++tag) {
+    const Extent& extent = extent_table[tag];
+    u64 base = extent.tagged_base & address_mask;
+    if (extent.bytes != 0 && address >= base && address - base < extent.bytes) return extent.tagged_base + (address - base);
+  }
+  return address;
 }
 
 // Threadgroup memory is `volatile` here, so every volatile access comes

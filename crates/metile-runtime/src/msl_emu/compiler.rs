@@ -17,8 +17,8 @@ use crate::disk_cache::{self, cache_key, DiskCache, WorkFolder};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Bumped when the compile flags or the cache layout change.
-const CACHE_FORMAT: &str = "metile-msl-emu-5";
+/// Bumped when the compile flags, the memory-check instrumentation or the cache layout change.
+const CACHE_FORMAT: &str = "metile-msl-emu-6";
 
 const COMPILE_FLAGS: &[&str] = &[
     "-x",

@@ -73,10 +73,20 @@ pub(crate) fn instrument(ir: &str) -> Result<String, EmuError> {
     let mut out = String::with_capacity(ir.len() + ir.len() / 4);
     let mut counter = 0usize;
     let mut constant_globals = Vec::new();
+    let mut in_shim = false;
     for line in ir.lines() {
         if line.starts_with('@') {
             if let Some(global) = constant_global(line) {
                 constant_globals.push(global);
+            }
+        }
+        if line.starts_with("define ") {
+            in_shim = is_shim_function(line);
+        }
+        if !in_shim {
+            if let Some(tagged) = tag_loaded_address(line, &mut counter) {
+                out.push_str(&tagged);
+                continue;
             }
         }
         let accesses = accesses_of(line).map_err(|reason| {
@@ -121,6 +131,39 @@ pub(crate) fn instrument(ir: &str) -> Result<String, EmuError> {
         out.push('\n');
     }
     Ok(define_constant_globals(&out, &constant_globals))
+}
+
+/// Whether a `define` line opens a function of the shim (namespaces `metal` and
+/// `metile_emu`, the `metile_emu_*` checks): its integer-to-pointer casts make
+/// the untagged addresses a check returns, which must stay untagged.
+fn is_shim_function(define: &str) -> bool {
+    define.contains("metile_emu") || define.contains("5metal")
+}
+
+/// An integer cast to a device pointer (`%p = inttoptr i64 %a to ptr
+/// addrspace(1)`, a kernel's pointer from memory) goes through
+/// `metile_emu_tag_loaded_address`, which gives it the tag of the buffer
+/// argument holding it, so its accesses are checked like any other.
+fn tag_loaded_address(line: &str, counter: &mut usize) -> Option<String> {
+    const CAST: &str = " = inttoptr i64 ";
+    const TO_DEVICE: &str = " to ptr addrspace(1)";
+    let cast = line.find(CAST)?;
+    let operand_start = cast + CAST.len();
+    let operand_end = operand_start + line[operand_start..].find(TO_DEVICE)?;
+    let rest = &line[operand_end + TO_DEVICE.len()..];
+    if !(rest.is_empty() || rest.starts_with(',')) {
+        return None;
+    }
+    *counter += 1;
+    let indent = &line[..line.len() - line.trim_start().len()];
+    let name = format!("%__metile_tagged.{counter}");
+    let operand = &line[operand_start..operand_end];
+    Some(format!(
+        "{indent}{name} = call i64 @metile_emu_tag_loaded_address(i64 {operand}){}\n{}{name}{}\n",
+        debug_attachment(line),
+        &line[..operand_start],
+        &line[operand_end..]
+    ))
 }
 
 /// `, !dbg !N` of an instruction, copied onto its check so that the check's
@@ -600,6 +643,30 @@ mod tests {
         );
         assert!(out.contains("@metile_emu_check_device(ptr addrspace(1) %p, i64 ptrtoint (ptr getelementptr (<4 x float>, ptr null, i32 1) to i64), i32 1)\n"), "{out}");
         assert!(out.ends_with("store <4 x float> <float 1.0, float 2.0, float 3.0, float 4.0>, ptr addrspace(1) %__metile_check.1, align 16\n"), "{out}");
+    }
+
+    #[test]
+    fn integers_cast_to_device_pointers_are_tagged() {
+        let out = checked("  %5 = inttoptr i64 %4 to ptr addrspace(1), !dbg !77");
+        assert!(out.contains("  %__metile_tagged.1 = call i64 @metile_emu_tag_loaded_address(i64 %4), !dbg !77\n  %5 = inttoptr i64 %__metile_tagged.1 to ptr addrspace(1), !dbg !77\n"), "{out}");
+    }
+
+    #[test]
+    fn the_shims_own_casts_are_not_tagged() {
+        let ir =
+            "define linkonce_odr hidden ptr addrspace(1) @metile_emu_check_device(ptr addrspace(1) %0) {\n\
+                  \x20 %13 = inttoptr i64 %12 to ptr addrspace(1)\n}\n\
+                  define void @k(ptr addrspace(1) %0) {\n\
+                  \x20 %5 = inttoptr i64 %4 to ptr addrspace(1)\n}\n";
+        let out = instrument(ir).expect("instrumentable");
+        assert!(
+            out.contains("  %13 = inttoptr i64 %12 to ptr addrspace(1)\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("  %5 = inttoptr i64 %__metile_tagged.1 to ptr addrspace(1)\n"),
+            "{out}"
+        );
     }
 
     #[test]

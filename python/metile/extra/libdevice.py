@@ -1,0 +1,67 @@
+"""`metile.extra.libdevice`: the CUDA libdevice names Triton kernels call through
+`triton.language.extra.libdevice` (`libdevice.asin(x)`), as aliases of meTile's
+own math functions, so those kernels port unchanged and run on every backend.
+Accuracy is meTile's, per backend (docs/language.md), not libdevice's: the
+functions are not NVIDIA's library but the same operation on each target."""
+
+from metile.language import abs as fabs
+from metile.language import (
+    acos,
+    asin,
+    atan,
+    atan2,
+    ceil,
+    cos,
+    cosh,
+    div_rn,
+    erf,
+    exp,
+    exp2,
+    expm1,
+    floor,
+    fma,
+    log,
+    log1p,
+    log2,
+    pow,
+    rint,
+    round,
+    rsqrt,
+    sin,
+    sinh,
+    sqrt,
+    sqrt_rn,
+    tan,
+    tanh,
+)
+
+__all__ = [
+    "acos",
+    "asin",
+    "atan",
+    "atan2",
+    "ceil",
+    "cos",
+    "cosh",
+    "div_rn",
+    "erf",
+    "exp",
+    "exp2",
+    "expm1",
+    "fabs",
+    "floor",
+    "fma",
+    "log",
+    "log1p",
+    "log2",
+    "pow",
+    "rint",
+    "round",
+    "rsqrt",
+    "sin",
+    "sinh",
+    "sqrt",
+    "sqrt_rn",
+    "tan",
+    "tanh",
+]
