@@ -30,10 +30,14 @@ const OPTION_NUM_SGS: &str = "num_sgs";
 const OPTION_NUM_WARPS: &str = "num_warps";
 const OPTION_ARCH: &str = "arch";
 const MAX_NUM_SGS: i64 = 32;
-const OPTIONS_TEXT: &str =
-    "the launch options num_sgs, matrix_atoms, prefetch, async_copy, pad_dot_scratch, \
-     ldmatrix, serpentine, tf32, occupancy, l2_order, wgmma, tma, stage_stores, repack_operands, split_k and arch \
-     (num_warps is Triton's name for num_sgs)";
+
+/// The launch options, listed for messages (the pass switches from the policy table).
+fn options_text() -> String {
+    format!(
+        "the launch options num_sgs, {}, split_k and arch (num_warps is Triton's name for num_sgs)",
+        Passes::NAMES.join(", ")
+    )
+}
 
 /// The launch options of one launch, and which of them were given.
 #[derive(Clone, Copy, Debug, Default)]
@@ -259,9 +263,10 @@ impl Kernel {
                     None => {
                         return Err(PyTypeError::new_err(format!(
                             "{} got an unknown keyword argument '{key}'; its parameters are {} \
-                             (and {OPTIONS_TEXT})",
+                             (and {})",
                             self.signature_text(),
-                            self.params.join(", ")
+                            self.params.join(", "),
+                            options_text()
                         )))
                     }
                 }
@@ -876,8 +881,9 @@ impl Launcher {
                 None if options.take(&key, &value)? => {}
                 None => {
                     return Err(PyTypeError::new_err(format!(
-                        "{} has no constexpr '{key}'; configure() takes its constexprs and {OPTIONS_TEXT}",
-                        kernel.signature_text()
+                        "{} has no constexpr '{key}'; configure() takes its constexprs and {}",
+                        kernel.signature_text(),
+                        options_text()
                     )))
                 }
             }

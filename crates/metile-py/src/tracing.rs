@@ -152,17 +152,19 @@ fn trace_kernel(
         // The threadgroup size is only part of the kernel when it reads it.
         func.threads_per_group = None;
     }
-    if let Err(e) = metile_compiler::check_kernel(&func) {
-        let message = format!("cannot compile `{}`: {}", e.op, e.reason);
-        return Err(crate::errors::compilation_error(py, &message, &e.loc));
-    }
-    let func = if optimize {
-        metile_compiler::optimize_tile_ir(func)
-    } else {
-        metile_ir::verify(&func).map(|()| func)
-    }
-    .map_err(|e| CompilationError::new_err(format!("internal compiler error in kernel {name}: {e}")))?;
-    Ok(PyTileFunction::new(func))
+    // The trace phase of the compile pipeline: kernel checks, then the
+    // target-independent Tile IR passes.
+    let print_after = metile_runtime::debug::stages_to_print();
+    let prepared = metile_compiler::pipeline::prepare(func, optimize, &print_after).map_err(|e| {
+        if e.is_internal() {
+            CompilationError::new_err(format!("{} (kernel {name})", e.reason))
+        } else {
+            let message = format!("cannot compile `{}`: {}", e.op, e.reason);
+            crate::errors::compilation_error(py, &message, &e.loc)
+        }
+    })?;
+    metile_runtime::debug::report_run(name, "trace", &prepared.printed, &prepared.records);
+    Ok(PyTileFunction::new(prepared.func))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

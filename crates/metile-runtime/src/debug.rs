@@ -1,7 +1,57 @@
-//! `METILE_DEBUG=tile_ir,gpu_ir,msl,cuda` (or `all`): which compilation stages are
-//! printed to stderr; `repack`: the operands a cuda kernel's first launch copies
-//! into aligned rows. Read at compile time only, never on the launch path.
+//! `METILE_DEBUG`, a comma list of what to print to stderr while compiling:
+//! `tile_ir`, `gpu_ir`, `msl`, `cuda` (or `all` of these four); `pipeline`: the
+//! compile pipeline's stages with what each did; a stage's name
+//! (`metile_compiler::pipeline::stage_names`): the IR after that stage;
+//! `repack`: the operands a cuda kernel's first launch copies into aligned
+//! rows. Read at compile time only, never on the launch path.
 
+use metile_compiler::pipeline::{describe_run, stage_names, StageRecord};
+
+/// The values `METILE_DEBUG` takes besides the stage names.
+pub const DEBUG_VALUES: [&str; 7] = ["tile_ir", "gpu_ir", "msl", "cuda", "all", "pipeline", "repack"];
+
+/// Every value `METILE_DEBUG` takes: [`DEBUG_VALUES`], then the stage names.
+pub fn debug_names() -> Vec<&'static str> {
+    let mut names = DEBUG_VALUES.to_vec();
+    names.extend(stage_names());
+    names
+}
+
+fn requested() -> Option<String> {
+    std::env::var("METILE_DEBUG").ok()
+}
+
+/// Whether `METILE_DEBUG` names `stage`; `all` names the four source stages
+/// (`tile_ir`, `gpu_ir`, `msl`, `cuda`) only.
 pub fn debug_enabled(stage: &str) -> bool {
-    std::env::var("METILE_DEBUG").is_ok_and(|v| v.split(',').map(str::trim).any(|s| s == stage || s == "all"))
+    requested().is_some_and(|v| {
+        v.split(',').map(str::trim).any(|s| {
+            s == stage || (s == "all" && matches!(stage, "tile_ir" | "gpu_ir" | "msl" | "cuda"))
+        })
+    })
+}
+
+/// The pipeline stages `METILE_DEBUG` names, whose IR the compiler prints
+/// (`metile_compiler::CompileOptions::print_after`).
+pub fn stages_to_print() -> Vec<String> {
+    let Some(v) = requested() else {
+        return Vec::new();
+    };
+    let stages = stage_names();
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| stages.contains(s))
+        .map(String::from)
+        .collect()
+}
+
+/// Prints what `METILE_DEBUG` asks of one pipeline run over `kernel`: the IR
+/// after each stage it names, and with `pipeline` the stage list.
+pub fn report_run(kernel: &str, target: &str, printed: &[(&'static str, String)], records: &[StageRecord]) {
+    for (stage, text) in printed {
+        eprintln!("// {kernel} after {stage} ({target})\n{text}");
+    }
+    if debug_enabled("pipeline") {
+        eprint!("{}", describe_run(&format!("{kernel} ({target})"), records));
+    }
 }

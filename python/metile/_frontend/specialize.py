@@ -50,6 +50,21 @@ def debug_enabled(stage: str) -> bool:
     return stage in parts or "all" in parts
 
 
+def check_debug_names() -> None:
+    """Refuses a METILE_DEBUG value that names something the compiler does not print
+    (a misspelt stage would otherwise print nothing, silently)."""
+    wanted = os.environ.get("METILE_DEBUG")
+    if not wanted:
+        return
+    known = _metile.debug_names()
+    for part in wanted.split(","):
+        name = part.strip()
+        if name and name not in known:
+            raise ValueError(
+                f"METILE_DEBUG names an unknown stage {name!r}; it takes a comma list of {', '.join(known)}"
+            )
+
+
 def _constexpr_value(fn: Callable, name: str, constexprs: dict[str, object]) -> object:
     if name in constexprs:
         return constexprs[name]
@@ -72,6 +87,7 @@ def specialize(
     launch's value is a multiple of). constexprs: name -> Python value. options:
     "threads_per_group" (default 128) and "optimize" (default True).
     """
+    check_debug_names()
     names, is_constexpr = _signature(fn)
     kernel = _factory(fn)(*cell_values(fn))
     runtime = iter(runtime_params)

@@ -17,13 +17,13 @@ mod tensor_map;
 
 pub use driver::load_libraries;
 
-use crate::debug::debug_enabled;
+use crate::debug::{debug_enabled, report_run, stages_to_print};
 use crate::device::{CompileOptions, CompiledKernel, Device, DeviceMemory, KernelResources};
 use crate::disk_cache::{cache_key, DiskCache};
 use crate::error::RuntimeError;
 use cudarc::driver::sys as cu;
 use driver::{check, describe, is_sticky};
-use metile_compiler::{compile_cuda, CompileError, CudaKernel, CudaParam, MslOptions, Target};
+use metile_compiler::{compile, CompileError, CudaKernel, CudaParam, Kernel, Target};
 use metile_interp::{KernelArg, ScalarValue};
 use metile_ir::gpu_ir::TensorMapSpec;
 use metile_ir::Function;
@@ -603,16 +603,24 @@ impl Device for CudaDevice {
                 self.target.arch_name()
             )));
         }
-        let gpu_options = MslOptions {
+        let gpu_options = metile_compiler::CompileOptions {
             num_sgs: options.num_sgs,
             keep_gpu_ir: debug_enabled("gpu_ir"),
             passes: options.passes,
+            print_after: stages_to_print(),
         };
-        let compiled = compile_cuda(&func, &gpu_options, &self.target).map_err(compile_error)?;
+        let compiled = compile(&func, &gpu_options, &self.target).map_err(compile_error)?;
+        report_run(&func.name, &self.target.arch_name(), &compiled.printed, &compiled.records);
         if let Some(gpu_ir) = &compiled.gpu_ir {
             eprintln!("// GPU IR of {}\n{gpu_ir}", func.name);
         }
-        let kernel = compiled.kernel;
+        let Kernel::Cuda(kernel) = compiled.kernel else {
+            return Err(compile_error(CompileError::new(
+                "kernel",
+                "internal compiler error: an NVIDIA target gave no CUDA C++",
+                metile_ir::Loc::unknown(),
+            )));
+        };
         if debug_enabled("cuda") {
             eprintln!("// CUDA C++ of {}\n{}", func.name, kernel.source);
         }

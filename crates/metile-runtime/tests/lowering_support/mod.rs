@@ -275,10 +275,10 @@ impl Case {
     }
 
     fn msl(&self, f: &Function) -> String {
-        let options = metile_compiler::MslOptions {
+        let options = metile_compiler::CompileOptions {
             num_sgs: self.num_sgs,
-            keep_gpu_ir: false,
             passes: self.passes,
+            ..Default::default()
         };
         match metile_compiler::compile_msl_for(f, &options, self.apple_arch.unwrap_or_default()) {
             Ok(c) => c.kernel.source,
@@ -358,7 +358,7 @@ pub fn msl_of(f: &Function, num_sgs: Option<u32>) -> String {
 
 /// The MSL of `f` for Apple GPUs of family `arch`.
 pub fn msl_for(f: &Function, num_sgs: Option<u32>, arch: AppleArch) -> String {
-    let options = metile_compiler::MslOptions {
+    let options = metile_compiler::CompileOptions {
         num_sgs,
         keep_gpu_ir: false,
         ..Default::default()
