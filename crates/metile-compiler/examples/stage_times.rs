@@ -50,7 +50,10 @@ fn report(name: &str, traced: Function) {
     let stages = [
         ("tile passes", time(|| optimize_tile_ir(traced.clone()))),
         ("tile verify", time(|| verify(&tile))),
-        ("layouts", time(|| layout_assign::assign(&tile, threads, &target, &switches))),
+        (
+            "layouts",
+            time(|| layout_assign::assign(&tile, threads, &target, &switches)),
+        ),
         ("lower", time(|| lower::lower(&tile, threads, &target, &switches))),
         ("verify lowered", time(|| verify_gpu(&lowered))),
         // The two passes below are timed on a copy; this is the copy alone.

@@ -148,7 +148,12 @@ pub fn wgmma_staging(plan: &AtomTiling, dtype: DType) -> Option<(Staged, Staged,
 /// whole `k` of `a` and `b`, placed and padded like [`staging`], and the
 /// stage's length in elements (a multiple of 16 bytes, so every stage starts
 /// aligned for 16-byte copies).
-pub fn ring_stage(plan: &AtomTiling, target: &Target, switches: &Switches, dtype: DType) -> (Staged, Staged, usize) {
+pub fn ring_stage(
+    plan: &AtomTiling,
+    target: &Target,
+    switches: &Switches,
+    dtype: DType,
+) -> (Staged, Staged, usize) {
     if let Some(staged) = wgmma_staging(plan, dtype) {
         return staged;
     }
@@ -422,7 +427,11 @@ pub fn atoms_for<'a>(
     switches: &'a Switches,
     operand: DType,
 ) -> impl Iterator<Item = MatrixAtom> + 'a {
-    let atoms: &[AtomKind] = if switches.matrix_atoms { &target.matrix_atoms } else { &[] };
+    let atoms: &[AtomKind] = if switches.matrix_atoms {
+        &target.matrix_atoms
+    } else {
+        &[]
+    };
     let tf32 = switches.tf32 && operand == DType::F32;
     atoms.iter().filter_map(move |&kind| match kind {
         AtomKind::NvidiaWgmmaM64K16 { n } => MatrixAtom::nvidia_wgmma_m64k16(operand, usize::from(n)),
@@ -575,10 +584,7 @@ fn plan_on(
                 stride: an_i,
             }],
         )?;
-        let ldmatrix = if target.ldmatrix
-            && switches.ldmatrix
-            && atom.kind == AtomKind::NvidiaMmaM16N8K16
-        {
+        let ldmatrix = if target.ldmatrix && switches.ldmatrix && atom.kind == AtomKind::NvidiaMmaM16N8K16 {
             let b_blocks: usize = if reps_n % 2 == 0 { 2 } else { 1 };
             let lanes = |first: Leaf, second: Leaf, third: Leaf| vec![first, second, third];
             let mut a_threads = lanes(
@@ -946,7 +952,12 @@ mod tests {
     #[test]
     fn swizzled_placements_permute_16_byte_chunks_within_8_rows() {
         for (rows, cols) in [(64, 64), (128, 32), (32, 128), (16, 16)] {
-            let p = plan(&on(Target::nvidia(9, 0)), (rows.max(64), cols, 16), DType::F16, 128);
+            let p = plan(
+                &on(Target::nvidia(9, 0)),
+                (rows.max(64), cols, 16),
+                DType::F16,
+                128,
+            );
             let Some(p) = p else { continue };
             let (_, sb, _) = wgmma_staging(&p, DType::F16).unwrap();
             let k = 16;

@@ -85,7 +85,11 @@ fn refuse_missing_dtypes(func: &Function, target: &Target) -> CompileResult<()> 
 /// Compiles a Tile IR function to verified GPU IR for `target` (the
 /// pipeline's stages up to the GPU IR passes; emission runs too, so a kernel
 /// the emitter refuses is refused here as well).
-pub fn compile_gpu_ir(func: &Function, options: &CompileOptions, target: &Target) -> CompileResult<GpuFunction> {
+pub fn compile_gpu_ir(
+    func: &Function,
+    options: &CompileOptions,
+    target: &Target,
+) -> CompileResult<GpuFunction> {
     compile(func, options, target).map(|c| c.gpu)
 }
 

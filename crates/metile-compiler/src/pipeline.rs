@@ -384,7 +384,12 @@ impl<'t> Pipeline<'t> {
             gpu: None,
             kernel: None,
         };
-        let (records, printed) = run_phase(&mut work, Phase::Target, |s| self.enabled(s), &options.print_after)?;
+        let (records, printed) = run_phase(
+            &mut work,
+            Phase::Target,
+            |s| self.enabled(s),
+            &options.print_after,
+        )?;
         let (Some(gpu), Some(kernel)) = (work.gpu, work.kernel) else {
             return Err(CompileError::new(
                 "kernel",
@@ -432,15 +437,52 @@ pub fn prepare(func: Function, optimize: bool, print_after: &[String]) -> Compil
     })
 }
 
+/// The Tile IR the cpu backend interprets: the traced function, with programs
+/// renumbered by the `l2_order` stage only when the launch switched it on (the
+/// CPU has no L2 to share; asked for, the interpreter checks the GPU targets'
+/// numbering). `None` when that changes nothing.
+pub fn prepare_for_interpreter(func: &Function, passes: &Passes) -> CompileResult<Option<Function>> {
+    if passes.l2_order != Some(true) {
+        return Ok(None);
+    }
+    let mut work = Work {
+        machine: None,
+        num_sgs: None,
+        threads: 0,
+        tile: func.clone(),
+        dirty: false,
+        assignment: None,
+        gpu: None,
+        kernel: None,
+    };
+    let l2_order = STAGES.iter().filter(|s| s.name == "l2_order");
+    run_stages(&mut work, l2_order, |_| true, &[])?;
+    Ok(work.dirty.then_some(work.tile))
+}
+
 fn run_phase(
     work: &mut Work<'_>,
     phase: Phase,
     enabled: impl Fn(&StageSpec) -> bool,
     print_after: &[String],
 ) -> CompileResult<(Vec<StageRecord>, Vec<(&'static str, String)>)> {
+    run_stages(
+        work,
+        STAGES.iter().filter(|s| s.phase == phase),
+        enabled,
+        print_after,
+    )
+}
+
+fn run_stages<'s>(
+    work: &mut Work<'_>,
+    stages: impl Iterator<Item = &'s StageSpec>,
+    enabled: impl Fn(&StageSpec) -> bool,
+    print_after: &[String],
+) -> CompileResult<(Vec<StageRecord>, Vec<(&'static str, String)>)> {
     let mut records = Vec::new();
     let mut printed = Vec::new();
-    for stage in STAGES.iter().filter(|s| s.phase == phase) {
+    for stage in stages {
         let start = Instant::now();
         let outcome = if !enabled(stage) {
             Outcome::SwitchedOff
@@ -504,7 +546,7 @@ impl<'a> Work<'a> {
             Level::Tile => print_function(&self.tile),
             Level::Layout => match &self.assignment {
                 Some(a) => a.describe(),
-                None => format!("threads per group: {}\n", self.threads),
+                None => format!("// threads per group: {}\n", self.threads),
             },
             Level::Gpu => self.gpu.as_ref().map(print_gpu_function).unwrap_or_default(),
             Level::Emit => match &self.kernel {
@@ -587,7 +629,10 @@ fn run_layout_assign(w: &mut Work<'_>) -> CompileResult<Option<bool>> {
 }
 
 fn run_lower(w: &mut Work<'_>) -> CompileResult<Option<bool>> {
-    let a = w.assignment.take().ok_or_else(|| missing("a layout assignment"))?;
+    let a = w
+        .assignment
+        .take()
+        .ok_or_else(|| missing("a layout assignment"))?;
     w.gpu = Some(lower::lower_assigned(&w.tile, a)?);
     Ok(Some(true))
 }
@@ -634,7 +679,11 @@ mod tests {
     fn stage_names_are_snake_case_and_listed_once() {
         let names = stage_names();
         for name in &names {
-            assert!(name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'), "{name}");
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{name}"
+            );
         }
         let mut sorted = names.clone();
         sorted.sort_unstable();
@@ -654,5 +703,54 @@ mod tests {
         assert_eq!(l2, Some(false));
         let prefetch = stage("prefetch_dot_operands").map(|s| pipeline.enabled(s));
         assert_eq!(prefetch, Some(false), "off by default on NVIDIA GPUs");
+    }
+
+    /// The rows of the table under the heading `section` of docs/pipeline.md.
+    fn doc_rows(section: &str) -> Vec<Vec<String>> {
+        let doc = include_str!("../../../docs/pipeline.md");
+        doc.split("\n## ")
+            .find(|s| s.starts_with(section))
+            .unwrap_or("")
+            .lines()
+            .filter(|l| l.starts_with("| `"))
+            .map(|l| {
+                l.trim_matches('|')
+                    .split('|')
+                    .map(|c| c.trim().to_string())
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// docs/pipeline.md lists every stage in order with its level, phase and
+    /// switch, and every switch with its stage and defaults.
+    #[test]
+    fn the_docs_tables_agree_with_the_stage_and_switch_tables() {
+        let stages = doc_rows("Stages");
+        assert_eq!(stages.len(), STAGES.len());
+        for (row, stage) in stages.iter().zip(STAGES) {
+            assert_eq!(row[0], format!("`{}`", stage.name));
+            assert_eq!(row[1], stage.level.name(), "{}", stage.name);
+            let phase = if stage.phase == Phase::Trace {
+                "trace"
+            } else {
+                "target"
+            };
+            assert_eq!(row[2], phase, "{}", stage.name);
+            assert_eq!(row[3], stage.switch.map(|s| format!("`{s}`")).unwrap_or_default());
+        }
+        let switches = doc_rows("Pass switches");
+        assert_eq!(switches.len(), SWITCHES.len());
+        let on = |b: bool| if b { "on" } else { "off" };
+        for (row, spec) in switches.iter().zip(SWITCHES) {
+            assert_eq!(row[0], format!("`{}`", spec.name));
+            assert!(row[1].starts_with(&format!("`{}`", spec.stage)), "{}", spec.name);
+            assert_eq!(
+                (row[2].as_str(), row[3].as_str()),
+                (on(spec.on_apple), on(spec.on_nvidia)),
+                "{}",
+                spec.name
+            );
+        }
     }
 }

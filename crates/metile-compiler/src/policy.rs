@@ -198,7 +198,11 @@ mod tests {
             let mut p = Passes::default();
             assert!(p.set(name, false), "{name}");
             assert_eq!(p.given(name), Some(false), "{name}");
-            assert_eq!(p.resolve(&Target::nvidia(9, 0)).is_on(name), Some(false), "{name}");
+            assert_eq!(
+                p.resolve(&Target::nvidia(9, 0)).is_on(name),
+                Some(false),
+                "{name}"
+            );
         }
         assert!(!Passes::default().set("fast", true));
         assert_eq!(Switches::defaults(&Target::apple()).is_on("fast"), None);
@@ -223,7 +227,10 @@ mod tests {
 
     #[test]
     fn defaults_differ_by_family_only_where_the_table_says() {
-        let (apple, nvidia) = (Switches::defaults(&Target::apple()), Switches::defaults(&Target::nvidia(9, 0)));
+        let (apple, nvidia) = (
+            Switches::defaults(&Target::apple()),
+            Switches::defaults(&Target::nvidia(9, 0)),
+        );
         assert!(apple.prefetch && !nvidia.prefetch);
         assert!(!apple.async_copy && nvidia.async_copy);
         assert_eq!(Switches::defaults(&Target::apple10()), apple);

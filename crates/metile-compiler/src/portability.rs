@@ -9,8 +9,8 @@
 //! for every launch that traces (the test suite runs with it).
 
 use crate::error::{CompileError, INTERNAL};
-use crate::target::Target;
 use crate::pipeline::{compile, CompileOptions};
+use crate::target::Target;
 use metile_ir::{Function, Loc};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -40,7 +40,11 @@ pub fn parse_targets(spec: &str) -> Result<Vec<Target>, String> {
 
 /// Compiles `func` to the source `target` runs (MSL or CUDA C++), turning a
 /// panic anywhere in the compiler into an internal compiler error.
-pub fn compile_source(func: &Function, options: &CompileOptions, target: &Target) -> Result<(), CompileError> {
+pub fn compile_source(
+    func: &Function,
+    options: &CompileOptions,
+    target: &Target,
+) -> Result<(), CompileError> {
     let compiled = catch_unwind(AssertUnwindSafe(|| compile(func, options, target).map(drop)));
     compiled.unwrap_or_else(|panic| {
         let what = panic

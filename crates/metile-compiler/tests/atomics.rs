@@ -156,9 +156,12 @@ fn a_program_lock_is_one_atomic_broadcast_between_device_barriers() {
     insta::assert_snapshot!("spin_lock_msl", c.kernel.source);
     insta::assert_snapshot!("spin_lock_gpu_ir", gpu_ir);
     // Two atomics in all: one compare-and-swap per spin, one release.
-    let f =
-        metile_compiler::compile_gpu_ir(&optimized(spin_lock()), &CompileOptions::default(), &Target::apple())
-            .unwrap_or_else(|e| panic!("{e}"));
+    let f = metile_compiler::compile_gpu_ir(
+        &optimized(spin_lock()),
+        &CompileOptions::default(),
+        &Target::apple(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let mut atomics = 0;
     let mut device_barriers = 0;
     f.walk(&mut |op| match op.kind {

@@ -44,7 +44,8 @@ fn all_targets() -> Vec<metile_compiler::Target> {
 fn axis_reductions_of_1d_tiles_compile_for_every_target() {
     let f = metile_compiler::optimize_tile_ir(softmax_axis0(128)).unwrap();
     for t in all_targets() {
-        compile_source(&f, &CompileOptions::default(), &t).unwrap_or_else(|e| panic!("{}: {e}", t.arch_name()));
+        compile_source(&f, &CompileOptions::default(), &t)
+            .unwrap_or_else(|e| panic!("{}: {e}", t.arch_name()));
     }
 }
 

@@ -5,7 +5,9 @@ mod common;
 
 use common::{for_loop, int, loc, v};
 use metile_compiler::split_k::{split_k, WORKSPACE_PARAM};
-use metile_compiler::{compile_cuda, compile_msl, l2_order, optimize_tile_ir, CompileOptions, Passes, Target};
+use metile_compiler::{
+    compile_cuda, compile_msl, l2_order, optimize_tile_ir, CompileOptions, Passes, Target,
+};
 use metile_ir::{verify, Builder, DType, Function, OpKind, Operand, ParamKind};
 
 fn gemm() -> Function {

@@ -200,7 +200,8 @@ pub fn dot_plan_py<'py>(
             "unknown dtype '{dtype}'; dot takes f32, f16 or bf16"
         ))
     })?;
-    let Some(r) = metile_compiler::dot_tiling::report(&target, &switches, (m, n, k), dtype, num_sgs * 32) else {
+    let Some(r) = metile_compiler::dot_tiling::report(&target, &switches, (m, n, k), dtype, num_sgs * 32)
+    else {
         return Ok(None);
     };
     let d = pyo3::types::PyDict::new(py);

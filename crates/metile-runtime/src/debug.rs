@@ -1,9 +1,9 @@
 //! `METILE_DEBUG`, a comma list of what to print to stderr while compiling:
-//! `tile_ir`, `gpu_ir`, `msl`, `cuda` (or `all` of these four); `pipeline`: the
+//! `tile_ir`, `gpu_ir`, `msl`, `cuda`; `repack`: the operands a cuda kernel's
+//! first launch copies into aligned rows (`all`: each of these); `pipeline`: the
 //! compile pipeline's stages with what each did; a stage's name
-//! (`metile_compiler::pipeline::stage_names`): the IR after that stage;
-//! `repack`: the operands a cuda kernel's first launch copies into aligned
-//! rows. Read at compile time only, never on the launch path.
+//! (`metile_compiler::pipeline::stage_names`): the IR after that stage. Read at
+//! compile time only, never on the launch path.
 
 use metile_compiler::pipeline::{describe_run, stage_names, StageRecord};
 
@@ -21,12 +21,12 @@ fn requested() -> Option<String> {
     std::env::var("METILE_DEBUG").ok()
 }
 
-/// Whether `METILE_DEBUG` names `stage`; `all` names the four source stages
-/// (`tile_ir`, `gpu_ir`, `msl`, `cuda`) only.
+/// Whether `METILE_DEBUG` names `stage`; `all` names every value it named
+/// before the pipeline's own (`pipeline` and the stage names need asking for).
 pub fn debug_enabled(stage: &str) -> bool {
     requested().is_some_and(|v| {
         v.split(',').map(str::trim).any(|s| {
-            s == stage || (s == "all" && matches!(stage, "tile_ir" | "gpu_ir" | "msl" | "cuda"))
+            s == stage || (s == "all" && matches!(stage, "tile_ir" | "gpu_ir" | "msl" | "cuda" | "repack"))
         })
     })
 }
@@ -53,5 +53,28 @@ pub fn report_run(kernel: &str, target: &str, printed: &[(&'static str, String)]
     }
     if debug_enabled("pipeline") {
         eprint!("{}", describe_run(&format!("{kernel} ({target})"), records));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metile_compiler::pipeline::{stage, STAGES};
+
+    /// Every stage of the table is a `METILE_DEBUG` value, and no fixed value
+    /// shadows a stage.
+    #[test]
+    fn debug_names_are_the_fixed_values_and_every_stage() {
+        let names = debug_names();
+        for s in STAGES {
+            assert!(names.contains(&s.name), "{}", s.name);
+        }
+        for value in DEBUG_VALUES {
+            assert!(stage(value).is_none(), "{value} is also a stage");
+        }
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len());
     }
 }

@@ -28,7 +28,12 @@ pub fn emit(
     };
     let target = options.apple_arch.unwrap_or_default().target();
     let compiled = compile(func, &compile_options, &target).map_err(compile_error)?;
-    report_run(&func.name, &target.arch_name(), &compiled.printed, &compiled.records);
+    report_run(
+        &func.name,
+        &target.arch_name(),
+        &compiled.printed,
+        &compiled.records,
+    );
     if let Some(gpu_ir) = &compiled.gpu_ir {
         eprintln!("// GPU IR of {}\n{gpu_ir}", func.name);
     }

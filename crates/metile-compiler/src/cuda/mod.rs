@@ -334,12 +334,11 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target, switches: &Switches) -> Compi
     // 64 values a thread (a 128 x 256 tile on 256 threads): those alone would
     // take the 128 registers.
     let accumulators = f.regs.iter().map(|r| r.len as usize).max().unwrap_or(0);
-    let min_blocks =
-        if used.mma && f.threads_per_group <= 256 && accumulators <= 64 && switches.occupancy {
-            ", 2"
-        } else {
-            ""
-        };
+    let min_blocks = if used.mma && f.threads_per_group <= 256 && accumulators <= 64 && switches.occupancy {
+        ", 2"
+    } else {
+        ""
+    };
     let _ = writeln!(
         source,
         "extern \"C\" __global__ void __launch_bounds__({}{min_blocks}) {kernel_name}(",
@@ -408,7 +407,9 @@ mod tests {
             first: 0,
         };
         b.emit(wgmma, [small, zero, big, zero], vec![]);
-        let err = emit_cuda(&b.finish(), &target, &Switches::defaults(&target)).unwrap_err().to_string();
+        let err = emit_cuda(&b.finish(), &target, &Switches::defaults(&target))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("1024-byte aligned") && err.contains("wgmma=False"),
             "{err}"

@@ -347,7 +347,9 @@ mod tests {
         let target = Target::nvidia(9, 0);
         let mut switches = crate::policy::Switches::defaults(&target);
         switches.wgmma = wgmma;
-        plan(&target, &switches, (m, n, 64), dtype, threads).expect("an atom fits").c
+        plan(&target, &switches, (m, n, 64), dtype, threads)
+            .expect("an atom fits")
+            .c
     }
 
     fn conflicts(l: &DistLayout, w: usize, pitch: usize, elem: usize) -> usize {

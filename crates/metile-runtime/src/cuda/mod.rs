@@ -610,7 +610,12 @@ impl Device for CudaDevice {
             print_after: stages_to_print(),
         };
         let compiled = compile(&func, &gpu_options, &self.target).map_err(compile_error)?;
-        report_run(&func.name, &self.target.arch_name(), &compiled.printed, &compiled.records);
+        report_run(
+            &func.name,
+            &self.target.arch_name(),
+            &compiled.printed,
+            &compiled.records,
+        );
         if let Some(gpu_ir) = &compiled.gpu_ir {
             eprintln!("// GPU IR of {}\n{gpu_ir}", func.name);
         }
