@@ -300,6 +300,9 @@ pub fn describe_run(title: &str, records: &[StageRecord]) -> String {
     out
 }
 
+/// `(stage, IR text)` after each stage a run was asked to print.
+pub type Printed = Vec<(&'static str, String)>;
+
 /// The kernel a target compiles to.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Kernel {
@@ -318,7 +321,7 @@ pub struct Compilation {
     /// What every stage did.
     pub records: Vec<StageRecord>,
     /// `(stage, IR text)` after each stage [`CompileOptions::print_after`] names.
-    pub printed: Vec<(&'static str, String)>,
+    pub printed: Printed,
 }
 
 /// The result of [`prepare`].
@@ -326,7 +329,7 @@ pub struct Compilation {
 pub struct Prepared {
     pub func: Function,
     pub records: Vec<StageRecord>,
-    pub printed: Vec<(&'static str, String)>,
+    pub printed: Printed,
 }
 
 /// A compilation in progress: the IR of every level reached so far.
@@ -460,12 +463,91 @@ pub fn prepare_for_interpreter(func: &Function, passes: &Passes) -> CompileResul
     Ok(work.dirty.then_some(work.tile))
 }
 
+/// Runs the one stage called `name` on Tile IR `func` for `target` (with the
+/// policy's default switches, the stage's own switch aside, and the threadgroup
+/// size the default rule gives), verifying after a change: a pass tested by
+/// itself, as golden tests of single passes do. True if it changed `func`;
+/// an error for a name that is no Tile IR stage.
+pub fn run_tile_stage(name: &str, func: &mut Function, target: &Target) -> CompileResult<bool> {
+    let stage = STAGES
+        .iter()
+        .find(|s| s.name == name && s.level == Level::Tile)
+        .ok_or_else(|| unknown_stage(name, Level::Tile))?;
+    let threads = layout_assign::choose_threads(func, None, target)?;
+    let mut work = Work {
+        machine: Some((target, Switches::defaults(target))),
+        num_sgs: None,
+        threads,
+        tile: func.clone(),
+        dirty: true,
+        assignment: None,
+        gpu: None,
+        kernel: None,
+    };
+    let changed = run_one(&mut work, stage)?;
+    *func = work.tile;
+    Ok(changed)
+}
+
+/// Runs the one GPU IR stage called `name` on `gpu`, verifying after a
+/// change; true if it changed `gpu`.
+pub fn run_gpu_stage(name: &str, gpu: &mut GpuFunction) -> CompileResult<bool> {
+    let stage = STAGES
+        .iter()
+        .find(|s| s.name == name && s.level == Level::Gpu && s.name != "lower")
+        .ok_or_else(|| unknown_stage(name, Level::Gpu))?;
+    // GPU IR stages read no Tile IR: an empty function stands in for it.
+    let tile = metile_ir::Builder::new(&gpu.name)
+        .finish()
+        .map_err(|e| CompileError::internal(stage.name, e))?;
+    let mut work = Work {
+        machine: None,
+        num_sgs: None,
+        threads: gpu.threads_per_group,
+        tile,
+        dirty: false,
+        assignment: None,
+        gpu: Some(gpu.clone()),
+        kernel: None,
+    };
+    let changed = run_one(&mut work, stage)?;
+    if let Some(done) = work.gpu {
+        *gpu = done;
+    }
+    Ok(changed)
+}
+
+fn run_one(work: &mut Work<'_>, stage: &StageSpec) -> CompileResult<bool> {
+    let changed = (stage.run)(work)? == Some(true);
+    if changed {
+        work.verify_after(stage)?;
+    }
+    Ok(changed)
+}
+
+fn unknown_stage(name: &str, level: Level) -> CompileError {
+    let names: Vec<&str> = STAGES
+        .iter()
+        .filter(|s| s.level == level && s.name != "lower")
+        .map(|s| s.name)
+        .collect();
+    CompileError::new(
+        "kernel",
+        format!(
+            "no {} stage is called '{name}'; they are {}",
+            level.name(),
+            names.join(", ")
+        ),
+        metile_ir::Loc::unknown(),
+    )
+}
+
 fn run_phase(
     work: &mut Work<'_>,
     phase: Phase,
     enabled: impl Fn(&StageSpec) -> bool,
     print_after: &[String],
-) -> CompileResult<(Vec<StageRecord>, Vec<(&'static str, String)>)> {
+) -> CompileResult<(Vec<StageRecord>, Printed)> {
     run_stages(
         work,
         STAGES.iter().filter(|s| s.phase == phase),
@@ -479,7 +561,7 @@ fn run_stages<'s>(
     stages: impl Iterator<Item = &'s StageSpec>,
     enabled: impl Fn(&StageSpec) -> bool,
     print_after: &[String],
-) -> CompileResult<(Vec<StageRecord>, Vec<(&'static str, String)>)> {
+) -> CompileResult<(Vec<StageRecord>, Printed)> {
     let mut records = Vec::new();
     let mut printed = Vec::new();
     for stage in stages {
@@ -658,99 +740,4 @@ fn run_emit(w: &mut Work<'_>) -> CompileResult<Option<bool>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::policy::SWITCHES;
-
-    #[test]
-    fn stage_switches_are_policy_switches_that_name_their_stage() {
-        for stage in STAGES {
-            if let Some(switch) = stage.switch {
-                let spec = SWITCHES.iter().find(|s| s.name == switch);
-                assert_eq!(spec.map(|s| s.stage), Some(stage.name), "{}", stage.name);
-            }
-        }
-        for spec in SWITCHES {
-            assert!(stage(spec.stage).is_some(), "{} steers no stage", spec.name);
-        }
-    }
-
-    #[test]
-    fn stage_names_are_snake_case_and_listed_once() {
-        let names = stage_names();
-        for name in &names {
-            assert!(
-                name.chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
-                "{name}"
-            );
-        }
-        let mut sorted = names.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        assert_eq!(sorted.len(), names.len());
-        assert_eq!(names.first(), Some(&"check_kernel"));
-        assert_eq!(names.last(), Some(&"emit"));
-    }
-
-    #[test]
-    fn switches_off_are_reported_off() {
-        let mut passes = Passes::default();
-        passes.set("l2_order", false);
-        let target = Target::nvidia(9, 0);
-        let pipeline = Pipeline::new(&target, &passes);
-        let l2 = stage("l2_order").map(|s| pipeline.enabled(s));
-        assert_eq!(l2, Some(false));
-        let prefetch = stage("prefetch_dot_operands").map(|s| pipeline.enabled(s));
-        assert_eq!(prefetch, Some(false), "off by default on NVIDIA GPUs");
-    }
-
-    /// The rows of the table under the heading `section` of docs/pipeline.md.
-    fn doc_rows(section: &str) -> Vec<Vec<String>> {
-        let doc = include_str!("../../../docs/pipeline.md");
-        doc.split("\n## ")
-            .find(|s| s.starts_with(section))
-            .unwrap_or("")
-            .lines()
-            .filter(|l| l.starts_with("| `"))
-            .map(|l| {
-                l.trim_matches('|')
-                    .split('|')
-                    .map(|c| c.trim().to_string())
-                    .collect()
-            })
-            .collect()
-    }
-
-    /// docs/pipeline.md lists every stage in order with its level, phase and
-    /// switch, and every switch with its stage and defaults.
-    #[test]
-    fn the_docs_tables_agree_with_the_stage_and_switch_tables() {
-        let stages = doc_rows("Stages");
-        assert_eq!(stages.len(), STAGES.len());
-        for (row, stage) in stages.iter().zip(STAGES) {
-            assert_eq!(row[0], format!("`{}`", stage.name));
-            assert_eq!(row[1], stage.level.name(), "{}", stage.name);
-            let phase = if stage.phase == Phase::Trace {
-                "trace"
-            } else {
-                "target"
-            };
-            assert_eq!(row[2], phase, "{}", stage.name);
-            assert_eq!(row[3], stage.switch.map(|s| format!("`{s}`")).unwrap_or_default());
-        }
-        let switches = doc_rows("Pass switches");
-        assert_eq!(switches.len(), SWITCHES.len());
-        let on = |b: bool| if b { "on" } else { "off" };
-        for (row, spec) in switches.iter().zip(SWITCHES) {
-            assert_eq!(row[0], format!("`{}`", spec.name));
-            assert!(row[1].starts_with(&format!("`{}`", spec.stage)), "{}", spec.name);
-            assert_eq!(
-                (row[2].as_str(), row[3].as_str()),
-                (on(spec.on_apple), on(spec.on_nvidia)),
-                "{}",
-                spec.name
-            );
-        }
-    }
-}
+mod tests;
