@@ -22,6 +22,7 @@ pub mod error;
 pub mod gpu_passes;
 pub(crate) mod ir_emit;
 pub mod l2_order;
+pub mod launch_plan;
 pub mod layout_assign;
 pub mod lower;
 pub mod msl;

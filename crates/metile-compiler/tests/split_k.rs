@@ -159,3 +159,54 @@ fn l2_order_renumbers_gemm_grids_only() {
         "{msl}"
     );
 }
+
+#[test]
+fn a_split_launch_plans_the_partial_kernel_then_the_finishing_one() {
+    use metile_compiler::launch_plan::{plan_launch, Step, StepGrid, Workspace};
+    let f = gemm();
+    let single = plan_launch(&f, 1).unwrap();
+    assert_eq!(single.kernels, vec![f.clone()]);
+    assert_eq!(
+        single.steps,
+        vec![Step {
+            kernel: 0,
+            grid: StepGrid::Launch
+        }]
+    );
+    assert_eq!((single.workspace, single.main_kernel()), (None, 0));
+    let plan = plan_launch(&f, 4).unwrap();
+    let s = split_k(&f, 4).unwrap();
+    assert_eq!(plan.kernels, vec![s.partial, s.finish]);
+    assert_eq!(
+        plan.steps,
+        vec![
+            Step {
+                kernel: 0,
+                grid: StepGrid::SplitAxis2 { splits: 4 }
+            },
+            Step {
+                kernel: 1,
+                grid: StepGrid::Launch
+            },
+        ]
+    );
+    let tiles = Workspace::PartialTiles {
+        splits: 4,
+        tile_elems: 32 * 32,
+    };
+    assert_eq!(plan.workspace, Some(tiles));
+    assert_eq!(tiles.elems(6), 6 * 4 * 32 * 32);
+    assert_eq!(tiles.elems(u64::MAX), u64::MAX, "saturates");
+    assert_eq!(
+        plan.main_kernel(),
+        1,
+        "the finishing kernel runs over the launch's grid"
+    );
+    // A kernel split-K cannot split is refused with split-K's reason.
+    let e = plan_launch(&double_gemm(true), 2).unwrap_err();
+    assert!(
+        e.reason.contains("more than one loop-carried value"),
+        "{}",
+        e.reason
+    );
+}
