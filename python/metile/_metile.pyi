@@ -380,7 +380,12 @@ def simdgroup_role(
 # The frontend's hooks: the AST rewrite turns kernel control flow into calls to these.
 
 def trace_kernel(
-    kernel: Callable[..., Any], name: str, params: list[Any], threads_per_group: int, optimize: bool = True
+    kernel: Callable[..., Any],
+    name: str,
+    params: list[Any],
+    threads_per_group: int,
+    optimize: bool = True,
+    debug: str | None = None,
 ) -> TileFunction: ...
 def kernel_context(value: object) -> Any: ...
 def trace_for(

@@ -49,6 +49,9 @@ pub struct CompileOptions {
     /// Stages after which the IR is printed into [`Compilation::printed`]
     /// (`METILE_DEBUG=<stage>`); a name that is no stage prints nothing.
     pub print_after: Vec<String>,
+    /// Record what each stage did and its time into [`Compilation::records`]
+    /// (`METILE_DEBUG=pipeline`); ordinary compiles record nothing.
+    pub record_stages: bool,
 }
 
 /// What a stage works on: the level of the IR it reads or writes.
@@ -318,7 +321,7 @@ pub struct Compilation {
     pub gpu: GpuFunction,
     /// The GPU IR, printed, when [`CompileOptions::keep_gpu_ir`] was set.
     pub gpu_ir: Option<String>,
-    /// What every stage did.
+    /// What every stage did, when [`CompileOptions::record_stages`] asked.
     pub records: Vec<StageRecord>,
     /// `(stage, IR text)` after each stage [`CompileOptions::print_after`] names.
     pub printed: Printed,
@@ -387,12 +390,7 @@ impl<'t> Pipeline<'t> {
             gpu: None,
             kernel: None,
         };
-        let (records, printed) = run_phase(
-            &mut work,
-            Phase::Target,
-            |s| self.enabled(s),
-            &options.print_after,
-        )?;
+        let (records, printed) = run_phase(&mut work, Phase::Target, |s| self.enabled(s), options)?;
         let (Some(gpu), Some(kernel)) = (work.gpu, work.kernel) else {
             return Err(CompileError::new(
                 "kernel",
@@ -418,9 +416,10 @@ pub fn compile(func: &Function, options: &CompileOptions, target: &Target) -> Co
 }
 
 /// The trace phase: checks a freshly traced function and (with `optimize`)
-/// runs the target-independent Tile IR passes. Refusals name the op and line;
-/// compiler bugs are [`CompileError::is_internal`].
-pub fn prepare(func: Function, optimize: bool, print_after: &[String]) -> CompileResult<Prepared> {
+/// runs the target-independent Tile IR passes; of `options`, only what to
+/// print and whether to time the stages matter here. Refusals name the op and
+/// line; compiler bugs are [`CompileError::is_internal`].
+pub fn prepare(func: Function, optimize: bool, options: &CompileOptions) -> CompileResult<Prepared> {
     let mut work = Work {
         machine: None,
         num_sgs: None,
@@ -432,7 +431,7 @@ pub fn prepare(func: Function, optimize: bool, print_after: &[String]) -> Compil
         kernel: None,
     };
     let enabled = |s: &StageSpec| optimize || s.name == "check_kernel";
-    let (records, printed) = run_phase(&mut work, Phase::Trace, enabled, print_after)?;
+    let (records, printed) = run_phase(&mut work, Phase::Trace, enabled, options)?;
     Ok(Prepared {
         func: work.tile,
         records,
@@ -459,7 +458,7 @@ pub fn prepare_for_interpreter(func: &Function, passes: &Passes) -> CompileResul
         kernel: None,
     };
     let l2_order = STAGES.iter().filter(|s| s.name == "l2_order");
-    run_stages(&mut work, l2_order, |_| true, &[])?;
+    run_stages(&mut work, l2_order, |_| true, &CompileOptions::default())?;
     Ok(work.dirty.then_some(work.tile))
 }
 
@@ -546,26 +545,21 @@ fn run_phase(
     work: &mut Work<'_>,
     phase: Phase,
     enabled: impl Fn(&StageSpec) -> bool,
-    print_after: &[String],
+    options: &CompileOptions,
 ) -> CompileResult<(Vec<StageRecord>, Printed)> {
-    run_stages(
-        work,
-        STAGES.iter().filter(|s| s.phase == phase),
-        enabled,
-        print_after,
-    )
+    run_stages(work, STAGES.iter().filter(|s| s.phase == phase), enabled, options)
 }
 
 fn run_stages<'s>(
     work: &mut Work<'_>,
     stages: impl Iterator<Item = &'s StageSpec>,
     enabled: impl Fn(&StageSpec) -> bool,
-    print_after: &[String],
+    options: &CompileOptions,
 ) -> CompileResult<(Vec<StageRecord>, Printed)> {
     let mut records = Vec::new();
     let mut printed = Vec::new();
     for stage in stages {
-        let start = Instant::now();
+        let start = options.record_stages.then(Instant::now);
         let outcome = if !enabled(stage) {
             Outcome::SwitchedOff
         } else {
@@ -578,14 +572,16 @@ fn run_stages<'s>(
                 }
             }
         };
-        records.push(StageRecord {
-            name: stage.name,
-            level: stage.level,
-            switch: stage.switch,
-            outcome,
-            nanos: start.elapsed().as_nanos(),
-        });
-        if print_after.iter().any(|p| p == stage.name) {
+        if let Some(start) = start {
+            records.push(StageRecord {
+                name: stage.name,
+                level: stage.level,
+                switch: stage.switch,
+                outcome,
+                nanos: start.elapsed().as_nanos(),
+            });
+        }
+        if options.print_after.iter().any(|p| p == stage.name) {
             printed.push((stage.name, work.print(stage.level)));
         }
     }

@@ -81,6 +81,17 @@ macro_rules! switch_table {
             }
         }
 
+        impl Passes {
+            /// What runs on `target`: the settings given, the table's defaults
+            /// for the rest, and off wherever the target lacks the hardware.
+            pub fn resolve(&self, target: &Target) -> Switches {
+                let apple = matches!(target.kind, TargetKind::Apple(_));
+                Switches {
+                    $( $field: self.$field.unwrap_or(if apple { $apple } else { $nvidia }) && $needs(target), )*
+                }
+            }
+        }
+
         impl Switches {
             fn slot(&mut self, name: &str) -> Option<&mut bool> {
                 match name {
@@ -88,8 +99,6 @@ macro_rules! switch_table {
                     _ => None,
                 }
             }
-
-            const ALL_OFF: Switches = Switches { $( $field: false, )* };
         }
     };
 }
@@ -159,19 +168,6 @@ impl Passes {
     pub fn given(&self, name: &str) -> Option<bool> {
         let mut passes = *self;
         passes.slot(name).and_then(|s| *s)
-    }
-
-    /// What runs on `target`: the settings given, the table's defaults for
-    /// the rest, and off wherever the target lacks the hardware.
-    pub fn resolve(&self, target: &Target) -> Switches {
-        let mut on = Switches::ALL_OFF;
-        for spec in SWITCHES {
-            let wanted = self.given(spec.name).unwrap_or_else(|| spec.default_on(target));
-            if let Some(slot) = on.slot(spec.name) {
-                *slot = wanted && (spec.needs)(target);
-            }
-        }
-        on
     }
 }
 

@@ -77,9 +77,10 @@ fn param_dtype(name: &str, dtype: &str) -> PyResult<DType> {
 /// Traces `kernel` (the rewritten function) once. `params` lists every
 /// parameter in order as `(name, kind, payload[, divisibility])`: kind "ptr" or
 /// "scalar" with a dtype name as payload (a scalar optionally with what it is a
-/// multiple of), or "constexpr" with the Python value.
+/// multiple of), or "constexpr" with the Python value. `debug` is the
+/// `METILE_DEBUG` value the caller read (None: print nothing).
 #[pyfunction]
-#[pyo3(signature = (kernel, name, params, threads_per_group, optimize=true))]
+#[pyo3(signature = (kernel, name, params, threads_per_group, optimize=true, debug=None))]
 fn trace_kernel(
     py: Python<'_>,
     kernel: &Bound<'_, PyAny>,
@@ -87,6 +88,7 @@ fn trace_kernel(
     params: &Bound<'_, PyList>,
     threads_per_group: usize,
     optimize: bool,
+    debug: Option<&str>,
 ) -> PyResult<PyTileFunction> {
     let mut builder = Builder::new(name);
     builder.set_threads_per_group(threads_per_group);
@@ -154,8 +156,13 @@ fn trace_kernel(
     }
     // The trace phase of the compile pipeline: kernel checks, then the
     // target-independent Tile IR passes.
-    let print_after = metile_runtime::debug::stages_to_print();
-    let prepared = metile_compiler::pipeline::prepare(func, optimize, &print_after).map_err(|e| {
+    let (print_after, pipeline) = metile_runtime::debug::pipeline_requests_in(debug);
+    let options = metile_compiler::CompileOptions {
+        print_after,
+        record_stages: pipeline,
+        ..Default::default()
+    };
+    let prepared = metile_compiler::pipeline::prepare(func, optimize, &options).map_err(|e| {
         if e.is_internal() {
             CompilationError::new_err(format!("{} (kernel {name})", e.reason))
         } else {
@@ -163,7 +170,7 @@ fn trace_kernel(
             crate::errors::compilation_error(py, &message, &e.loc)
         }
     })?;
-    metile_runtime::debug::report_run(name, "trace", &prepared.printed, &prepared.records);
+    metile_runtime::debug::report_run(name, "trace", &prepared.printed, &prepared.records, pipeline);
     Ok(PyTileFunction::new(prepared.func))
 }
 

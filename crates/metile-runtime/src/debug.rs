@@ -31,27 +31,42 @@ pub fn debug_enabled(stage: &str) -> bool {
     })
 }
 
-/// The pipeline stages `METILE_DEBUG` names, whose IR the compiler prints
-/// (`metile_compiler::CompileOptions::print_after`).
-pub fn stages_to_print() -> Vec<String> {
-    let Some(v) = requested() else {
-        return Vec::new();
-    };
-    let stages = stage_names();
-    v.split(',')
-        .map(str::trim)
-        .filter(|s| stages.contains(s))
-        .map(String::from)
-        .collect()
+/// What `METILE_DEBUG` asks of a pipeline run (one read of the variable):
+/// the stages whose IR to print, and whether to time and list the stages
+/// (`pipeline`).
+pub fn pipeline_requests() -> (Vec<String>, bool) {
+    pipeline_requests_in(requested().as_deref())
 }
 
-/// Prints what `METILE_DEBUG` asks of one pipeline run over `kernel`: the IR
-/// after each stage it names, and with `pipeline` the stage list.
-pub fn report_run(kernel: &str, target: &str, printed: &[(&'static str, String)], records: &[StageRecord]) {
+/// [`pipeline_requests`] of a `METILE_DEBUG` value already read (`None`: unset).
+pub fn pipeline_requests_in(value: Option<&str>) -> (Vec<String>, bool) {
+    let Some(v) = value else {
+        return (Vec::new(), false);
+    };
+    let stages = stage_names();
+    let names: Vec<&str> = v.split(',').map(str::trim).collect();
+    let print_after = names
+        .iter()
+        .filter(|s| stages.contains(s))
+        .map(|s| s.to_string())
+        .collect();
+    (print_after, names.contains(&"pipeline"))
+}
+
+/// Prints what `METILE_DEBUG` asked of one pipeline run over `kernel`
+/// ([`pipeline_requests`]): the IR after each stage it names, and the stage
+/// list when `pipeline` was asked for (the run then timed its stages).
+pub fn report_run(
+    kernel: &str,
+    target: &str,
+    printed: &[(&'static str, String)],
+    records: &[StageRecord],
+    pipeline: bool,
+) {
     for (stage, text) in printed {
         eprintln!("// {kernel} after {stage} ({target})\n{text}");
     }
-    if debug_enabled("pipeline") {
+    if pipeline {
         eprint!("{}", describe_run(&format!("{kernel} ({target})"), records));
     }
 }

@@ -6,7 +6,7 @@
 //! Both backends run exactly the text [`emit`] returns, so what the emulator
 //! proves about it holds for the GPU.
 
-use crate::debug::{debug_enabled, report_run, stages_to_print};
+use crate::debug::{debug_enabled, pipeline_requests, report_run};
 use crate::device::CompileOptions;
 use crate::error::RuntimeError;
 use metile_compiler::{compile, CompileError, Kernel, MslKernel, MslParam};
@@ -20,11 +20,13 @@ pub fn emit(
     options: &CompileOptions,
     limits: &ThreadgroupLimits,
 ) -> Result<MslKernel, RuntimeError> {
+    let (print_after, pipeline) = pipeline_requests();
     let compile_options = metile_compiler::CompileOptions {
         num_sgs: options.num_sgs,
         keep_gpu_ir: debug_enabled("gpu_ir"),
         passes: options.passes,
-        print_after: stages_to_print(),
+        print_after,
+        record_stages: pipeline,
     };
     let target = options.apple_arch.unwrap_or_default().target();
     let compiled = compile(func, &compile_options, &target).map_err(compile_error)?;
@@ -33,6 +35,7 @@ pub fn emit(
         &target.arch_name(),
         &compiled.printed,
         &compiled.records,
+        pipeline,
     );
     if let Some(gpu_ir) = &compiled.gpu_ir {
         eprintln!("// GPU IR of {}\n{gpu_ir}", func.name);

@@ -50,12 +50,9 @@ def debug_enabled(stage: str) -> bool:
     return stage in parts or "all" in parts
 
 
-def check_debug_names() -> None:
+def check_debug_names(wanted: str) -> None:
     """Refuses a METILE_DEBUG value that names something the compiler does not print
     (a misspelt stage would otherwise print nothing, silently)."""
-    wanted = os.environ.get("METILE_DEBUG")
-    if not wanted:
-        return
     known = _metile.debug_names()
     for part in wanted.split(","):
         name = part.strip()
@@ -87,7 +84,9 @@ def specialize(
     launch's value is a multiple of). constexprs: name -> Python value. options:
     "threads_per_group" (default 128) and "optimize" (default True).
     """
-    check_debug_names()
+    wanted = os.environ.get("METILE_DEBUG")
+    if wanted:
+        check_debug_names(wanted)
     names, is_constexpr = _signature(fn)
     kernel = _factory(fn)(*cell_values(fn))
     runtime = iter(runtime_params)
@@ -104,7 +103,7 @@ def specialize(
     optimize = options.get("optimize", True)
     try:
         with kernel_package(fn):
-            func = _metile.trace_kernel(kernel, fn.__name__, params, threads, optimize)
+            func = _metile.trace_kernel(kernel, fn.__name__, params, threads, optimize, wanted)
     except RecursionError as e:
         raise traced_recursion_error(fn.__name__, e) from None
     except TypeError as e:
@@ -112,6 +111,6 @@ def specialize(
         if converted is e:
             raise
         raise converted from e
-    if debug_enabled("tile_ir"):
+    if wanted and debug_enabled("tile_ir"):
         print(f"// Tile IR of {fn.__name__}\n{func.text}", file=sys.stderr)
     return func

@@ -17,7 +17,7 @@ mod tensor_map;
 
 pub use driver::load_libraries;
 
-use crate::debug::{debug_enabled, report_run, stages_to_print};
+use crate::debug::{debug_enabled, pipeline_requests, report_run};
 use crate::device::{CompileOptions, CompiledKernel, Device, DeviceMemory, KernelResources};
 use crate::disk_cache::{cache_key, DiskCache};
 use crate::error::RuntimeError;
@@ -603,11 +603,13 @@ impl Device for CudaDevice {
                 self.target.arch_name()
             )));
         }
+        let (print_after, pipeline) = pipeline_requests();
         let gpu_options = metile_compiler::CompileOptions {
             num_sgs: options.num_sgs,
             keep_gpu_ir: debug_enabled("gpu_ir"),
             passes: options.passes,
-            print_after: stages_to_print(),
+            print_after,
+            record_stages: pipeline,
         };
         let compiled = compile(&func, &gpu_options, &self.target).map_err(compile_error)?;
         report_run(
@@ -615,6 +617,7 @@ impl Device for CudaDevice {
             &self.target.arch_name(),
             &compiled.printed,
             &compiled.records,
+            pipeline,
         );
         if let Some(gpu_ir) = &compiled.gpu_ir {
             eprintln!("// GPU IR of {}\n{gpu_ir}", func.name);
