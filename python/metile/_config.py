@@ -8,22 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-# Switches of optional GEMM passes (each on unless set to False); see docs/gemm.md.
-PASS_OPTIONS = (
-    "matrix_atoms",
-    "prefetch",
-    "async_copy",
-    "pad_dot_scratch",
-    "ldmatrix",
-    "serpentine",
-    "tf32",
-    "occupancy",
-    "l2_order",
-    "wgmma",
-    "tma",
-    "stage_stores",
-    "repack_operands",
-)
+from metile import _metile
+
+# Switches of optional GEMM passes, from the compiler's policy table (each target's
+# defaults are there too); see docs/gemm.md and docs/pipeline.md.
+PASS_OPTIONS = tuple(_metile.pass_names())
 
 # Programs per output tile sharing a GEMM's K loop (docs/gemm.md); 1 is no split.
 MAX_SPLIT_K = 65535

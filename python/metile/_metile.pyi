@@ -447,7 +447,12 @@ def simdgroup_role(
 # The frontend's hooks: the AST rewrite turns kernel control flow into calls to these.
 
 def trace_kernel(
-    kernel: Callable[..., Any], name: str, params: list[Any], threads_per_group: int, optimize: bool = True
+    kernel: Callable[..., Any],
+    name: str,
+    params: list[Any],
+    threads_per_group: int,
+    optimize: bool = True,
+    debug: str | None = None,
 ) -> TileFunction: ...
 def kernel_context(value: object) -> Any: ...
 def trace_for(
@@ -488,6 +493,9 @@ def aot_build(
     version: str = "",
     cubin: bool = True,
 ) -> list[tuple[str, bytes]]: ...
+def pass_names() -> list[str]: ...
+def debug_names() -> list[str]: ...
+def pipeline_stages() -> list[tuple[str, str, str, str | None]]: ...
 def compiler_version() -> str: ...
 
 # The autotune winners' disk cache.

@@ -35,7 +35,8 @@ fn report(name: &str, traced: Function) {
     let tile = optimize_tile_ir(traced.clone()).expect("optimizes");
     let target = metile_compiler::Target::apple();
     let threads = layout_assign::choose_threads(&tile, None, &target).expect("threads");
-    let lowered = lower::lower(&tile, threads, &target).expect("lowers");
+    let switches = metile_compiler::Switches::defaults(&target);
+    let lowered = lower::lower(&tile, threads, &target, &switches).expect("lowers");
     let mut merged = lowered.clone();
     gpu_passes::eliminate_common_subexpressions(&mut merged);
     let mut pruned = merged.clone();
@@ -49,8 +50,11 @@ fn report(name: &str, traced: Function) {
     let stages = [
         ("tile passes", time(|| optimize_tile_ir(traced.clone()))),
         ("tile verify", time(|| verify(&tile))),
-        ("layouts", time(|| layout_assign::assign(&tile, threads, &target))),
-        ("lower", time(|| lower::lower(&tile, threads, &target))),
+        (
+            "layouts",
+            time(|| layout_assign::assign(&tile, threads, &target, &switches)),
+        ),
+        ("lower", time(|| lower::lower(&tile, threads, &target, &switches))),
         ("verify lowered", time(|| verify_gpu(&lowered))),
         // The two passes below are timed on a copy; this is the copy alone.
         ("(clone)", time(|| lowered.clone())),

@@ -22,6 +22,7 @@
 
 use crate::atoms::{AtomKind, MatrixAtom};
 use crate::dist_layout::{DistLayout, Leaf};
+use crate::policy::Switches;
 use crate::target::Target;
 use metile_ir::DType;
 use metile_layout::{Layout, LayoutError};
@@ -147,12 +148,17 @@ pub fn wgmma_staging(plan: &AtomTiling, dtype: DType) -> Option<(Staged, Staged,
 /// whole `k` of `a` and `b`, placed and padded like [`staging`], and the
 /// stage's length in elements (a multiple of 16 bytes, so every stage starts
 /// aligned for 16-byte copies).
-pub fn ring_stage(plan: &AtomTiling, target: &Target, dtype: DType) -> (Staged, Staged, usize) {
+pub fn ring_stage(
+    plan: &AtomTiling,
+    target: &Target,
+    switches: &Switches,
+    dtype: DType,
+) -> (Staged, Staged, usize) {
     if let Some(staged) = wgmma_staging(plan, dtype) {
         return staged;
     }
     let (m, n, k) = plan.shape;
-    let pads = choose_pads(plan, target, dtype, usize::MAX / 4);
+    let pads = choose_pads(plan, target, switches, dtype, usize::MAX / 4);
     let (sa, sb, len) = staging(m, n, k, dtype, pads);
     let per16 = (16 / dtype.size_bytes()).max(1);
     (sa, sb, len.div_ceil(per16) * per16)
@@ -174,8 +180,14 @@ pub fn staged_k(plan: &AtomTiling, dtype: DType, pads: (usize, usize), capacity:
 /// have the fewest bank conflicts: each of 0, 16, 32, 48 and 64 bytes is
 /// tried, computed from the layouts (`bank_conflicts`), the smallest of the
 /// best kept. No padding when the `pad_dot_scratch` pass is off.
-pub fn choose_pads(plan: &AtomTiling, target: &Target, dtype: DType, capacity: usize) -> (usize, usize) {
-    if !target.default_passes.pad_dot_scratch {
+pub fn choose_pads(
+    plan: &AtomTiling,
+    target: &Target,
+    switches: &Switches,
+    dtype: DType,
+    capacity: usize,
+) -> (usize, usize) {
+    if !switches.pad_dot_scratch {
         return (0, 0);
     }
     let size = dtype.size_bytes();
@@ -348,14 +360,15 @@ pub struct DotReport {
     pub reads_per_mma: f64,
 }
 
-/// The report of [`plan`] on `target` with its default passes.
+/// The report of [`plan`] on `target` with `switches` in force.
 pub fn report(
     target: &Target,
+    switches: &Switches,
     shape: (usize, usize, usize),
     operand: DType,
     threads: usize,
 ) -> Option<DotReport> {
-    let p = plan(target, shape, operand, threads)?;
+    let p = plan(target, switches, shape, operand, threads)?;
     let size = operand.size_bytes();
     if let Some((_, sb, len)) = wgmma_staging(&p, operand) {
         // The tensor cores read the swizzled tiles themselves, in layouts of
@@ -378,7 +391,7 @@ pub fn report(
         });
     }
     let capacity = target.max_threadgroup_bytes / size;
-    let pads = choose_pads(&p, target, operand, capacity);
+    let pads = choose_pads(&p, target, switches, operand, capacity);
     let kc = staged_k(&p, operand, pads, capacity)?;
     let (sa, sb, len) = staging(shape.0, shape.1, kc, operand, pads);
     let reads = fragment_reads(&p, target, operand, (sa, sb));
@@ -402,24 +415,33 @@ pub fn report(
 /// The atom that `dot` on `operand` tiles uses on `target`, if any. The tf32
 /// atom changes f32 results (inputs are rounded to 10-bit mantissas), so f32
 /// `dot` takes it only when the `tf32` pass is switched on.
-pub fn atom_for(target: &Target, operand: DType) -> Option<MatrixAtom> {
-    atoms_for(target, operand).next()
+pub fn atom_for(target: &Target, switches: &Switches, operand: DType) -> Option<MatrixAtom> {
+    atoms_for(target, switches, operand).next()
 }
 
 /// Every atom that `dot` on `operand` may use on `target`, in the target's
-/// order of preference (`plan` takes the first whose shape fits the tile).
-pub fn atoms_for(target: &Target, operand: DType) -> impl Iterator<Item = MatrixAtom> + '_ {
-    target.matrix_atoms.iter().filter_map(move |&kind| match kind {
+/// order of preference (`plan` takes the first whose shape fits the tile);
+/// none with the `matrix_atoms` pass off.
+pub fn atoms_for<'a>(
+    target: &'a Target,
+    switches: &'a Switches,
+    operand: DType,
+) -> impl Iterator<Item = MatrixAtom> + 'a {
+    let atoms: &[AtomKind] = if switches.matrix_atoms {
+        &target.matrix_atoms
+    } else {
+        &[]
+    };
+    let tf32 = switches.tf32 && operand == DType::F32;
+    atoms.iter().filter_map(move |&kind| match kind {
         AtomKind::NvidiaWgmmaM64K16 { n } => MatrixAtom::nvidia_wgmma_m64k16(operand, usize::from(n)),
-        AtomKind::NvidiaWgmmaM64K8Tf32 { n } => (target.default_passes.tf32 && operand == DType::F32)
+        AtomKind::NvidiaWgmmaM64K8Tf32 { n } => tf32
             .then(|| MatrixAtom::nvidia_wgmma_m64k8_tf32(usize::from(n)))
             .flatten(),
         AtomKind::AppleSimdgroup8x8 => MatrixAtom::apple_simdgroup_8x8(operand),
         AtomKind::AppleMatmul2d16x32x16 => MatrixAtom::apple_matmul2d_16x32x16(operand),
         AtomKind::NvidiaMmaM16N8K16 => MatrixAtom::nvidia_mma_m16n8k16(operand),
-        AtomKind::NvidiaMmaM16N8K8Tf32 => {
-            (target.default_passes.tf32 && operand == DType::F32).then(MatrixAtom::nvidia_mma_m16n8k8_tf32)
-        }
+        AtomKind::NvidiaMmaM16N8K8Tf32 => tf32.then(MatrixAtom::nvidia_mma_m16n8k8_tf32),
     })
 }
 
@@ -428,12 +450,14 @@ pub fn atoms_for(target: &Target, operand: DType) -> impl Iterator<Item = Matrix
 /// does (the generic path then runs).
 pub fn plan(
     target: &Target,
+    switches: &Switches,
     shape: (usize, usize, usize),
     operand: DType,
     threads: usize,
 ) -> Option<AtomTiling> {
-    wgmma_plan(target, shape, operand, threads)
-        .or_else(|| atoms_for(target, operand).find_map(|atom| plan_on(target, shape, atom, threads)))
+    wgmma_plan(target, switches, shape, operand, threads).or_else(|| {
+        atoms_for(target, switches, operand).find_map(|atom| plan_on(target, switches, shape, atom, threads))
+    })
 }
 
 /// The `wgmma` plan (sm_90a, `wgmma` pass on) of an f16 or bf16 `dot`, or
@@ -443,18 +467,19 @@ pub fn plan(
 /// tf32 atom (the transposed product) spans `n` rows and 64 columns.
 fn wgmma_plan(
     target: &Target,
+    switches: &Switches,
     (m, n, k): (usize, usize, usize),
     operand: DType,
     threads: usize,
 ) -> Option<AtomTiling> {
-    if !(target.wgmma && target.default_passes.wgmma && target.default_passes.matrix_atoms) {
+    if !(target.wgmma && switches.wgmma && switches.matrix_atoms) {
         return None;
     }
     let size = operand.size_bytes();
     wgmma_swizzle_bytes(k * size)?;
     let block = wgmma_swizzle_bytes(n * size)? / size;
     let tf32 = operand == DType::F32;
-    if tf32 && !target.default_passes.tf32 {
+    if tf32 && !switches.tf32 {
         return None;
     }
     let (span, unit) = if tf32 { (m, 8) } else { (n, block) };
@@ -467,7 +492,7 @@ fn wgmma_plan(
                 true => MatrixAtom::nvidia_wgmma_m64k8_tf32(w)?,
                 false => MatrixAtom::nvidia_wgmma_m64k16(operand, w)?,
             };
-            plan_on(target, (m, n, k), atom, threads)
+            plan_on(target, switches, (m, n, k), atom, threads)
         })
         .max_by_key(|p| {
             let width = if tf32 { p.atom.shape.0 } else { p.atom.shape.1 };
@@ -478,6 +503,7 @@ fn wgmma_plan(
 /// [`plan`] on one atom.
 fn plan_on(
     target: &Target,
+    switches: &Switches,
     (m, n, k): (usize, usize, usize),
     atom: MatrixAtom,
     threads: usize,
@@ -558,10 +584,7 @@ fn plan_on(
                 stride: an_i,
             }],
         )?;
-        let ldmatrix = if target.ldmatrix
-            && target.default_passes.ldmatrix
-            && atom.kind == AtomKind::NvidiaMmaM16N8K16
-        {
+        let ldmatrix = if target.ldmatrix && switches.ldmatrix && atom.kind == AtomKind::NvidiaMmaM16N8K16 {
             let b_blocks: usize = if reps_n % 2 == 0 { 2 } else { 1 };
             let lanes = |first: Leaf, second: Leaf, third: Leaf| vec![first, second, third];
             let mut a_threads = lanes(
@@ -671,16 +694,36 @@ fn tiled(
 mod tests {
     use super::*;
 
+    /// A target and the switches a test runs it with (the policy's defaults
+    /// unless the test changes them).
+    struct On {
+        target: Target,
+        switches: Switches,
+    }
+
+    fn on(target: Target) -> On {
+        let switches = Switches::defaults(&target);
+        On { target, switches }
+    }
+
+    fn plan(t: &On, shape: (usize, usize, usize), operand: DType, threads: usize) -> Option<AtomTiling> {
+        super::plan(&t.target, &t.switches, shape, operand, threads)
+    }
+
+    fn report(t: &On, shape: (usize, usize, usize), operand: DType, threads: usize) -> Option<DotReport> {
+        super::report(&t.target, &t.switches, shape, operand, threads)
+    }
+
     /// The H100 with `mma.sync` only (the `wgmma` pass off).
-    fn mma_sync_target() -> Target {
-        let mut t = Target::nvidia(9, 0);
-        t.default_passes.wgmma = false;
+    fn mma_sync_target() -> On {
+        let mut t = on(Target::nvidia(9, 0));
+        t.switches.wgmma = false;
         t
     }
 
     /// Every element of C is held, and each (simdgroup block, atom tile) pairs
     /// with the A rows and B columns of the same tile.
-    fn check(target: &Target, shape: (usize, usize, usize), dtype: DType, threads: usize) {
+    fn check(target: &On, shape: (usize, usize, usize), dtype: DType, threads: usize) {
         let p = plan(target, shape, dtype, threads).unwrap();
         // Reductions, transposes and splits of a `dot`'s result read coordinates per axis.
         assert!(p.c.is_separable(), "{}", p.c);
@@ -727,9 +770,9 @@ mod tests {
         check(&nv, (64, 32, 16), DType::BF16, 128);
         check(&nv, (16, 8, 16), DType::F16, 256);
         check(&nv, (48, 24, 32), DType::F16, 64);
-        let apple = Target::apple();
+        let apple = on(Target::apple());
         check(&apple, (64, 64, 16), DType::F32, 256);
-        let h100 = Target::nvidia(9, 0);
+        let h100 = on(Target::nvidia(9, 0));
         for (shape, threads) in [
             ((128, 128, 64), 256),
             ((128, 256, 32), 256),
@@ -790,7 +833,7 @@ mod tests {
         check_ldmatrix((128, 128, 32), 256);
         check_ldmatrix((64, 24, 16), 128);
         check_ldmatrix((16, 8, 16), 64);
-        assert!(plan(&Target::apple(), (64, 64, 32), DType::F16, 128)
+        assert!(plan(&on(Target::apple()), (64, 64, 32), DType::F16, 128)
             .unwrap()
             .ldmatrix
             .is_none());
@@ -801,13 +844,13 @@ mod tests {
         let mut nv = mma_sync_target();
         let r = report(&nv, (128, 128, 32), DType::F16, 256).unwrap();
         assert_eq!((r.atom, r.conflicts, r.staged_k), ("m16n8k16", (1, 1), 32));
-        nv.default_passes.pad_dot_scratch = false;
+        nv.switches.pad_dot_scratch = false;
         let r = report(&nv, (128, 128, 32), DType::F16, 256).unwrap();
         assert!(r.conflicts.0 >= 4 && r.conflicts.1 >= 4, "{:?}", r.conflicts);
-        let mut apple = Target::apple();
+        let mut apple = on(Target::apple());
         let r = report(&apple, (64, 64, 32), DType::F32, 128).unwrap();
         assert_eq!(r.conflicts, (1, 1));
-        apple.default_passes.pad_dot_scratch = false;
+        apple.switches.pad_dot_scratch = false;
         assert!(report(&apple, (64, 64, 32), DType::F32, 128).unwrap().conflicts.0 > 1);
     }
 
@@ -824,7 +867,7 @@ mod tests {
         let p = plan(&mma_sync_target(), (128, 128, 32), DType::F16, 256).unwrap();
         assert_eq!(p.warps.0 * p.warps.1, 8);
         assert_eq!(p.reps.0 * p.reps.1, 16);
-        let p = plan(&Target::apple(), (64, 64, 32), DType::F32, 128).unwrap();
+        let p = plan(&on(Target::apple()), (64, 64, 32), DType::F32, 128).unwrap();
         assert_eq!((p.warps, p.reps), ((2, 2), (4, 4)));
     }
 
@@ -834,13 +877,13 @@ mod tests {
         assert!(plan(&nv, (128, 128, 32), DType::F32, 256).is_none());
         assert!(plan(&nv, (100, 128, 32), DType::F16, 256).is_none());
         assert!(plan(&nv, (128, 128, 24), DType::F16, 256).is_none());
-        assert!(plan(&Target::nvidia(7, 5), (128, 128, 32), DType::F16, 256).is_none());
-        assert!(plan(&Target::apple(), (12, 8, 8), DType::F32, 64).is_none());
+        assert!(plan(&on(Target::nvidia(7, 5)), (128, 128, 32), DType::F16, 256).is_none());
+        assert!(plan(&on(Target::apple()), (12, 8, 8), DType::F32, 64).is_none());
     }
 
     #[test]
     fn wgmma_plans_keep_warpgroups_busy_with_whole_swizzle_blocks() {
-        let h100 = Target::nvidia(9, 0);
+        let h100 = on(Target::nvidia(9, 0));
         let p = plan(&h100, (128, 128, 64), DType::F16, 256).unwrap();
         assert_eq!(
             (p.atom.kind, p.warps, p.reps),
@@ -865,7 +908,7 @@ mod tests {
                 .kind,
             AtomKind::NvidiaMmaM16N8K16
         );
-        assert!(!plan(&Target::nvidia(8, 0), (128, 128, 64), DType::F16, 256)
+        assert!(!plan(&on(Target::nvidia(8, 0)), (128, 128, 64), DType::F16, 256)
             .unwrap()
             .atom
             .reads_shared_memory());
@@ -876,9 +919,9 @@ mod tests {
     /// swizzled N-major staging.
     #[test]
     fn tf32_wgmma_plans_the_transposed_product() {
-        let mut h100 = Target::nvidia(9, 0);
+        let mut h100 = on(Target::nvidia(9, 0));
         assert!(plan(&h100, (128, 128, 32), DType::F32, 256).is_none());
-        h100.default_passes.tf32 = true;
+        h100.switches.tf32 = true;
         let p = plan(&h100, (256, 128, 32), DType::F32, 256).unwrap();
         assert_eq!(
             (p.atom.kind, p.atom.shape, p.warps, p.reps),
@@ -897,7 +940,7 @@ mod tests {
         // Columns must come in 64s; rows in 8s.
         assert!(plan(&h100, (128, 96, 32), DType::F32, 256)
             .is_none_or(|p| p.atom.kind == AtomKind::NvidiaMmaM16N8K8Tf32));
-        h100.default_passes.wgmma = false;
+        h100.switches.wgmma = false;
         assert_eq!(
             plan(&h100, (256, 128, 32), DType::F32, 256).unwrap().atom.kind,
             AtomKind::NvidiaMmaM16N8K8Tf32
@@ -909,7 +952,12 @@ mod tests {
     #[test]
     fn swizzled_placements_permute_16_byte_chunks_within_8_rows() {
         for (rows, cols) in [(64, 64), (128, 32), (32, 128), (16, 16)] {
-            let p = plan(&Target::nvidia(9, 0), (rows.max(64), cols, 16), DType::F16, 128);
+            let p = plan(
+                &on(Target::nvidia(9, 0)),
+                (rows.max(64), cols, 16),
+                DType::F16,
+                128,
+            );
             let Some(p) = p else { continue };
             let (_, sb, _) = wgmma_staging(&p, DType::F16).unwrap();
             let k = 16;
@@ -926,7 +974,7 @@ mod tests {
                 }
             }
         }
-        let p = plan(&Target::nvidia(9, 0), (64, 128, 64), DType::F16, 128).unwrap();
+        let p = plan(&on(Target::nvidia(9, 0)), (64, 128, 64), DType::F16, 128).unwrap();
         let (sa, sb, len) = wgmma_staging(&p, DType::F16).unwrap();
         assert_eq!((sa.ld, sb.ld, sb.base * 2 % 1024, len * 2 % 1024), (64, 64, 0, 0));
         // Row 3, chunk 2 of a 128-byte swizzle: chunk 2 ^ 3 = 1.

@@ -35,6 +35,7 @@
 
 use crate::dist_layout::DistLayout;
 use crate::error::{CompileError, CompileResult};
+use crate::policy::Switches;
 use crate::target::Target;
 use metile_ir::{Block, DType, Elem, Function, Loc, Op, OpKind, ValueId};
 use rustc_hash::FxHashMap;
@@ -87,6 +88,8 @@ pub struct Assignment {
     pub threads: u32,
     /// The GPU the kernel is lowered for.
     pub target: Target,
+    /// The pass switches in force on it.
+    pub switches: Switches,
     pub layouts: LayoutTable,
     classes: Vec<Class>,
     /// Values produced by a broadcast of a `Fixed` tile (cheap to re-derive).
@@ -321,11 +324,38 @@ pub fn run_lanes(f: &Function, target: &Target) -> usize {
     lanes.max(1)
 }
 
+impl Assignment {
+    /// The assignment as text (`METILE_DEBUG=layout_assign`): the threadgroup
+    /// size, then each value held in a fixed layout, and each `dot`'s atom plan.
+    pub fn describe(&self) -> String {
+        let mut out = format!("// threads per group: {}\n", self.threads);
+        for (i, class) in self.classes.iter().enumerate() {
+            if let Class::Fixed(id) = class {
+                out.push_str(&format!("{} : {}\n", ValueId(i as u32), self.layouts.get(*id)));
+            }
+        }
+        let mut dots: Vec<_> = self.dot_plans.iter().collect();
+        dots.sort_by_key(|(v, _)| v.index());
+        for (v, p) in dots {
+            out.push_str(&format!(
+                "{v} = dot on {} ({} x {} simdgroups, {} x {} atoms each)\n",
+                p.atom.kind.name(),
+                p.warps.0,
+                p.warps.1,
+                p.reps.0,
+                p.reps.1
+            ));
+        }
+        out
+    }
+}
+
 /// Assigns classes, layouts and pointer roots to every value of `f`.
-pub fn assign(f: &Function, threads: u32, target: &Target) -> CompileResult<Assignment> {
+pub fn assign(f: &Function, threads: u32, target: &Target, switches: &Switches) -> CompileResult<Assignment> {
     let mut a = Assignment {
         threads,
         target: target.clone(),
+        switches: *switches,
         layouts: LayoutTable::default(),
         classes: vec![Class::Uniform; f.values.len()],
         broadcast_derived: vec![false; f.values.len()],
@@ -639,6 +669,7 @@ fn dot_atom_plan(f: &Function, op: &Op, a: &Assignment) -> Option<crate::dot_til
     let operand = ta.dtype()?;
     crate::dot_tiling::plan(
         &a.target,
+        &a.switches,
         (ta.shape[0], tb.shape[1], ta.shape[1]),
         operand,
         a.threads as usize,

@@ -9,8 +9,8 @@
 //! for every launch that traces (the test suite runs with it).
 
 use crate::error::{CompileError, INTERNAL};
-use crate::target::{Target, TargetKind};
-use crate::{compile_cuda, compile_gpu_ir, msl, MslOptions};
+use crate::pipeline::{compile, CompileOptions};
+use crate::target::Target;
 use metile_ir::{Function, Loc};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -40,13 +40,12 @@ pub fn parse_targets(spec: &str) -> Result<Vec<Target>, String> {
 
 /// Compiles `func` to the source `target` runs (MSL or CUDA C++), turning a
 /// panic anywhere in the compiler into an internal compiler error.
-pub fn compile_source(func: &Function, options: &MslOptions, target: &Target) -> Result<(), CompileError> {
-    let compiled = catch_unwind(AssertUnwindSafe(|| match target.kind {
-        TargetKind::Apple(_) => {
-            compile_gpu_ir(func, options, target).and_then(|g| msl::emit_msl(&g).map(drop))
-        }
-        TargetKind::Nvidia { .. } => compile_cuda(func, options, target).map(drop),
-    }));
+pub fn compile_source(
+    func: &Function,
+    options: &CompileOptions,
+    target: &Target,
+) -> Result<(), CompileError> {
+    let compiled = catch_unwind(AssertUnwindSafe(|| compile(func, options, target).map(drop)));
     compiled.unwrap_or_else(|panic| {
         let what = panic
             .downcast_ref::<String>()
@@ -65,7 +64,7 @@ pub fn compile_source(func: &Function, options: &MslOptions, target: &Target) ->
 /// target's name. Refusals that are documented limits are not reported.
 pub fn internal_errors(
     func: &Function,
-    options: &MslOptions,
+    options: &CompileOptions,
     targets: &[Target],
 ) -> Vec<(String, CompileError)> {
     targets

@@ -67,7 +67,8 @@ impl AppleArch {
     }
 }
 
-/// One GPU family's limits and preferences.
+/// One GPU family's hardware facts: limits and the instructions it has
+/// (which passes use them is `crate::policy`'s choice).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Target {
     pub kind: TargetKind,
@@ -110,8 +111,6 @@ pub struct Target {
     pub wgmma: bool,
     /// The tensor memory accelerator (`cp.async.bulk.tensor`, sm_90).
     pub tma: bool,
-    /// The GEMM passes that run unless a launch says otherwise (`Passes`).
-    pub default_passes: crate::DefaultPasses,
 }
 
 impl Target {
@@ -134,27 +133,11 @@ impl Target {
             matrix_atoms: vec![AtomKind::AppleSimdgroup8x8],
             ldmatrix: false,
             // Emitted as plain copies (Metal has no asynchronous ones); the
-            // ring still needs one barrier per iteration instead of two, but
-            // the pass stays off until measured on a Mac.
+            // ring still needs one barrier per iteration instead of two (the
+            // policy table keeps the pass off until measured on a Mac).
             async_copy: true,
             wgmma: false,
             tma: false,
-            default_passes: crate::DefaultPasses {
-                matrix_atoms: true,
-                prefetch: true,
-                async_copy: false,
-                pad_dot_scratch: true,
-                ldmatrix: false,
-                serpentine: true,
-                tf32: false,
-                occupancy: true,
-                l2_order: true,
-                wgmma: false,
-                tma: false,
-                // Unmeasured on a Mac.
-                stage_stores: false,
-                repack_operands: false,
-            },
         }
     }
 
@@ -204,23 +187,6 @@ impl Target {
             async_copy: major >= 8,
             wgmma: (major, minor) == (9, 0),
             tma: major >= 9,
-            // Prefetching into registers gains nothing measurable on the H100
-            // (benchmarks/gemm.py); autotuning may still pick it per shape.
-            default_passes: crate::DefaultPasses {
-                matrix_atoms: true,
-                prefetch: false,
-                async_copy: true,
-                pad_dot_scratch: true,
-                ldmatrix: true,
-                serpentine: true,
-                tf32: false,
-                occupancy: true,
-                l2_order: true,
-                wgmma: true,
-                tma: true,
-                stage_stores: true,
-                repack_operands: true,
-            },
         }
     }
 

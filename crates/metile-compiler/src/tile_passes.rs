@@ -27,13 +27,15 @@ pub fn optimize_tile_ir(mut f: Function) -> IrResult<Function> {
     Ok(f)
 }
 
-/// Folding, CSE and DCE to a fixed point.
-pub fn clean_up(f: &mut Function) -> IrResult<()> {
+/// Folding, CSE and DCE to a fixed point; true if anything changed.
+pub fn clean_up(f: &mut Function) -> IrResult<bool> {
+    let mut any = false;
     for _ in 0..4 {
         let mut changed = false;
         for (name, pass) in PASSES {
             if pass(f) {
                 changed = true;
+                any = true;
                 verify(f).map_err(|e| IrError(format!("after {name}: {e}")))?;
             }
         }
@@ -41,7 +43,7 @@ pub fn clean_up(f: &mut Function) -> IrResult<()> {
             break;
         }
     }
-    Ok(())
+    Ok(any)
 }
 
 type Pass = fn(&mut Function) -> bool;

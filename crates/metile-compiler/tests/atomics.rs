@@ -7,7 +7,7 @@
 mod common;
 
 use common::{int, loc, v};
-use metile_compiler::{compile_cuda, AppleArch, MslOptions, MslVersion, Target};
+use metile_compiler::{compile_cuda, AppleArch, CompileOptions, MslVersion, Target};
 use metile_ir::gpu_ir::GpuOpKind;
 use metile_ir::{
     AtomicFlags, AtomicOp, BinaryOp, Builder, CmpOp, DType, Function, MemScope, MemSem, Operand, ParamKind,
@@ -79,7 +79,7 @@ fn msl(
     f: &Function,
     target: AppleArch,
 ) -> Result<metile_compiler::MslCompilation, metile_compiler::CompileError> {
-    let options = MslOptions {
+    let options = CompileOptions {
         keep_gpu_ir: true,
         ..common::without_l2_order()
     };
@@ -158,9 +158,12 @@ fn a_program_lock_is_one_atomic_broadcast_between_device_barriers() {
     insta::assert_snapshot!("spin_lock_msl", c.kernel.source);
     insta::assert_snapshot!("spin_lock_gpu_ir", gpu_ir);
     // Two atomics in all: one compare-and-swap per spin, one release.
-    let f =
-        metile_compiler::compile_gpu_ir(&optimized(spin_lock()), &MslOptions::default(), &Target::apple())
-            .unwrap_or_else(|e| panic!("{e}"));
+    let f = metile_compiler::compile_gpu_ir(
+        &optimized(spin_lock()),
+        &CompileOptions::default(),
+        &Target::apple(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let mut atomics = 0;
     let mut device_barriers = 0;
     f.walk(&mut |op| match op.kind {

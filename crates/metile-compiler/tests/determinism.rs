@@ -4,7 +4,7 @@
 
 mod common;
 
-use metile_compiler::{compile_gpu_ir, compile_msl, MslOptions};
+use metile_compiler::{compile_gpu_ir, compile_msl, CompileOptions};
 use metile_ir::{print_gpu_function, verify_gpu, DType, Function};
 
 fn kernels() -> Vec<Function> {
@@ -23,7 +23,7 @@ fn kernels() -> Vec<Function> {
 fn compiling_twice_gives_identical_bytes() {
     for f in kernels() {
         for num_sgs in [None, Some(1), Some(4)] {
-            let options = MslOptions {
+            let options = CompileOptions {
                 num_sgs,
                 keep_gpu_ir: true,
                 ..Default::default()
@@ -41,7 +41,7 @@ fn compiling_twice_gives_identical_bytes() {
 fn gpu_ir_of_every_kernel_verifies() {
     for f in kernels() {
         for num_sgs in [None, Some(2), Some(8)] {
-            let options = MslOptions {
+            let options = CompileOptions {
                 num_sgs,
                 keep_gpu_ir: false,
                 ..Default::default()
@@ -55,7 +55,7 @@ fn gpu_ir_of_every_kernel_verifies() {
 #[test]
 fn the_default_threadgroup_size_follows_the_largest_tile() {
     let threads = |f: &Function| {
-        compile_msl(f, &MslOptions::default())
+        compile_msl(f, &CompileOptions::default())
             .unwrap()
             .kernel
             .threads_per_group

@@ -4,11 +4,11 @@
 mod common;
 
 use common::{int, loc, v};
-use metile_compiler::{compile_msl, CompileError, MslOptions};
+use metile_compiler::{compile_msl, CompileError, CompileOptions};
 use metile_ir::{BinaryOp, Builder, DType, Function, Operand, ParamKind};
 
 fn compile_err(f: &Function, num_sgs: Option<u32>) -> CompileError {
-    let options = MslOptions {
+    let options = CompileOptions {
         num_sgs,
         keep_gpu_ir: false,
         ..Default::default()
@@ -80,7 +80,7 @@ fn num_sgs_must_match_the_threads_a_kernel_was_traced_for() {
     );
     let ok = compile_msl(
         &f,
-        &MslOptions {
+        &CompileOptions {
             num_sgs: Some(2),
             keep_gpu_ir: false,
             ..Default::default()

@@ -3,11 +3,11 @@
 
 mod common;
 
-use metile_compiler::{compile_msl, MslOptions};
+use metile_compiler::{compile_msl, CompileOptions};
 use metile_ir::DType;
 
 fn compile(f: &metile_ir::Function) -> metile_compiler::MslCompilation {
-    let options = MslOptions {
+    let options = CompileOptions {
         num_sgs: None,
         keep_gpu_ir: true,
         ..common::without_l2_order()

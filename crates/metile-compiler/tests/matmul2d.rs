@@ -4,17 +4,28 @@
 
 mod common;
 
-use metile_compiler::dot_tiling::{plan, report, AtomTiling};
-use metile_compiler::{compile_msl_for, AppleArch, MslOptions, MslVersion, Target};
+use metile_compiler::dot_tiling::{self, AtomTiling, DotReport};
+use metile_compiler::{compile_msl_for, AppleArch, CompileOptions, MslVersion, Switches, Target};
+
 use metile_ir::gpu_ir::AtomKind;
 use metile_ir::DType;
+
+/// [`dot_tiling::plan`] with the policy's default switches on `t`.
+fn plan(t: &Target, shape: (usize, usize, usize), dtype: DType, threads: usize) -> Option<AtomTiling> {
+    dot_tiling::plan(t, &Switches::defaults(t), shape, dtype, threads)
+}
+
+/// [`dot_tiling::report`] with the policy's default switches on `t`.
+fn report(t: &Target, shape: (usize, usize, usize), dtype: DType, threads: usize) -> Option<DotReport> {
+    dot_tiling::report(t, &Switches::defaults(t), shape, dtype, threads)
+}
 
 fn compile(
     f: &metile_ir::Function,
     num_sgs: Option<u32>,
     arch: AppleArch,
 ) -> metile_compiler::MslCompilation {
-    let options = MslOptions {
+    let options = CompileOptions {
         num_sgs,
         keep_gpu_ir: false,
         ..Default::default()

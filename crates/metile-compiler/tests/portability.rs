@@ -5,7 +5,7 @@ mod common;
 
 use common::{loc, v};
 use metile_compiler::portability::{compile_source, internal_errors, parse_targets};
-use metile_compiler::MslOptions;
+use metile_compiler::CompileOptions;
 use metile_ir::{BinaryOp, Builder, CmpOp, DType, Function, OpKind, ParamKind, ReduceOp, Type};
 
 /// Triton's softmax: `x - max(x, axis=0)`, `sum(num, axis=0)`, a division by the
@@ -44,7 +44,8 @@ fn all_targets() -> Vec<metile_compiler::Target> {
 fn axis_reductions_of_1d_tiles_compile_for_every_target() {
     let f = metile_compiler::optimize_tile_ir(common::round_trips(softmax_axis0(128))).unwrap();
     for t in all_targets() {
-        compile_source(&f, &MslOptions::default(), &t).unwrap_or_else(|e| panic!("{}: {e}", t.arch_name()));
+        compile_source(&f, &CompileOptions::default(), &t)
+            .unwrap_or_else(|e| panic!("{}: {e}", t.arch_name()));
     }
 }
 
@@ -69,7 +70,7 @@ fn a_scalar_axis_reduction_lowers_even_when_spelled_with_its_axis() {
             *axis = Some(0);
         }
     }
-    assert!(internal_errors(&f, &MslOptions::default(), &all_targets()).is_empty());
+    assert!(internal_errors(&f, &CompileOptions::default(), &all_targets()).is_empty());
 }
 
 #[test]
@@ -78,7 +79,7 @@ fn the_check_reports_internal_errors_per_target() {
     let mut f = softmax_axis0(32);
     let last = f.values.len() - 1;
     f.values[last] = Type::scalar(DType::Bool);
-    let errors = internal_errors(&f, &MslOptions::default(), &all_targets());
+    let errors = internal_errors(&f, &CompileOptions::default(), &all_targets());
     let names: Vec<&str> = errors.iter().map(|(t, _)| t.as_str()).collect();
     assert_eq!(names, ["apple", "apple10", "sm_80", "sm_90"]);
     assert!(errors.iter().all(|(_, e)| e.is_internal()), "{errors:?}");

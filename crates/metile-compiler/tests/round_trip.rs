@@ -5,7 +5,7 @@
 
 mod common;
 
-use metile_compiler::{compile_gpu_ir, optimize_tile_ir, split_k::split_k, MslOptions, Target};
+use metile_compiler::{compile_gpu_ir, optimize_tile_ir, split_k::split_k, CompileOptions, Target};
 use metile_ir::text::{check_gpu_round_trip, check_tile_round_trip};
 use metile_ir::{parse_function, parse_gpu_function, print_function, print_gpu_function, DType, Function};
 
@@ -66,8 +66,8 @@ fn defined_gpu_values(f: &metile_ir::gpu_ir::GpuFunction) -> Vec<metile_ir::gpu_
 }
 
 /// The default passes, and each switch that changes what lowering makes.
-fn option_sets() -> Vec<(String, MslOptions)> {
-    let mut sets = vec![("defaults".to_string(), MslOptions::default())];
+fn option_sets() -> Vec<(String, CompileOptions)> {
+    let mut sets = vec![("defaults".to_string(), CompileOptions::default())];
     for (name, on) in [
         ("tf32", true),
         ("wgmma", false),
@@ -76,7 +76,7 @@ fn option_sets() -> Vec<(String, MslOptions)> {
         ("ldmatrix", false),
         ("stage_stores", false),
     ] {
-        let mut options = MslOptions::default();
+        let mut options = CompileOptions::default();
         options.passes.set(name, on);
         sets.push((format!("{name}={on}"), options));
     }
@@ -172,7 +172,7 @@ fn damage_corpus() -> &'static [String] {
             let f = optimize_tile_ir(f).unwrap_or_else(|e| panic!("{e}"));
             texts.push(print_function(&f));
             for target in targets() {
-                if let Ok(gpu) = compile_gpu_ir(&f, &MslOptions::default(), &target) {
+                if let Ok(gpu) = compile_gpu_ir(&f, &CompileOptions::default(), &target) {
                     texts.push(print_gpu_function(&gpu));
                 }
             }

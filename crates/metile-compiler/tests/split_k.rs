@@ -5,7 +5,9 @@ mod common;
 
 use common::{for_loop, int, loc, v};
 use metile_compiler::split_k::{split_k, WORKSPACE_PARAM};
-use metile_compiler::{compile_cuda, compile_msl, l2_order, optimize_tile_ir, MslOptions, Passes, Target};
+use metile_compiler::{
+    compile_cuda, compile_msl, l2_order, optimize_tile_ir, CompileOptions, Passes, Target,
+};
 use metile_ir::{verify, Builder, DType, Function, OpKind, Operand, ParamKind};
 
 fn gemm() -> Function {
@@ -50,7 +52,7 @@ fn the_partial_kernel_stores_partial_tiles_and_the_finishing_one_sums_them() {
 #[test]
 fn both_kernels_compile_for_every_target() {
     let s = split_k(&gemm(), 3).unwrap();
-    let options = MslOptions::default();
+    let options = CompileOptions::default();
     for k in [&s.partial, &s.finish] {
         let msl = compile_msl(k, &options).unwrap().kernel.source;
         assert!(!msl.is_empty());
@@ -137,25 +139,76 @@ fn l2_order_renumbers_gemm_grids_only() {
     let mut add = optimize_tile_ir(common::add(256, DType::F32)).unwrap();
     assert!(!l2_order::order_programs(&mut add));
     // A switched-off pass leaves the kernel as traced.
-    let off = MslOptions {
+    let off = CompileOptions {
         passes: {
             let mut p = Passes::default();
             p.set("l2_order", false);
             p
         },
-        ..MslOptions::default()
+        ..CompileOptions::default()
     };
-    let msl = |o: &MslOptions| compile_msl(&gemm(), o).unwrap().kernel.source;
-    assert_ne!(msl(&off), msl(&MslOptions::default()));
+    let msl = |o: &CompileOptions| compile_msl(&gemm(), o).unwrap().kernel.source;
+    assert_ne!(msl(&off), msl(&CompileOptions::default()));
     // The prologue on CUDA: the grid's extents, the band arithmetic in 64 bits.
-    let cuda = compile_cuda(&gemm(), &MslOptions::default(), &Target::nvidia(9, 0))
+    let cuda = compile_cuda(&gemm(), &CompileOptions::default(), &Target::nvidia(9, 0))
         .unwrap()
         .kernel
         .source;
     assert!(cuda.contains("gridDim") && cuda.contains("long"), "{cuda}");
-    let msl = msl(&MslOptions::default());
+    let msl = msl(&CompileOptions::default());
     assert!(
         msl.contains("threadgroups_per_grid") && msl.contains("long"),
         "{msl}"
+    );
+}
+
+#[test]
+fn a_split_launch_plans_the_partial_kernel_then_the_finishing_one() {
+    use metile_compiler::launch_plan::{plan_launch, Step, StepGrid, Workspace};
+    let f = gemm();
+    let single = plan_launch(&f, 1).unwrap();
+    assert_eq!(single.kernels, vec![f.clone()]);
+    assert_eq!(
+        single.steps,
+        vec![Step {
+            kernel: 0,
+            grid: StepGrid::Launch
+        }]
+    );
+    assert_eq!((single.workspace, single.main_kernel()), (None, 0));
+    let plan = plan_launch(&f, 4).unwrap();
+    let s = split_k(&f, 4).unwrap();
+    assert_eq!(plan.kernels, vec![s.partial, s.finish]);
+    assert_eq!(
+        plan.steps,
+        vec![
+            Step {
+                kernel: 0,
+                grid: StepGrid::SplitAxis2 { splits: 4 }
+            },
+            Step {
+                kernel: 1,
+                grid: StepGrid::Launch
+            },
+        ]
+    );
+    let tiles = Workspace::PartialTiles {
+        splits: 4,
+        tile_elems: 32 * 32,
+    };
+    assert_eq!(plan.workspace, Some(tiles));
+    assert_eq!(tiles.elems(6), 6 * 4 * 32 * 32);
+    assert_eq!(tiles.elems(u64::MAX), u64::MAX, "saturates");
+    assert_eq!(
+        plan.main_kernel(),
+        1,
+        "the finishing kernel runs over the launch's grid"
+    );
+    // A kernel split-K cannot split is refused with split-K's reason.
+    let e = plan_launch(&double_gemm(true), 2).unwrap_err();
+    assert!(
+        e.reason.contains("more than one loop-carried value"),
+        "{}",
+        e.reason
     );
 }

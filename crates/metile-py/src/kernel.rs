@@ -8,11 +8,12 @@ use crate::captures::CaptureList;
 use crate::compiled::CompiledKernelInfo;
 use crate::device_args::{copy_back, ArgContext, Staged};
 use crate::device_state::{current_device, runtime_error_to_py, show_runtime_warnings};
-use crate::split_launch::{compile_split, parse_split_k, SplitKernels, OPTION_SPLIT_K};
+use crate::split_launch::{parse_split_k, plan_launch, OPTION_SPLIT_K};
 use crate::tracing::PyTileFunction;
 use crate::value_key::{value_key, ValueKey, KEYED_VALUES};
 use metile_compiler::{AppleArch, Passes};
 use metile_interp::KernelArg;
+use metile_runtime::launch_plan::CompiledPlan;
 use metile_runtime::{
     check_grid, grid_is_empty, interrupt, CompileOptions, CompiledKernel, Device, LaunchStream, RuntimeError,
 };
@@ -30,10 +31,14 @@ const OPTION_NUM_SGS: &str = "num_sgs";
 const OPTION_NUM_WARPS: &str = "num_warps";
 const OPTION_ARCH: &str = "arch";
 const MAX_NUM_SGS: i64 = 32;
-const OPTIONS_TEXT: &str =
-    "the launch options num_sgs, matrix_atoms, prefetch, async_copy, pad_dot_scratch, \
-     ldmatrix, serpentine, tf32, occupancy, l2_order, wgmma, tma, stage_stores, repack_operands, split_k and arch \
-     (num_warps is Triton's name for num_sgs)";
+
+/// The launch options, listed for messages (the pass switches from the policy table).
+fn options_text() -> String {
+    format!(
+        "the launch options num_sgs, {}, split_k and arch (num_warps is Triton's name for num_sgs)",
+        Passes::NAMES.join(", ")
+    )
+}
 
 /// The launch options of one launch, and which of them were given.
 #[derive(Clone, Copy, Debug, Default)]
@@ -146,15 +151,19 @@ struct SpecKey {
 }
 
 struct Specialization {
-    /// The kernel (with `split_k`, the kernel that finishes the sums).
-    compiled: Arc<dyn CompiledKernel>,
+    /// The compiler's launch plan, compiled by the device: one kernel, or
+    /// with `split_k` the partial and finishing kernels and their workspace.
+    plan: CompiledPlan,
     /// The runtime arguments (by position among them) the kernel stores through.
     written: Vec<usize>,
-    /// With `split_k`, the kernel that computes the partial sums first.
-    split: Option<SplitKernels>,
 }
 
 impl Specialization {
+    /// The kernel launched over the launch's grid.
+    fn compiled(&self) -> &Arc<dyn CompiledKernel> {
+        self.plan.main()
+    }
+
     /// # Safety
     /// As [`CompiledKernel::launch`].
     unsafe fn launch(
@@ -164,12 +173,7 @@ impl Specialization {
         device: &Arc<dyn Device>,
     ) -> Result<(), RuntimeError> {
         // SAFETY: forwarded from the caller's contract.
-        unsafe {
-            match &self.split {
-                None => self.compiled.launch(args, grid),
-                Some(split) => split.launch(self.compiled.as_ref(), args, grid, device),
-            }
-        }
+        unsafe { self.plan.launch(args, grid, device) }
     }
 }
 
@@ -261,9 +265,10 @@ impl Kernel {
                     None => {
                         return Err(PyTypeError::new_err(format!(
                             "{} got an unknown keyword argument '{key}'; its parameters are {} \
-                             (and {OPTIONS_TEXT})",
+                             (and {})",
                             self.signature_text(),
-                            self.params.join(", ")
+                            self.params.join(", "),
+                            options_text()
                         )))
                     }
                 }
@@ -341,25 +346,12 @@ impl Kernel {
             passes: key.passes,
             apple_arch: key.arch,
         };
-        if key.split_k > 1 {
-            let (split, compiled) = compile_split(py, &func, key.split_k, device, &options, |e| {
-                runtime_error_to_py(py, e)
-            })?;
-            return Ok(Arc::new(Specialization {
-                compiled,
-                written,
-                split: Some(split),
-            }));
+        let plan = plan_launch(py, &func, key.split_k)?;
+        let plan = CompiledPlan::compile(plan, device, &options).map_err(|e| runtime_error_to_py(py, e))?;
+        if key.split_k <= 1 {
+            crate::portability::check(py, &self.name, &func, &options, device.name())?;
         }
-        let compiled = device
-            .compile(func.clone(), &options)
-            .map_err(|e| runtime_error_to_py(py, e))?;
-        crate::portability::check(py, &self.name, &func, &options, device.name())?;
-        Ok(Arc::new(Specialization {
-            compiled,
-            written,
-            split: None,
-        }))
+        Ok(Arc::new(Specialization { plan, written }))
     }
 
     /// The captured names found by `find_captures` for the kernel as it is now,
@@ -676,7 +668,7 @@ impl Kernel {
             &self.name,
             selected.device.name(),
             written,
-            selected.spec.compiled.resources(),
+            selected.spec.compiled().resources(),
         )
     }
 
@@ -807,7 +799,7 @@ impl Launcher {
                 ensure_writable(value, &kernel.params[i], &kernel.name)?;
             }
         }
-        check_grid(grid, spec.compiled.as_ref(), device.name()).map_err(|e| runtime_error_to_py(py, e))?;
+        check_grid(grid, spec.compiled().as_ref(), device.name()).map_err(|e| runtime_error_to_py(py, e))?;
         if empty {
             return Ok(());
         }
@@ -892,8 +884,9 @@ impl Launcher {
                 None if options.take(&key, &value)? => {}
                 None => {
                     return Err(PyTypeError::new_err(format!(
-                        "{} has no constexpr '{key}'; configure() takes its constexprs and {OPTIONS_TEXT}",
-                        kernel.signature_text()
+                        "{} has no constexpr '{key}'; configure() takes its constexprs and {}",
+                        kernel.signature_text(),
+                        options_text()
                     )))
                 }
             }

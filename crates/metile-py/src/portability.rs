@@ -7,7 +7,6 @@
 
 use crate::errors::compilation_error;
 use metile_compiler::portability::{internal_errors, parse_targets};
-use metile_compiler::MslOptions;
 use metile_ir::Function;
 use metile_runtime::CompileOptions;
 use pyo3::exceptions::PyValueError;
@@ -31,10 +30,10 @@ pub fn check(
         return Ok(());
     };
     let targets = parse_targets(&spec).map_err(PyValueError::new_err)?;
-    let options = MslOptions {
+    let options = metile_compiler::CompileOptions {
         num_sgs: options.num_sgs,
-        keep_gpu_ir: false,
         passes: options.passes,
+        ..Default::default()
     };
     let errors = py.detach(|| internal_errors(func, &options, &targets));
     match errors.into_iter().next() {

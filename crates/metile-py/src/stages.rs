@@ -6,9 +6,7 @@ use std::sync::OnceLock;
 
 use crate::errors::compilation_error;
 use crate::tracing::PyTileFunction;
-use metile_compiler::{
-    compile_gpu_ir, msl::emit_msl, AppleArch, CompileError, MslKernel, MslOptions, MslVersion,
-};
+use metile_compiler::{compile, AppleArch, CompileError, CompileOptions, Kernel, MslKernel, MslVersion};
 use metile_ir::gpu_ir::GpuFunction;
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
@@ -123,19 +121,25 @@ pub fn compile_msl_py(
         _ => AppleArch::default().target(),
     };
     let f = func.get().func.clone();
-    let options = MslOptions {
+    let options = CompileOptions {
         num_sgs,
-        keep_gpu_ir: false,
         passes: parse_passes(passes)?,
+        ..Default::default()
     };
     let compiled = py.detach(|| -> Result<_, CompileError> {
-        let gpu = compile_gpu_ir(&f, &options, &target)?;
-        let kernel = emit_msl(&gpu)?;
-        Ok(PyMslCompilation {
-            kernel,
-            gpu,
-            gpu_ir: OnceLock::new(),
-        })
+        let compiled = compile(&f, &options, &target)?;
+        match compiled.kernel {
+            Kernel::Msl(kernel) => Ok(PyMslCompilation {
+                kernel,
+                gpu: compiled.gpu,
+                gpu_ir: OnceLock::new(),
+            }),
+            Kernel::Cuda(_) => Err(CompileError::new(
+                "kernel",
+                "internal compiler error: an Apple target gave no MSL",
+                metile_ir::Loc::unknown(),
+            )),
+        }
     });
     compiled.map_err(|e| {
         compilation_error(
@@ -190,13 +194,14 @@ pub fn dot_plan_py<'py>(
         Some(apple) => apple.target(),
         None => nvidia_target(arch)?,
     };
-    let target = parse_passes(passes)?.restrict(&target);
+    let switches = parse_passes(passes)?.resolve(&target);
     let dtype = metile_ir::DType::parse(dtype).ok_or_else(|| {
         pyo3::exceptions::PyValueError::new_err(format!(
             "unknown dtype '{dtype}'; dot takes f32, f16 or bf16"
         ))
     })?;
-    let Some(r) = metile_compiler::dot_tiling::report(&target, (m, n, k), dtype, num_sgs * 32) else {
+    let Some(r) = metile_compiler::dot_tiling::report(&target, &switches, (m, n, k), dtype, num_sgs * 32)
+    else {
         return Ok(None);
     };
     let d = pyo3::types::PyDict::new(py);
@@ -235,10 +240,10 @@ pub fn compile_cuda_py<'py>(
 ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
     let target = nvidia_target(arch)?;
     let f = func.get().func.clone();
-    let options = MslOptions {
+    let options = CompileOptions {
         num_sgs,
-        keep_gpu_ir: false,
         passes: parse_passes(passes)?,
+        ..Default::default()
     };
     let compiled = py
         .detach(|| metile_compiler::compile_cuda(&f, &options, &target))
@@ -258,8 +263,41 @@ pub fn compile_cuda_py<'py>(
     Ok(d)
 }
 
+/// The pass switches (launch options, `metile.Config` keys), from the
+/// compiler's policy table.
+#[pyfunction]
+fn pass_names() -> Vec<&'static str> {
+    metile_compiler::Passes::NAMES.to_vec()
+}
+
+/// Every value `METILE_DEBUG` takes (its fixed names, then the stage names).
+#[pyfunction]
+fn debug_names() -> Vec<&'static str> {
+    metile_runtime::debug::debug_names()
+}
+
+/// The compile pipeline's stages in order, as `(name, level, phase, switch)`
+/// tuples (`switch` is None for stages that always run).
+#[pyfunction]
+fn pipeline_stages() -> Vec<(&'static str, &'static str, &'static str, Option<&'static str>)> {
+    use metile_compiler::pipeline::{Phase, STAGES};
+    STAGES
+        .iter()
+        .map(|s| {
+            let phase = match s.phase {
+                Phase::Trace => "trace",
+                Phase::Target => "target",
+            };
+            (s.name, s.level.name(), phase, s.switch)
+        })
+        .collect()
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyMslCompilation>()?;
+    m.add_function(wrap_pyfunction!(pass_names, m)?)?;
+    m.add_function(wrap_pyfunction!(debug_names, m)?)?;
+    m.add_function(wrap_pyfunction!(pipeline_stages, m)?)?;
     m.add_function(wrap_pyfunction!(compile_msl_py, m)?)?;
     m.add_function(wrap_pyfunction!(compile_cuda_py, m)?)?;
     m.add_function(wrap_pyfunction!(dot_plan_py, m)?)?;

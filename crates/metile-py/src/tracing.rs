@@ -79,9 +79,10 @@ fn param_dtype(name: &str, dtype: &str) -> PyResult<DType> {
 /// "scalar" with a dtype name as payload (a scalar optionally with what it is a
 /// multiple of), "one" (an integer scalar equal to 1 at every launch: traced
 /// as the constant, still a parameter) with its dtype name, or "constexpr"
-/// with the Python value.
+/// with the Python value. `debug` is the `METILE_DEBUG` value the caller read
+/// (None: print nothing).
 #[pyfunction]
-#[pyo3(signature = (kernel, name, params, threads_per_group, optimize=true))]
+#[pyo3(signature = (kernel, name, params, threads_per_group, optimize=true, debug=None))]
 fn trace_kernel(
     py: Python<'_>,
     kernel: &Bound<'_, PyAny>,
@@ -89,6 +90,7 @@ fn trace_kernel(
     params: &Bound<'_, PyList>,
     threads_per_group: usize,
     optimize: bool,
+    debug: Option<&str>,
 ) -> PyResult<PyTileFunction> {
     let mut builder = Builder::new(name);
     builder.set_threads_per_group(threads_per_group);
@@ -164,17 +166,24 @@ fn trace_kernel(
         // The threadgroup size is only part of the kernel when it reads it.
         func.threads_per_group = None;
     }
-    if let Err(e) = metile_compiler::check_kernel(&func) {
-        let message = format!("cannot compile `{}`: {}", e.op, e.reason);
-        return Err(crate::errors::compilation_error(py, &message, &e.loc));
-    }
-    let func = if optimize {
-        metile_compiler::optimize_tile_ir(func)
-    } else {
-        metile_ir::verify(&func).map(|()| func)
-    }
-    .map_err(|e| CompilationError::new_err(format!("internal compiler error in kernel {name}: {e}")))?;
-    Ok(PyTileFunction::new(func))
+    // The trace phase of the compile pipeline: kernel checks, then the
+    // target-independent Tile IR passes.
+    let (print_after, pipeline) = metile_runtime::debug::pipeline_requests_in(debug);
+    let options = metile_compiler::CompileOptions {
+        print_after,
+        record_stages: pipeline,
+        ..Default::default()
+    };
+    let prepared = metile_compiler::pipeline::prepare(func, optimize, &options).map_err(|e| {
+        if e.is_internal() {
+            CompilationError::new_err(format!("{} (kernel {name})", e.reason))
+        } else {
+            let message = format!("cannot compile `{}`: {}", e.op, e.reason);
+            crate::errors::compilation_error(py, &message, &e.loc)
+        }
+    })?;
+    metile_runtime::debug::report_run(name, "trace", &prepared.printed, &prepared.records, pipeline);
+    Ok(PyTileFunction::new(prepared.func))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

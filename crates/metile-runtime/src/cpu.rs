@@ -63,16 +63,14 @@ impl Device for CpuDevice {
     ) -> Result<Arc<dyn CompiledKernel>, RuntimeError> {
         // The CPU has no L2 to share, so programs are renumbered only on request:
         // then the interpreter checks the GPU targets' numbering.
-        let func = if options.passes.l2_order == Some(true) {
-            let mut ordered = (*func).clone();
-            if metile_compiler::l2_order::order_programs(&mut ordered) {
-                Arc::new(ordered)
-            } else {
-                func
-            }
-        } else {
-            func
-        };
+        let ordered =
+            metile_compiler::pipeline::prepare_for_interpreter(&func, &options.passes).map_err(|e| {
+                RuntimeError::Compile {
+                    message: e.to_string(),
+                    loc: None,
+                }
+            })?;
+        let func = ordered.map(Arc::new).unwrap_or(func);
         let exe = Executable::new(func).map_err(|e| RuntimeError::Compile {
             message: e.to_string(),
             loc: None,

@@ -8,6 +8,7 @@ pub mod device;
 pub mod disk_cache;
 pub mod error;
 pub mod interrupt;
+pub mod launch_plan;
 #[cfg(any(target_os = "macos", metile_metal_check))]
 pub mod metal;
 pub mod msl_emu;

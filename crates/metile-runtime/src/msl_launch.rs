@@ -6,35 +6,52 @@
 //! Both backends run exactly the text [`emit`] returns, so what the emulator
 //! proves about it holds for the GPU.
 
-use crate::debug::debug_enabled;
+use crate::debug::{debug_enabled, pipeline_requests, report_run};
 use crate::device::CompileOptions;
 use crate::error::RuntimeError;
-use metile_compiler::{compile_msl_for, CompileError, MslKernel, MslOptions, MslParam};
+use metile_compiler::{compile, CompileError, Kernel, MslKernel, MslParam};
 use metile_interp::{KernelArg, ScalarValue};
 use metile_ir::{Function, Loc};
 
 /// The MSL for `func`, refused if its threadgroup exceeds `limits`;
-/// `METILE_DEBUG=gpu_ir` / `msl` print the stages.
+/// `METILE_DEBUG` prints the stages it names (`crate::debug`).
 pub fn emit(
     func: &Function,
     options: &CompileOptions,
     limits: &ThreadgroupLimits,
 ) -> Result<MslKernel, RuntimeError> {
-    let msl_options = MslOptions {
+    let (print_after, pipeline) = pipeline_requests();
+    let compile_options = metile_compiler::CompileOptions {
         num_sgs: options.num_sgs,
         keep_gpu_ir: debug_enabled("gpu_ir"),
         passes: options.passes,
+        print_after,
+        record_stages: pipeline,
     };
-    let arch = options.apple_arch.unwrap_or_default();
-    let compiled = compile_msl_for(func, &msl_options, arch).map_err(compile_error)?;
+    let target = options.apple_arch.unwrap_or_default().target();
+    let compiled = compile(func, &compile_options, &target).map_err(compile_error)?;
+    report_run(
+        &func.name,
+        &target.arch_name(),
+        &compiled.printed,
+        &compiled.records,
+        pipeline,
+    );
     if let Some(gpu_ir) = &compiled.gpu_ir {
         eprintln!("// GPU IR of {}\n{gpu_ir}", func.name);
     }
+    let Kernel::Msl(kernel) = compiled.kernel else {
+        return Err(compile_error(CompileError::new(
+            "kernel",
+            "internal compiler error: an Apple target gave no MSL",
+            Loc::unknown(),
+        )));
+    };
     if debug_enabled("msl") {
-        eprintln!("// MSL of {}\n{}", func.name, compiled.kernel.source);
+        eprintln!("// MSL of {}\n{}", func.name, kernel.source);
     }
-    limits.check(&compiled.kernel)?;
-    Ok(compiled.kernel)
+    limits.check(&kernel)?;
+    Ok(kernel)
 }
 
 fn compile_error(e: CompileError) -> RuntimeError {

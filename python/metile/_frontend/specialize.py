@@ -50,6 +50,18 @@ def debug_enabled(stage: str) -> bool:
     return stage in parts or "all" in parts
 
 
+def check_debug_names(wanted: str) -> None:
+    """Refuses a METILE_DEBUG value that names something the compiler does not print
+    (a misspelt stage would otherwise print nothing, silently)."""
+    known = _metile.debug_names()
+    for part in wanted.split(","):
+        name = part.strip()
+        if name and name not in known:
+            raise ValueError(
+                f"METILE_DEBUG names an unknown stage {name!r}; it takes a comma list of {', '.join(known)}"
+            )
+
+
 def _constexpr_value(fn: Callable, name: str, constexprs: dict[str, object]) -> object:
     if name in constexprs:
         return constexprs[name]
@@ -73,6 +85,9 @@ def specialize(
     launch, traced as the constant). constexprs: name -> Python value. options:
     "threads_per_group" (default 128) and "optimize" (default True).
     """
+    wanted = os.environ.get("METILE_DEBUG")
+    if wanted:
+        check_debug_names(wanted)
     names, is_constexpr = _signature(fn)
     kernel = _factory(fn)(*cell_values(fn))
     runtime = iter(runtime_params)
@@ -89,7 +104,7 @@ def specialize(
     optimize = options.get("optimize", True)
     try:
         with kernel_package(fn):
-            func = _metile.trace_kernel(kernel, fn.__name__, params, threads, optimize)
+            func = _metile.trace_kernel(kernel, fn.__name__, params, threads, optimize, wanted)
     except RecursionError as e:
         raise traced_recursion_error(fn.__name__, e) from None
     except TypeError as e:
@@ -97,6 +112,6 @@ def specialize(
         if converted is e:
             raise
         raise converted from e
-    if debug_enabled("tile_ir"):
+    if wanted and debug_enabled("tile_ir"):
         print(f"// Tile IR of {fn.__name__}\n{func.text}", file=sys.stderr)
     return func

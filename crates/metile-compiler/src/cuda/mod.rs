@@ -19,6 +19,7 @@
 use crate::error::{CompileError, CompileResult};
 use crate::msl::text::{Lang, Name};
 use crate::msl::{expr, finish_kernel, loc_of_line, name_kernel, ranges, KernelNames};
+use crate::policy::Switches;
 use crate::target::Target;
 use metile_ir::gpu_ir::*;
 use metile_ir::{DType, Loc};
@@ -168,7 +169,8 @@ fn uses(f: &GpuFunction) -> Uses {
 }
 
 /// Prints `f` as one CUDA C++ kernel for `target`.
-pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> {
+/// `switches` are the pass switches in force (`occupancy`, `repack_operands`).
+pub fn emit_cuda(f: &GpuFunction, target: &Target, switches: &Switches) -> CompileResult<CudaKernel> {
     let KernelNames {
         kernel_name,
         param_names,
@@ -332,12 +334,11 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
     // 64 values a thread (a 128 x 256 tile on 256 threads): those alone would
     // take the 128 registers.
     let accumulators = f.regs.iter().map(|r| r.len as usize).max().unwrap_or(0);
-    let min_blocks =
-        if used.mma && f.threads_per_group <= 256 && accumulators <= 64 && target.default_passes.occupancy {
-            ", 2"
-        } else {
-            ""
-        };
+    let min_blocks = if used.mma && f.threads_per_group <= 256 && accumulators <= 64 && switches.occupancy {
+        ", 2"
+    } else {
+        ""
+    };
     let _ = writeln!(
         source,
         "extern \"C\" __global__ void __launch_bounds__({}{min_blocks}) {kernel_name}(",
@@ -359,7 +360,7 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target) -> CompileResult<CudaKernel> 
         shared_bytes,
         default_shared_bytes: target.default_threadgroup_bytes,
         buffer_alignment: target.buffer_base_alignment,
-        repack_operands: target.default_passes.repack_operands,
+        repack_operands: switches.repack_operands,
         line_locs,
         prints: used.prints,
     })
@@ -406,7 +407,9 @@ mod tests {
             first: 0,
         };
         b.emit(wgmma, [small, zero, big, zero], vec![]);
-        let err = emit_cuda(&b.finish(), &target).unwrap_err().to_string();
+        let err = emit_cuda(&b.finish(), &target, &Switches::defaults(&target))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("1024-byte aligned") && err.contains("wgmma=False"),
             "{err}"

@@ -117,7 +117,7 @@ impl<'f> Lowering<'f> {
     /// Finds every `dot` whose two operands the prefetch pass carries for an
     /// asynchronous ring, allocates the rings and records their values.
     pub(super) fn find_rings(&mut self, block: &'f Block) -> CompileResult<()> {
-        if !self.a.target.default_passes.async_copy {
+        if !self.a.switches.async_copy {
             return Ok(());
         }
         for (li, op) in block.ops.iter().enumerate() {
@@ -173,7 +173,7 @@ impl<'f> Lowering<'f> {
             return Ok(());
         }
         let dtype = self.elem_dtype(dot.operands[0]);
-        let (sa, sb, stage_len) = ring_stage(&plan, &self.a.target, dtype);
+        let (sa, sb, stage_len) = ring_stage(&plan, &self.a.target, &self.a.switches, dtype);
         let stage_bytes = stage_len * dtype.size_bytes();
         let carried = ca.positions.len();
         let max_bytes = self.a.target.max_threadgroup_bytes;

@@ -38,7 +38,7 @@ impl<'f> Lowering<'f> {
         let (m, n, k) = plan.shape;
         let dtype = self.elem_dtype(a);
         let capacity = self.dot_scratch_capacity(dtype);
-        let pads = choose_pads(plan, &self.a.target, dtype, capacity);
+        let pads = choose_pads(plan, &self.a.target, &self.a.switches, dtype, capacity);
         let Some(kc) = staged_k(plan, dtype, pads, capacity) else {
             return Ok(false);
         };
@@ -179,7 +179,7 @@ impl<'f> Lowering<'f> {
             ),
         };
         let kind = plan.atom.kind;
-        let serpentine = self.a.target.default_passes.serpentine;
+        let serpentine = self.a.switches.serpentine;
         for mi in 0..reps_m {
             let backwards = serpentine && mi % 2 == 1;
             for ni in (0..reps_n).map(|i| if backwards { reps_n - 1 - i } else { i }) {

@@ -45,6 +45,7 @@ mod wgmma;
 use crate::axis_info::{self, AxisInfos};
 use crate::error::{CompileError, CompileResult};
 use crate::layout_assign::{Assignment, LayoutId, Root};
+use crate::policy::Switches;
 use crate::prefetch::writes_nothing;
 use crate::target::Target;
 use metile_ir::gpu_ir::*;
@@ -143,9 +144,15 @@ pub struct Lowering<'f> {
     op_name: String,
 }
 
-/// Lowers a verified Tile IR function to GPU IR for `threads` threads per threadgroup.
-pub fn lower(f: &Function, threads: u32, target: &Target) -> CompileResult<GpuFunction> {
-    let a = crate::layout_assign::assign(f, threads, target)?;
+/// Lowers a verified Tile IR function to GPU IR for `threads` threads per
+/// threadgroup on `target`, with `switches` in force.
+pub fn lower(f: &Function, threads: u32, target: &Target, switches: &Switches) -> CompileResult<GpuFunction> {
+    lower_assigned(f, crate::layout_assign::assign(f, threads, target, switches)?)
+}
+
+/// Lowers a verified Tile IR function to GPU IR with the layouts `a` assigned.
+pub fn lower_assigned(f: &Function, a: crate::layout_assign::Assignment) -> CompileResult<GpuFunction> {
+    let threads = a.threads;
     let info = axis_info::analyze(f);
     let mut l = Lowering {
         f,

@@ -114,7 +114,7 @@ impl<'f> Lowering<'f> {
         // A value computed from indices has no home to leave: it is computed
         // in the store's layout directly.
         let held = self.a.class(value) == Class::Fixed(l);
-        if !self.a.target.default_passes.stage_stores
+        if !self.a.switches.stage_stores
             || shape.len() != 2
             || dtype == DType::Bool
             || self.in_role_body()
@@ -344,9 +344,12 @@ mod tests {
 
     /// The accumulator layout of a `dot` of `m x n` over `threads` on sm_90.
     fn accumulator(m: usize, n: usize, dtype: DType, wgmma: bool, threads: usize) -> DistLayout {
-        let mut target = Target::nvidia(9, 0);
-        target.default_passes.wgmma = wgmma;
-        plan(&target, (m, n, 64), dtype, threads).expect("an atom fits").c
+        let target = Target::nvidia(9, 0);
+        let mut switches = crate::policy::Switches::defaults(&target);
+        switches.wgmma = wgmma;
+        plan(&target, &switches, (m, n, 64), dtype, threads)
+            .expect("an atom fits")
+            .c
     }
 
     fn conflicts(l: &DistLayout, w: usize, pitch: usize, elem: usize) -> usize {

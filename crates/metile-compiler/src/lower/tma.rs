@@ -35,7 +35,7 @@ impl<'f> Lowering<'f> {
     pub(super) fn tensor_copies_pay(&self, plan: &crate::dot_tiling::AtomTiling) -> bool {
         let warpgroups = self.a.threads / (4 * self.a.target.simd_width);
         let k_bytes = plan.shape.2 * plan.atom.operand.size_bytes();
-        self.a.target.default_passes.tma && warpgroups >= 2 && k_bytes >= 128
+        self.a.switches.tma && warpgroups >= 2 && k_bytes >= 128
     }
 
     /// A coordinate as an i32 GPU value.

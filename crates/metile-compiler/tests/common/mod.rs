@@ -13,8 +13,8 @@ use std::sync::Arc;
 /// Default options but for the L2 program order, whose prologue the GEMM
 /// goldens leave out so that they show the `dot` lowering alone (tests/split_k.rs
 /// checks the prologue).
-pub fn without_l2_order() -> metile_compiler::MslOptions {
-    let mut options = metile_compiler::MslOptions::default();
+pub fn without_l2_order() -> metile_compiler::CompileOptions {
+    let mut options = metile_compiler::CompileOptions::default();
     options.passes.set("l2_order", false);
     options
 }

@@ -4,7 +4,7 @@
 use metile_compiler::layout_assign::{self, Assignment, Class};
 use metile_compiler::{
     absent_lanes, cuda, dot_tiling, gpu_passes, l2_order, lower, msl, prefetch, split_k, tile_passes, Passes,
-    Target,
+    Switches, Target,
 };
 use metile_ir::gpu_ir::GpuFunction;
 use metile_ir::{
@@ -57,17 +57,15 @@ impl Context {
         })
     }
 
-    /// The target with the switches applied, as the compile functions see it.
-    fn effective_target(&self) -> Target {
-        self.passes.restrict(&self.target)
+    /// The switches in force: the header's, the policy table's for the rest.
+    fn switches(&self) -> Switches {
+        self.passes.resolve(&self.target)
     }
 
     fn threads_for(&self, f: &Function) -> Result<u32, String> {
         match self.threads {
             Some(t) => Ok(t),
-            None => {
-                layout_assign::choose_threads(f, None, &self.effective_target()).map_err(|e| e.to_string())
-            }
+            None => layout_assign::choose_threads(f, None, &self.target).map_err(|e| e.to_string()),
         }
     }
 }
@@ -77,7 +75,9 @@ type Run = fn(&str, &Context) -> Result<String, String>;
 /// Every pass, by stage name.
 pub const PASSES: [(&str, Run); 14] = [
     ("clean_up", |t, _| {
-        tile_pass(t, |f| tile_passes::clean_up(f).map_err(|e| e.to_string()))
+        tile_pass(t, |f| {
+            tile_passes::clean_up(f).map(|_| ()).map_err(|e| e.to_string())
+        })
     }),
     ("fold_constants", |t, _| {
         tile_pass(t, |f| ran(tile_passes::fold_constants(f)))
@@ -144,12 +144,12 @@ fn gpu_pass(text: &str, pass: impl FnOnce(&mut GpuFunction) -> Result<(), String
 /// The asynchronous carry, sized as the compiler sizes it: ring stages of the
 /// target's matrix-atom plan, within its threadgroup memory, at most four.
 fn prefetch_async(text: &str, cx: &Context) -> Result<String, String> {
-    let target = cx.effective_target();
+    let (target, switches) = (&cx.target, cx.switches());
     let threads = cx.threads_for(&parse_tile(text)?)?;
     tile_pass(text, |f| {
         let stage_bytes = |shape: (usize, usize, usize), dtype: DType| {
-            let plan = dot_tiling::plan(&target, shape, dtype, threads as usize)?;
-            let bytes = dot_tiling::ring_stage(&plan, &target, dtype).2 * dtype.size_bytes();
+            let plan = dot_tiling::plan(target, &switches, shape, dtype, threads as usize)?;
+            let bytes = dot_tiling::ring_stage(&plan, target, &switches, dtype).2 * dtype.size_bytes();
             Some((bytes, plan.c.values()))
         };
         let carry = prefetch::Carry::Async {
@@ -177,7 +177,7 @@ fn run_split_k(text: &str, cx: &Context) -> Result<String, String> {
 fn run_layout_assign(text: &str, cx: &Context) -> Result<String, String> {
     let f = parse_tile(text)?;
     let threads = cx.threads_for(&f)?;
-    let a = layout_assign::assign(&f, threads, &cx.effective_target()).map_err(|e| e.to_string())?;
+    let a = layout_assign::assign(&f, threads, &cx.target, &cx.switches()).map_err(|e| e.to_string())?;
     let mut out = print_function(&f);
     out.push_str(&format!("layouts threads={threads} {{\n"));
     for p in &f.params {
@@ -208,7 +208,7 @@ fn layout_line(a: &Assignment, v: metile_ir::ValueId) -> String {
 fn run_lower(text: &str, cx: &Context) -> Result<String, String> {
     let f = parse_tile(text)?;
     let threads = cx.threads_for(&f)?;
-    let gpu = lower::lower(&f, threads, &cx.effective_target()).map_err(|e| e.to_string())?;
+    let gpu = lower::lower(&f, threads, &cx.target, &cx.switches()).map_err(|e| e.to_string())?;
     verify_gpu(&gpu).map_err(|e| format!("the output does not verify: {e}"))?;
     Ok(print_gpu_function(&gpu))
 }
@@ -216,9 +216,11 @@ fn run_lower(text: &str, cx: &Context) -> Result<String, String> {
 /// MSL for an Apple target, CUDA C++ for an NVIDIA one.
 fn run_emit(text: &str, cx: &Context) -> Result<String, String> {
     let gpu = parse_gpu(text)?;
-    let target = cx.effective_target();
+    let target = &cx.target;
     if target.arch_name().starts_with("sm_") {
-        Ok(cuda::emit_cuda(&gpu, &target).map_err(|e| e.to_string())?.source)
+        Ok(cuda::emit_cuda(&gpu, target, &cx.switches())
+            .map_err(|e| e.to_string())?
+            .source)
     } else {
         Ok(msl::emit_msl(&gpu).map_err(|e| e.to_string())?.source)
     }

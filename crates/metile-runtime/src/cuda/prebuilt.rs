@@ -3,9 +3,10 @@
 //! and loading emitted CUDA C++, or an artifact's cubin, as a launchable kernel.
 
 use super::{compile_error, debug_enabled, load_libraries, nvrtc, nvrtc_error, CudaDevice, CudaLaunchable};
+use crate::debug::{pipeline_requests, report_run};
 use crate::device::{CompileOptions, CompiledKernel};
 use crate::error::RuntimeError;
-use metile_compiler::{compile_cuda, CudaKernel, CudaParam, MslOptions, Target, TargetKind};
+use metile_compiler::{compile, CompileError, CudaKernel, CudaParam, Kernel, Target, TargetKind};
 use metile_ir::Function;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -28,19 +29,36 @@ pub fn compile_cubin(kernel: &CudaKernel) -> Result<Option<Vec<u8>>, RuntimeErro
 /// launch runs, and what an ahead-of-time artifact holds.
 /// `METILE_DEBUG=gpu_ir,cuda` print the stages.
 pub fn emit(func: &Function, options: &CompileOptions, target: &Target) -> Result<CudaKernel, RuntimeError> {
-    let gpu_options = MslOptions {
+    let (print_after, pipeline) = pipeline_requests();
+    let gpu_options = metile_compiler::CompileOptions {
         num_sgs: options.num_sgs,
         keep_gpu_ir: debug_enabled("gpu_ir"),
         passes: options.passes,
+        print_after,
+        record_stages: pipeline,
     };
-    let compiled = compile_cuda(func, &gpu_options, target).map_err(compile_error)?;
+    let compiled = compile(func, &gpu_options, target).map_err(compile_error)?;
+    report_run(
+        &func.name,
+        &target.arch_name(),
+        &compiled.printed,
+        &compiled.records,
+        pipeline,
+    );
     if let Some(gpu_ir) = &compiled.gpu_ir {
         eprintln!("// GPU IR of {}\n{gpu_ir}", func.name);
     }
+    let Kernel::Cuda(kernel) = compiled.kernel else {
+        return Err(compile_error(CompileError::new(
+            "kernel",
+            "internal compiler error: an NVIDIA target gave no CUDA C++",
+            metile_ir::Loc::unknown(),
+        )));
+    };
     if debug_enabled("cuda") {
-        eprintln!("// CUDA C++ of {}\n{}", func.name, compiled.kernel.source);
+        eprintln!("// CUDA C++ of {}\n{}", func.name, kernel.source);
     }
-    Ok(compiled.kernel)
+    Ok(kernel)
 }
 
 impl CudaDevice {

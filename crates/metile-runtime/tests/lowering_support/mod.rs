@@ -275,10 +275,10 @@ impl Case {
     }
 
     fn msl(&self, f: &Function) -> String {
-        let options = metile_compiler::MslOptions {
+        let options = metile_compiler::CompileOptions {
             num_sgs: self.num_sgs,
-            keep_gpu_ir: false,
             passes: self.passes,
+            ..Default::default()
         };
         match metile_compiler::compile_msl_for(f, &options, self.apple_arch.unwrap_or_default()) {
             Ok(c) => c.kernel.source,
@@ -305,10 +305,10 @@ impl Case {
         for tile in [&self.func, &f] {
             metile_ir::text::check_tile_round_trip(tile).unwrap_or_else(|e| panic!("{e}"));
         }
-        let options = metile_compiler::MslOptions {
+        let options = metile_compiler::CompileOptions {
             num_sgs: self.num_sgs,
-            keep_gpu_ir: false,
             passes: self.passes,
+            ..Default::default()
         };
         let target = self.apple_arch.unwrap_or_default().target();
         if let Ok(gpu) = metile_compiler::compile_gpu_ir(&f, &options, &target) {
@@ -372,7 +372,7 @@ pub fn msl_of(f: &Function, num_sgs: Option<u32>) -> String {
 
 /// The MSL of `f` for Apple GPUs of family `arch`.
 pub fn msl_for(f: &Function, num_sgs: Option<u32>, arch: AppleArch) -> String {
-    let options = metile_compiler::MslOptions {
+    let options = metile_compiler::CompileOptions {
         num_sgs,
         keep_gpu_ir: false,
         ..Default::default()
