@@ -3,8 +3,10 @@
 import re
 import xml.etree.ElementTree as ET
 
+import numpy as np
 import pytest
 
+import metile
 from metile.layout import (
     Layout,
     Swizzle,
@@ -92,3 +94,34 @@ def test_banks_and_conflicts_of_shared_memory_layouts(tmp_path):
 def test_bad_requests_are_value_errors(call, error):
     with pytest.raises(ValueError, match=re.escape(error)):
         call()
+
+
+@metile.kernel
+def _row_scale(X, Out, M, N, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr):
+    rows = metile.program_id(0) * BLOCK_M + metile.arange(0, BLOCK_M)
+    cols = metile.arange(0, BLOCK_N)
+    mask = (rows[:, None] < M) & (cols[None, :] < N)
+    x = metile.load(X + rows[:, None] * N + cols[None, :], mask=mask, other=0.0)
+    metile.store(Out + rows[:, None] * N + cols[None, :], x / (metile.sum(x, axis=1)[:, None] + 1.0), mask=mask)
+
+
+def test_metile_debug_layouts_draws_every_register_tile_of_a_kernel(device, tmp_path, monkeypatch, capfd):
+    monkeypatch.setenv("METILE_DEBUG", "layouts")
+    monkeypatch.setenv("METILE_LAYOUT_DIR", str(tmp_path))
+    x = np.arange(5 * 40, dtype=np.float32).reshape(5, 40)
+    out = np.zeros_like(x)
+    _row_scale[(2,)](x, out, 5, 40, BLOCK_M=4, BLOCK_N=64, num_sgs=2)
+    np.testing.assert_allclose(out, x / (x.sum(axis=1, keepdims=True) + 1.0), rtol=1e-6)
+    target = {"cuda": "sm_"}.get(device, "apple")
+    (folder,) = [p for p in tmp_path.iterdir() if p.name.startswith(f"_row_scale-{target}")]
+    assert f"pictures in {folder}" in capfd.readouterr().err
+    pictures = {p.name: p.read_text() for p in folder.glob("*.svg")}
+    loads = [svg for name, svg in pictures.items() if name.endswith("-load.svg")]
+    assert loads, sorted(pictures)
+    svg = loads[0]
+    assert "float32" in svg or "f32" in svg
+    assert "test_layout_draw.py:" in svg  # the kernel line of the load
+    # Every element of the 4x64 tile is held by some thread of the 64 (2 simdgroups).
+    assert "256 of 256 elements held" in svg
+    held = [t for t in _cells(svg) if t.startswith("T")]
+    assert len(held) == 4 * 64 and {int(t[1:].split("+")[0]) for t in held} <= set(range(64))

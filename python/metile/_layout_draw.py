@@ -8,10 +8,14 @@ SVG needs nothing but the standard library and opens in any browser.
 
 from __future__ import annotations
 
+import math
+import os
+import sys
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
+from typing import Any
 from xml.sax.saxutils import escape
 
 CELL = 36  # pixels per cell side
@@ -155,7 +159,17 @@ def draw_tv(
     cell is labelled `T<thread> V<value>` (the first holder, `+k` more when replicated) and
     coloured by thread. `values`, a grid of strings, adds each element's value as a third line."""
     rows, cols, holders = thread_value_cells(layout, tile, order)
+    svg = _holders_svg(rows, cols, holders, title or f"{layout} on a {rows}x{cols} tile", values)
+    return _write(svg, path)
 
+
+def _holders_svg(
+    rows: int,
+    cols: int,
+    holders: dict[tuple[int, int], list[tuple[int, int]]],
+    title: str,
+    values: Sequence[Sequence[str]] | None = None,
+) -> str:
     def cell(i: int, j: int) -> tuple[str, list[str]]:
         held = sorted(holders.get((i, j), []))
         if not held:
@@ -169,7 +183,31 @@ def draw_tv(
     replicated = sum(len(h) > 1 for h in holders.values())
     legend = [f"{len(holders)} of {rows * cols} elements held"
               + (f", {replicated} by several threads" if replicated else "")]
-    return _write(_svg(rows, cols, cell, title or f"{layout} on a {rows}x{cols} tile", legend), path)
+    return _svg(rows, cols, cell, title, legend)
+
+
+def write_kernel_layouts(kernel: str, arch: str, tiles: Sequence[Mapping[str, Any]]) -> Path:
+    """`METILE_DEBUG=layouts`: one picture per register tile of a compiled kernel, in
+    `$METILE_LAYOUT_DIR/<kernel>-<arch>/` (default `./metile-layouts`). Each tile gives its
+    shape and, per thread and per register, the element offset (row-major) they hold:
+    element = thread_offsets[t] + value_offsets[v], held by thread thread_base + t."""
+    folder = Path(os.environ.get("METILE_LAYOUT_DIR") or "metile-layouts") / f"{kernel}-{arch}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for tile in tiles:
+        shape = list(tile["shape"]) or [1]
+        cols = shape[-1]
+        rows = math.prod(shape[:-1])
+        holders: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+        base = tile["thread_base"]
+        for t, thread_offset in enumerate(tile["thread_offsets"]):
+            for v, value_offset in enumerate(tile["value_offsets"]):
+                holders[divmod(thread_offset + value_offset, cols)].append((base + t, v))
+        where = f" at {tile['line']}" if tile["line"] else ""
+        title = f"{kernel} {tile['value']} = {tile['op']}{where}: {tile['dtype']}{tuple(tile['shape'])} on {arch}"
+        name = f"{tile['value'].lstrip('%')}-{tile['op']}.svg"
+        (folder / name).write_text(_holders_svg(rows, cols, holders, title))
+    print(f"// layouts of {kernel} for {arch}: {len(tiles)} pictures in {folder}", file=sys.stderr)
+    return folder
 
 
 def bank_conflicts(layout, element_bytes: int = 4, banks: int = 32, bank_bytes: int = 4,

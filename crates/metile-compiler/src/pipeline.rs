@@ -52,6 +52,9 @@ pub struct CompileOptions {
     /// Record what each stage did and its time into [`Compilation::records`]
     /// (`METILE_DEBUG=pipeline`); ordinary compiles record nothing.
     pub record_stages: bool,
+    /// Keep the register layout of every tile value into
+    /// [`Compilation::layouts`] (`METILE_DEBUG=layouts`).
+    pub keep_layouts: bool,
 }
 
 /// What a stage works on: the level of the IR it reads or writes.
@@ -325,6 +328,9 @@ pub struct Compilation {
     pub records: Vec<StageRecord>,
     /// `(stage, IR text)` after each stage [`CompileOptions::print_after`] names.
     pub printed: Printed,
+    /// The register layouts of the Tile IR values the lowering put in
+    /// registers, when [`CompileOptions::keep_layouts`] asked.
+    pub layouts: Vec<lower::TileLayout>,
 }
 
 /// The result of [`prepare`].
@@ -347,6 +353,8 @@ struct Work<'a> {
     assignment: Option<Assignment>,
     gpu: Option<GpuFunction>,
     kernel: Option<Kernel>,
+    keep_layouts: bool,
+    layouts: Vec<lower::TileLayout>,
 }
 
 /// The compile pipeline for one target and one launch's pass switches.
@@ -389,6 +397,8 @@ impl<'t> Pipeline<'t> {
             assignment: None,
             gpu: None,
             kernel: None,
+            keep_layouts: options.keep_layouts,
+            layouts: vec![],
         };
         let (records, printed) = run_phase(&mut work, Phase::Target, |s| self.enabled(s), options)?;
         let (Some(gpu), Some(kernel)) = (work.gpu, work.kernel) else {
@@ -405,6 +415,7 @@ impl<'t> Pipeline<'t> {
             gpu_ir,
             records,
             printed,
+            layouts: work.layouts,
         })
     }
 }
@@ -429,6 +440,8 @@ pub fn prepare(func: Function, optimize: bool, options: &CompileOptions) -> Comp
         assignment: None,
         gpu: None,
         kernel: None,
+        keep_layouts: false,
+        layouts: vec![],
     };
     let enabled = |s: &StageSpec| optimize || s.name == "check_kernel";
     let (records, printed) = run_phase(&mut work, Phase::Trace, enabled, options)?;
@@ -456,6 +469,8 @@ pub fn prepare_for_interpreter(func: &Function, passes: &Passes) -> CompileResul
         assignment: None,
         gpu: None,
         kernel: None,
+        keep_layouts: false,
+        layouts: vec![],
     };
     let l2_order = STAGES.iter().filter(|s| s.name == "l2_order");
     run_stages(&mut work, l2_order, |_| true, &CompileOptions::default())?;
@@ -482,6 +497,8 @@ pub fn run_tile_stage(name: &str, func: &mut Function, target: &Target) -> Compi
         assignment: None,
         gpu: None,
         kernel: None,
+        keep_layouts: false,
+        layouts: vec![],
     };
     let changed = run_one(&mut work, stage)?;
     *func = work.tile;
@@ -508,6 +525,8 @@ pub fn run_gpu_stage(name: &str, gpu: &mut GpuFunction) -> CompileResult<bool> {
         assignment: None,
         gpu: Some(gpu.clone()),
         kernel: None,
+        keep_layouts: false,
+        layouts: vec![],
     };
     let changed = run_one(&mut work, stage)?;
     if let Some(done) = work.gpu {
@@ -711,7 +730,9 @@ fn run_lower(w: &mut Work<'_>) -> CompileResult<Option<bool>> {
         .assignment
         .take()
         .ok_or_else(|| missing("a layout assignment"))?;
-    w.gpu = Some(lower::lower_assigned(&w.tile, a)?);
+    let (gpu, layouts) = lower::lower_keeping(&w.tile, a, w.keep_layouts)?;
+    w.gpu = Some(gpu);
+    w.layouts = layouts;
     Ok(Some(true))
 }
 

@@ -350,6 +350,7 @@ impl Kernel {
         let plan = CompiledPlan::compile(plan, device, &options).map_err(|e| runtime_error_to_py(py, e))?;
         if key.split_k <= 1 {
             crate::portability::check(py, &self.name, &func, &options, device.name())?;
+            crate::layout_pictures::draw_if_asked(py, &self.name, &func, &options, device)?;
         }
         Ok(Arc::new(Specialization { plan, written }))
     }

@@ -14,6 +14,7 @@ pub mod device_args;
 pub mod device_state;
 pub mod errors;
 pub mod kernel;
+mod layout_pictures;
 mod layout_py;
 mod mlx;
 mod placement;

@@ -8,7 +8,9 @@
 use metile_compiler::pipeline::{describe_run, stage_names, StageRecord};
 
 /// The values `METILE_DEBUG` takes besides the stage names.
-pub const DEBUG_VALUES: [&str; 7] = ["tile_ir", "gpu_ir", "msl", "cuda", "all", "pipeline", "repack"];
+pub const DEBUG_VALUES: [&str; 8] = [
+    "tile_ir", "gpu_ir", "msl", "cuda", "all", "pipeline", "repack", "layouts",
+];
 
 /// Every value `METILE_DEBUG` takes: [`DEBUG_VALUES`], then the stage names.
 pub fn debug_names() -> Vec<&'static str> {

@@ -164,6 +164,12 @@ pub trait Device: Send + Sync {
             self.name()
         )))
     }
+    /// The compiler target a launch with `options` compiles for; `None` for
+    /// backends that run Tile IR themselves (cpu).
+    fn compile_target(&self, options: &CompileOptions) -> Option<metile_compiler::Target> {
+        let _ = options;
+        None
+    }
     /// Waits until every launched kernel has finished.
     fn synchronize(&self) -> Result<(), RuntimeError>;
     /// Times the device work `run` launches with the device's own clock (GPU

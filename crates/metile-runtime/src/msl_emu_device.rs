@@ -229,6 +229,10 @@ impl AlignedStaging {
 }
 
 impl Device for MslEmuDevice {
+    fn compile_target(&self, options: &CompileOptions) -> Option<metile_compiler::Target> {
+        Some(options.apple_arch.unwrap_or_default().target())
+    }
+
     fn name(&self) -> &'static str {
         "msl-emu"
     }

@@ -27,6 +27,7 @@ pub fn emit(
         passes: options.passes,
         print_after,
         record_stages: pipeline,
+        keep_layouts: false,
     };
     let target = options.apple_arch.unwrap_or_default().target();
     let compiled = compile(func, &compile_options, &target).map_err(compile_error)?;

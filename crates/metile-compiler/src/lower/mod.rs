@@ -43,6 +43,7 @@ mod uniform_masks;
 mod wgmma;
 
 use crate::axis_info::{self, AxisInfos};
+use crate::dist_layout::DistLayout;
 use crate::error::{CompileError, CompileResult};
 use crate::layout_assign::{Assignment, LayoutId, Root};
 use crate::policy::Switches;
@@ -152,6 +153,24 @@ pub fn lower(f: &Function, threads: u32, target: &Target, switches: &Switches) -
 
 /// Lowers a verified Tile IR function to GPU IR with the layouts `a` assigned.
 pub fn lower_assigned(f: &Function, a: crate::layout_assign::Assignment) -> CompileResult<GpuFunction> {
+    lower_keeping(f, a, false).map(|(gpu, _)| gpu)
+}
+
+/// A tile value's registers: which thread holds which element (for pictures of
+/// a kernel's layouts, `METILE_DEBUG=layouts`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TileLayout {
+    pub value: ValueId,
+    pub layout: DistLayout,
+}
+
+/// [`lower_assigned`], also returning the layout of every tile value held in
+/// registers when `keep_layouts` asks (in definition order).
+pub fn lower_keeping(
+    f: &Function,
+    a: crate::layout_assign::Assignment,
+    keep_layouts: bool,
+) -> CompileResult<(GpuFunction, Vec<TileLayout>)> {
     let threads = a.threads;
     let info = axis_info::analyze(f);
     let mut l = Lowering {
@@ -224,7 +243,21 @@ pub fn lower_assigned(f: &Function, a: crate::layout_assign::Assignment) -> Comp
             Loc::unknown(),
         ));
     }
-    Ok(l.b.finish())
+    let layouts = if keep_layouts {
+        let mut kept = vec![];
+        for (i, home) in l.homes.iter().enumerate() {
+            if let Some(Home::Regs { layout, .. }) = home {
+                kept.push(TileLayout {
+                    value: ValueId(i as u32),
+                    layout: l.a.layout(*layout).clone(),
+                });
+            }
+        }
+        kept
+    } else {
+        vec![]
+    };
+    Ok((l.b.finish(), layouts))
 }
 
 /// True when an op inside `op`'s regions reads one of `values`.

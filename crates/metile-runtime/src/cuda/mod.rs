@@ -608,6 +608,10 @@ impl CompiledKernel for CudaLaunchable {
 }
 
 impl Device for CudaDevice {
+    fn compile_target(&self, _options: &CompileOptions) -> Option<metile_compiler::Target> {
+        Some(self.target.clone())
+    }
+
     fn name(&self) -> &'static str {
         "cuda"
     }

@@ -36,6 +36,7 @@ pub fn emit(func: &Function, options: &CompileOptions, target: &Target) -> Resul
         passes: options.passes,
         print_after,
         record_stages: pipeline,
+        keep_layouts: false,
     };
     let compiled = compile(func, &gpu_options, target).map_err(compile_error)?;
     report_run(

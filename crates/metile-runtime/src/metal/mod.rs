@@ -172,6 +172,10 @@ impl MetalDevice {
 }
 
 impl Device for MetalDevice {
+    fn compile_target(&self, options: &CompileOptions) -> Option<metile_compiler::Target> {
+        Some(options.apple_arch.unwrap_or_default().target())
+    }
+
     fn name(&self) -> &'static str {
         "metal"
     }
