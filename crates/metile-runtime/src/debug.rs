@@ -95,3 +95,34 @@ mod tests {
         assert_eq!(unique.len(), names.len());
     }
 }
+
+/// Compiles `func` for `target` through the pipeline, printing what
+/// `METILE_DEBUG` asks for along the way (the stages it names, the pipeline
+/// report, the GPU IR); every GPU backend compiles this way.
+pub fn compile_reporting(
+    func: &metile_ir::Function,
+    options: &crate::device::CompileOptions,
+    target: &metile_compiler::Target,
+) -> Result<metile_compiler::Compilation, metile_compiler::CompileError> {
+    let (print_after, pipeline) = pipeline_requests();
+    let compile_options = metile_compiler::CompileOptions {
+        num_sgs: options.num_sgs,
+        keep_gpu_ir: debug_enabled("gpu_ir"),
+        passes: options.passes,
+        print_after,
+        record_stages: pipeline,
+        keep_layouts: false,
+    };
+    let compiled = metile_compiler::compile(func, &compile_options, target)?;
+    report_run(
+        &func.name,
+        &target.arch_name(),
+        &compiled.printed,
+        &compiled.records,
+        pipeline,
+    );
+    if let Some(gpu_ir) = &compiled.gpu_ir {
+        eprintln!("// GPU IR of {}\n{gpu_ir}", func.name);
+    }
+    Ok(compiled)
+}

@@ -6,10 +6,10 @@
 //! Both backends run exactly the text [`emit`] returns, so what the emulator
 //! proves about it holds for the GPU.
 
-use crate::debug::{debug_enabled, pipeline_requests, report_run};
+use crate::debug::{compile_reporting, debug_enabled};
 use crate::device::CompileOptions;
 use crate::error::RuntimeError;
-use metile_compiler::{compile, CompileError, Kernel, MslKernel, MslParam};
+use metile_compiler::{CompileError, Kernel, MslKernel, MslParam};
 use metile_interp::{KernelArg, ScalarValue};
 use metile_ir::{Function, Loc};
 
@@ -20,27 +20,8 @@ pub fn emit(
     options: &CompileOptions,
     limits: &ThreadgroupLimits,
 ) -> Result<MslKernel, RuntimeError> {
-    let (print_after, pipeline) = pipeline_requests();
-    let compile_options = metile_compiler::CompileOptions {
-        num_sgs: options.num_sgs,
-        keep_gpu_ir: debug_enabled("gpu_ir"),
-        passes: options.passes,
-        print_after,
-        record_stages: pipeline,
-        keep_layouts: false,
-    };
     let target = options.apple_arch.unwrap_or_default().target();
-    let compiled = compile(func, &compile_options, &target).map_err(compile_error)?;
-    report_run(
-        &func.name,
-        &target.arch_name(),
-        &compiled.printed,
-        &compiled.records,
-        pipeline,
-    );
-    if let Some(gpu_ir) = &compiled.gpu_ir {
-        eprintln!("// GPU IR of {}\n{gpu_ir}", func.name);
-    }
+    let compiled = compile_reporting(func, options, &target).map_err(compile_error)?;
     let Kernel::Msl(kernel) = compiled.kernel else {
         return Err(compile_error(CompileError::new(
             "kernel",

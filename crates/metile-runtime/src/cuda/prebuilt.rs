@@ -3,10 +3,10 @@
 //! and loading emitted CUDA C++, or an artifact's cubin, as a launchable kernel.
 
 use super::{compile_error, debug_enabled, load_libraries, nvrtc, nvrtc_error, CudaDevice, CudaLaunchable};
-use crate::debug::{pipeline_requests, report_run};
+use crate::debug::compile_reporting;
 use crate::device::{CompileOptions, CompiledKernel};
 use crate::error::RuntimeError;
-use metile_compiler::{compile, CompileError, CudaKernel, CudaParam, Kernel, Target, TargetKind};
+use metile_compiler::{CompileError, CudaKernel, CudaParam, Kernel, Target, TargetKind};
 use metile_ir::Function;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -29,26 +29,7 @@ pub fn compile_cubin(kernel: &CudaKernel) -> Result<Option<Vec<u8>>, RuntimeErro
 /// launch runs, and what an ahead-of-time artifact holds.
 /// `METILE_DEBUG=gpu_ir,cuda` print the stages.
 pub fn emit(func: &Function, options: &CompileOptions, target: &Target) -> Result<CudaKernel, RuntimeError> {
-    let (print_after, pipeline) = pipeline_requests();
-    let gpu_options = metile_compiler::CompileOptions {
-        num_sgs: options.num_sgs,
-        keep_gpu_ir: debug_enabled("gpu_ir"),
-        passes: options.passes,
-        print_after,
-        record_stages: pipeline,
-        keep_layouts: false,
-    };
-    let compiled = compile(func, &gpu_options, target).map_err(compile_error)?;
-    report_run(
-        &func.name,
-        &target.arch_name(),
-        &compiled.printed,
-        &compiled.records,
-        pipeline,
-    );
-    if let Some(gpu_ir) = &compiled.gpu_ir {
-        eprintln!("// GPU IR of {}\n{gpu_ir}", func.name);
-    }
+    let compiled = compile_reporting(func, options, target).map_err(compile_error)?;
     let Kernel::Cuda(kernel) = compiled.kernel else {
         return Err(compile_error(CompileError::new(
             "kernel",
