@@ -73,29 +73,6 @@ pub fn report_run(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use metile_compiler::pipeline::{stage, STAGES};
-
-    /// Every stage of the table is a `METILE_DEBUG` value, and no fixed value
-    /// shadows a stage.
-    #[test]
-    fn debug_names_are_the_fixed_values_and_every_stage() {
-        let names = debug_names();
-        for s in STAGES {
-            assert!(names.contains(&s.name), "{}", s.name);
-        }
-        for value in DEBUG_VALUES {
-            assert!(stage(value).is_none(), "{value} is also a stage");
-        }
-        let mut unique = names.clone();
-        unique.sort_unstable();
-        unique.dedup();
-        assert_eq!(unique.len(), names.len());
-    }
-}
-
 /// Compiles `func` for `target` through the pipeline, printing what
 /// `METILE_DEBUG` asks for along the way (the stages it names, the pipeline
 /// report, the GPU IR); every GPU backend compiles this way.
@@ -125,4 +102,27 @@ pub fn compile_reporting(
         eprintln!("// GPU IR of {}\n{gpu_ir}", func.name);
     }
     Ok(compiled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metile_compiler::pipeline::{stage, STAGES};
+
+    /// Every stage of the table is a `METILE_DEBUG` value, and no fixed value
+    /// shadows a stage.
+    #[test]
+    fn debug_names_are_the_fixed_values_and_every_stage() {
+        let names = debug_names();
+        for s in STAGES {
+            assert!(names.contains(&s.name), "{}", s.name);
+        }
+        for value in DEBUG_VALUES {
+            assert!(stage(value).is_none(), "{value} is also a stage");
+        }
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len());
+    }
 }
