@@ -181,3 +181,58 @@ def test_launches_with_a_unit_stride_and_without_share_no_specialisation(device,
     ref = a[:, ::2].astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(c.astype(np.float64), ref, rtol=2e-2, atol=2e-2 * np.sqrt(K))
     assert matmul_kernel.cache_info()["traces"] == before + 1
+
+
+@metile.kernel
+def row_major_pids_gemm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
+                        stride_cn, BLOCK_SIZE_M: metile.constexpr, BLOCK_SIZE_N: metile.constexpr,
+                        BLOCK_SIZE_K: metile.constexpr, GROUP_SIZE_M: metile.constexpr):
+    # The tutorial without the grouped order: `pid_n` is a remainder of the
+    # program id, so it is provably non-negative and `offs_bn % N` keeps runs of
+    # up to what divides N (the grouped `pid_n` is a quotient by a difference,
+    # whose sign the analysis does not know).
+    pid = metile.program_id(axis=0)
+    num_pid_n = metile.cdiv(N, BLOCK_SIZE_N)
+    pid_m = pid // num_pid_n
+    pid_n = pid % num_pid_n
+    offs_am = (pid_m * BLOCK_SIZE_M + metile.arange(0, BLOCK_SIZE_M)) % M
+    offs_bn = (pid_n * BLOCK_SIZE_N + metile.arange(0, BLOCK_SIZE_N)) % N
+    offs_k = metile.arange(0, BLOCK_SIZE_K)
+    a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
+    b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
+    accumulator = metile.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=metile.float32)
+    for k in range(0, metile.cdiv(K, BLOCK_SIZE_K)):
+        a = metile.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
+        b = metile.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
+        accumulator = metile.dot(a, b, accumulator)
+        a_ptrs += BLOCK_SIZE_K * stride_ak
+        b_ptrs += BLOCK_SIZE_K * stride_bk
+    offs_cm = pid_m * BLOCK_SIZE_M + metile.arange(0, BLOCK_SIZE_M)
+    offs_cn = pid_n * BLOCK_SIZE_N + metile.arange(0, BLOCK_SIZE_N)
+    c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
+    metile.store(c_ptrs, accumulator, mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+
+
+# N = 48 wraps inside the second column tile at a multiple of 16; 40 at a multiple of 8; 45 nowhere aligned.
+@pytest.mark.parametrize("M, N, K", [(50, 48, 70), (33, 40, 64), (20, 45, 19)])
+def test_wrapped_column_offsets_at_ragged_sizes(device, rng, M, N, K):
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float32)
+    grid = (metile.cdiv(M, 32) * metile.cdiv(N, 32),)
+    row_major_pids_gemm[grid](a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=32, BLOCK_SIZE_N=32,
+                              BLOCK_SIZE_K=16, GROUP_SIZE_M=1)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c, ref, rtol=2e-2, atol=2e-2 * np.sqrt(K))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_wrapped_column_offsets_of_non_negative_program_ids_copy_b_asynchronously(arch):
+    constexprs = {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8}
+    copies = {}
+    for name, kernel in (("grouped", matmul_kernel), ("row-major", row_major_pids_gemm)):
+        traced = _frontend.specialize(kernel.fn, _tutorial_params("f16"), constexprs, {"threads_per_group": 128})
+        copies[name] = _metile.compile_cuda(traced, num_sgs=4, arch=arch)["cuda"].count("cp.async.cg.shared.global")
+    # Both copy A; only the row-major order's B tile (as large as A's) joins it.
+    assert copies["grouped"] > 0
+    assert copies["row-major"] == 2 * copies["grouped"]

@@ -14,8 +14,17 @@
 //! All three are powers of two; scalars are constant along everything. Unknown
 //! values get `1, 1, 1`. Pointers are their element offsets from the buffer base
 //! (0 for a parameter or a shared allocation).
+//!
+//! Beside the three, integer values get a sign fact: known non-negative in every
+//! element (program and thread ids, aranges from a non-negative start,
+//! non-negative constants, unsigned values, and what `+`, `*`, `//`, `%`,
+//! min/max, `>>` and `&` make of those). Integer parameters are not: the launch
+//! key records divisibility, not sign. Like the contiguity facts, the sign fact
+//! assumes that sums and products of offsets do not overflow. It is what lets
+//! `x % n` keep runs: C's `%` truncates, so a run crossing from negative values
+//! to a multiple of `n` breaks (`-4..0 % 4` is `0, -3, -2, -1, 0`).
 
-use metile_ir::{AssumeFact, BinaryOp, Block, CmpOp, DType, Elem, Function, Literal, OpKind, ValueId};
+use metile_ir::{AssumeFact, BinaryOp, Block, CmpOp, DType, Elem, Function, Literal, Op, OpKind, ValueId};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AxisInfo {
@@ -99,11 +108,17 @@ pub struct AxisInfos {
     /// Integer values known to hold one constant in every element (constants
     /// and their broadcasts): a product by 1 keeps the other factor's runs.
     constants: Vec<Option<i64>>,
+    /// Integer values known to be `>= 0` in every element.
+    non_negative: Vec<bool>,
 }
 
 impl AxisInfos {
     pub fn get(&self, v: ValueId) -> AxisInfo {
         self.infos.get(v.index()).copied().unwrap_or(UNKNOWN)
+    }
+
+    pub fn is_non_negative(&self, v: ValueId) -> bool {
+        self.non_negative.get(v.index()).copied().unwrap_or(false)
     }
 }
 
@@ -111,8 +126,10 @@ pub fn analyze(f: &Function) -> AxisInfos {
     let mut a = AxisInfos {
         infos: vec![UNKNOWN; f.values.len()],
         constants: vec![None; f.values.len()],
+        non_negative: vec![false; f.values.len()],
     };
     for p in &f.params {
+        a.non_negative[p.value.index()] = is_unsigned(f.ty(p.value).dtype());
         a.infos[p.value.index()] = match f.ty(p.value).elem {
             Elem::Ptr(..) => AxisInfo::scalar(BIG),
             Elem::Scalar(_) => AxisInfo::scalar(p.divisibility.max(1)),
@@ -181,6 +198,12 @@ fn block(f: &Function, b: &Block, a: &mut AxisInfos) {
             // Widening an integer keeps its values (a run that wrapped around in the
             // narrow type addresses nothing valid either way).
             OpKind::Cast if widens(f.ty(op.operands[0]).dtype(), f.ty(op.results[0]).dtype()) => ins[0],
+            // `x % 0` has no value to describe.
+            OpKind::Binary(BinaryOp::Rem)
+                if a.is_non_negative(op.operands[0]) && a.constants[op.operands[1].index()] != Some(0) =>
+            {
+                remainder(ins[0], ins[1])
+            }
             OpKind::Compare(cmp) => compare(*cmp, ins[0], ins[1]),
             OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Fma | OpKind::Select | OpKind::Cast => AxisInfo {
                 constancy: ins.iter().map(|i| i.constancy).min().unwrap_or(BIG),
@@ -197,12 +220,15 @@ fn block(f: &Function, b: &Block, a: &mut AxisInfos) {
                     if let Some(&iv) = body.args.first() {
                         let d = ins[0].divisibility_at(1).min(ins[2].divisibility_at(1));
                         a.infos[iv.index()] = AxisInfo::scalar(d);
+                        a.non_negative[iv.index()] =
+                            a.is_non_negative(op.operands[0]) && a.is_non_negative(op.operands[2]);
                     }
                 }
                 UNKNOWN
             }
             _ => UNKNOWN,
         };
+        let non_negative = produces_non_negative(f, op, a);
         for r in &op.regions {
             block(f, r, a);
         }
@@ -217,7 +243,61 @@ fn block(f: &Function, b: &Block, a: &mut AxisInfos) {
         for &r in &op.results {
             let clipped = clip(info, last_dim(f, r), f.ty(r).dtype());
             a.infos[r.index()] = clipped;
+            a.non_negative[r.index()] = non_negative || is_unsigned(f.ty(r).dtype());
         }
+    }
+}
+
+fn is_unsigned(dtype: Option<DType>) -> bool {
+    matches!(dtype, Some(DType::U8 | DType::U16 | DType::U32 | DType::U64))
+}
+
+/// Whether every element of the op's (integer) results is `>= 0`, from what is
+/// known of its operands.
+fn produces_non_negative(f: &Function, op: &Op, a: &AxisInfos) -> bool {
+    let known = |i: usize| op.operands.get(i).is_some_and(|&v| a.is_non_negative(v));
+    match &op.kind {
+        OpKind::Constant(Literal::Int(c)) => *c >= 0,
+        OpKind::ProgramId { .. }
+        | OpKind::NumPrograms { .. }
+        | OpKind::Swizzle { .. }
+        | OpKind::ThreadId
+        | OpKind::SimdLaneId => true,
+        OpKind::Arange { start, .. } => *start >= 0,
+        OpKind::Broadcast | OpKind::ExpandDims { .. } | OpKind::Assume { .. } => known(0),
+        OpKind::Cast => match (op.operands.first(), op.results.first()) {
+            (Some(&from), Some(&to)) => known(0) && widens(f.ty(from).dtype(), f.ty(to).dtype()),
+            _ => false,
+        },
+        OpKind::Binary(BinaryOp::Add | BinaryOp::Mul | BinaryOp::FloorDiv | BinaryOp::Min) => {
+            known(0) && known(1)
+        }
+        // The remainder takes the dividend's sign; the shift keeps the sign bit.
+        OpKind::Binary(BinaryOp::Rem | BinaryOp::Shr) => known(0),
+        OpKind::Binary(BinaryOp::Max | BinaryOp::And) => known(0) || known(1),
+        OpKind::Select => known(1) && known(2),
+        _ => false,
+    }
+}
+
+/// `x % n` of a non-negative `x`. A run of `x` of length `c` whose first value is
+/// a multiple of `c` meets no multiple of `n` after its start when `c` divides
+/// `n` (and `n` is one value over the run), so the remainders stay consecutive.
+/// The remainder `x - q * n` is a multiple of what divides both.
+fn remainder(x: AxisInfo, n: AxisInfo) -> AxisInfo {
+    let n_divisibility = n.divisibility_at(1);
+    let mut run = if n.contiguity == 1 {
+        x.contiguity.min(n_divisibility).min(n.constancy)
+    } else {
+        1
+    };
+    while run > 1 && x.divisibility_at(run) < run {
+        run /= 2;
+    }
+    AxisInfo {
+        contiguity: run,
+        divisibility: x.divisibility_at(run).min(n_divisibility),
+        constancy: x.constancy.min(n.constancy),
     }
 }
 
@@ -381,5 +461,159 @@ mod tests {
         assert_eq!(info.get(ptrs).contiguity, 64);
         assert_eq!(info.get(by_two).contiguity, 1);
         assert!(info.get(by_two).divisibility >= 2);
+    }
+
+    /// `(pid * 128 + arange(0, 128))`: non-negative, consecutive over 128.
+    fn block_offsets(b: &mut Builder) -> ValueId {
+        let pid = b.program_id(0).unwrap();
+        let base = b.binary(BinaryOp::Mul, pid.into(), Operand::Int(128)).unwrap();
+        let ar = b.arange(0, 128).unwrap();
+        b.binary(BinaryOp::Add, base.into(), ar.into()).unwrap()
+    }
+
+    #[test]
+    fn wrapped_non_negative_offsets_stay_consecutive_over_runs_dividing_the_modulus() {
+        let mut b = Builder::new("k");
+        let x = b.add_param("X", ParamKind::Pointer(DType::F16));
+        let n = b.add_param("N", ParamKind::Scalar(DType::I32));
+        let odd = b.add_param("M", ParamKind::Scalar(DType::I32));
+        b.set_param_divisibility(n, 16);
+        let offs = block_offsets(&mut b);
+        let by_n = b.binary(BinaryOp::Rem, offs.into(), n.into()).unwrap();
+        let by_64 = b.binary(BinaryOp::Rem, offs.into(), Operand::Int(64)).unwrap();
+        let by_256 = b.binary(BinaryOp::Rem, offs.into(), Operand::Int(256)).unwrap();
+        let by_odd = b.binary(BinaryOp::Rem, offs.into(), odd.into()).unwrap();
+        let ptrs = b.binary(BinaryOp::Add, x.into(), by_n.into()).unwrap();
+        let f = b.finish().unwrap();
+        let info = analyze(&f);
+        assert_eq!(info.get(by_n).contiguity, 16);
+        assert_eq!(info.get(by_n).divisibility, 16);
+        assert_eq!(info.get(ptrs).contiguity, 16);
+        assert_eq!(info.get(by_64).contiguity, 64);
+        assert_eq!(info.get(by_64).divisibility, 64);
+        assert_eq!(info.get(by_256).contiguity, 128);
+        assert!(info.get(by_256).divisibility >= 128);
+        // Nothing is known of M: a multiple of it may fall inside any run.
+        assert_eq!(info.get(by_odd).contiguity, 1);
+        assert!(info.is_non_negative(by_odd));
+    }
+
+    #[test]
+    fn wrapped_offsets_keep_no_runs_when_the_value_may_be_negative_or_off_the_grid() {
+        let mut b = Builder::new("k");
+        let n = b.add_param("N", ParamKind::Scalar(DType::I32));
+        let p = b.add_param("P", ParamKind::Scalar(DType::I32));
+        b.set_param_divisibility(n, 16);
+        b.set_param_divisibility(p, 16);
+        let offs = block_offsets(&mut b);
+        // `offs - 64` is negative for program 0: `-64..64 % 16` restarts at 0
+        // after -1 and jumps from 0 to -15 at -15.
+        let shifted_down = b.binary(BinaryOp::Sub, offs.into(), Operand::Int(64)).unwrap();
+        let below_zero = b.binary(BinaryOp::Rem, shifted_down.into(), n.into()).unwrap();
+        // A parameter's sign is not part of the launch key.
+        let from_param = b.binary(BinaryOp::Mul, p.into(), Operand::Int(128)).unwrap();
+        let ar = b.arange(0, 128).unwrap();
+        let param_offs = b.binary(BinaryOp::Add, from_param.into(), ar.into()).unwrap();
+        let param_wrapped = b.binary(BinaryOp::Rem, param_offs.into(), n.into()).unwrap();
+        // Runs that do not start at multiples of their length may hold a multiple of N.
+        let off_grid = b.binary(BinaryOp::Add, offs.into(), Operand::Int(3)).unwrap();
+        let off_grid_wrapped = b.binary(BinaryOp::Rem, off_grid.into(), n.into()).unwrap();
+        let by_zero = b.binary(BinaryOp::Rem, offs.into(), Operand::Int(0)).unwrap();
+        let f = b.finish().unwrap();
+        let info = analyze(&f);
+        assert_eq!(info.get(shifted_down).contiguity, 128);
+        assert_eq!(info.get(below_zero).contiguity, 1);
+        assert_eq!(info.get(param_offs).contiguity, 128);
+        assert_eq!(info.get(param_wrapped).contiguity, 1);
+        assert!(info.is_non_negative(off_grid_wrapped));
+        assert_eq!(info.get(off_grid_wrapped).contiguity, 1);
+        assert_eq!(info.get(by_zero).contiguity, 1);
+    }
+
+    #[test]
+    fn non_negativity_comes_from_ids_aranges_and_constants_and_survives_closed_operations() {
+        let mut b = Builder::new("k");
+        b.set_threads_per_group(128);
+        let p = b.add_param("P", ParamKind::Scalar(DType::I32));
+        let u = b.add_param("U", ParamKind::Scalar(DType::U32));
+        let pid = b.program_id(0).unwrap();
+        let grid = b.num_programs(1).unwrap();
+        let tid = b.thread_id().unwrap();
+        let lane = b.simd_lane_id().unwrap();
+        let ar = b.arange(2, 10).unwrap();
+        let seven = b.constant(Literal::Int(7), DType::I32);
+        let minus_one = b.constant(Literal::Int(-1), DType::I32);
+        let bin = |b: &mut Builder, op, x: ValueId, y: ValueId| b.binary(op, x.into(), y.into()).unwrap();
+        let sum = bin(&mut b, BinaryOp::Add, pid, seven);
+        let product = bin(&mut b, BinaryOp::Mul, pid, grid);
+        let quotient = bin(&mut b, BinaryOp::FloorDiv, pid, grid);
+        let quotient_by_param = bin(&mut b, BinaryOp::FloorDiv, pid, p);
+        let rem_by_param = bin(&mut b, BinaryOp::Rem, pid, p);
+        let rem_of_param = bin(&mut b, BinaryOp::Rem, p, pid);
+        let min = bin(&mut b, BinaryOp::Min, pid, seven);
+        let min_with_param = bin(&mut b, BinaryOp::Min, pid, p);
+        let max_with_param = bin(&mut b, BinaryOp::Max, p, pid);
+        let shifted = bin(&mut b, BinaryOp::Shr, pid, p);
+        let masked_param = bin(&mut b, BinaryOp::And, p, seven);
+        let difference = bin(&mut b, BinaryOp::Sub, pid, seven);
+        let shifted_left = bin(&mut b, BinaryOp::Shl, pid, seven);
+        let widened = b.cast(pid, DType::I64).unwrap();
+        let narrowed = b.cast(widened, DType::I32).unwrap();
+        let big = b.constant(Literal::Bool(true), DType::Bool);
+        let picked = b.select(big.into(), pid.into(), seven.into()).unwrap();
+        let picked_param = b.select(big.into(), pid.into(), p.into()).unwrap();
+        let wide = b.broadcast_to(pid, &[8]).unwrap();
+        let zero = b.constant(Literal::Int(0), DType::I32);
+        let mut iv_seen = None;
+        b.build_for((zero.into(), p.into(), seven.into()), &[], |_, iv, _| {
+            iv_seen = Some(iv);
+            Ok(vec![])
+        })
+        .unwrap();
+        let mut param_iv_seen = None;
+        b.build_for((p.into(), p.into(), seven.into()), &[], |_, iv, _| {
+            param_iv_seen = Some(iv);
+            Ok(vec![])
+        })
+        .unwrap();
+        let f = b.finish().unwrap();
+        let info = analyze(&f);
+        for (v, what) in [
+            (pid, "program_id"),
+            (grid, "num_programs"),
+            (tid, "thread_id"),
+            (lane, "simd_lane_id"),
+            (ar, "arange"),
+            (seven, "7"),
+            (u, "an unsigned parameter"),
+            (sum, "+"),
+            (product, "*"),
+            (quotient, "//"),
+            (rem_by_param, "% of a non-negative dividend"),
+            (min, "min"),
+            (max_with_param, "max with one non-negative side"),
+            (shifted, ">>"),
+            (masked_param, "& with one non-negative side"),
+            (widened, "a widening cast"),
+            (picked, "a select of non-negatives"),
+            (wide, "a broadcast"),
+            (iv_seen.unwrap(), "a loop from 0 by 7"),
+        ] {
+            assert!(info.is_non_negative(v), "{what} should be non-negative");
+        }
+        for (v, what) in [
+            (p, "a signed parameter"),
+            (minus_one, "-1"),
+            (quotient_by_param, "// by a parameter"),
+            (rem_of_param, "% of a parameter"),
+            (min_with_param, "min with a parameter"),
+            (difference, "-"),
+            (shifted_left, "<<"),
+            (narrowed, "a narrowing cast"),
+            (picked_param, "a select with a parameter"),
+            (param_iv_seen.unwrap(), "a loop from a parameter"),
+        ] {
+            assert!(!info.is_non_negative(v), "{what} may be negative");
+        }
     }
 }
