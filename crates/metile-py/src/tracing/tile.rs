@@ -4,7 +4,7 @@
 use metile_ir::{BinaryOp, CmpOp, Elem, Operand, UnaryOp, ValueId};
 use pyo3::basic::CompareOp;
 use pyo3::prelude::*;
-use pyo3::types::{PySlice, PyTuple};
+use pyo3::types::{PyDict, PySlice, PyTuple};
 
 use super::shape_ops;
 use super::state::{describe_object, dtype_arg, with_trace, Trace};
@@ -284,6 +284,246 @@ impl Tile {
         shape_ops::broadcast_to_impl(slf.py(), slf.as_any(), shape, "Tile.broadcast_to()")
     }
 
+    /// `x.sum(...)`: `metile.sum(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn sum(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "sum", args, kwargs)
+    }
+
+    /// `x.max(...)`: `metile.max(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn max(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "max", args, kwargs)
+    }
+
+    /// `x.min(...)`: `metile.min(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn min(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "min", args, kwargs)
+    }
+
+    /// `x.argmax(...)`: `metile.argmax(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn argmax(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "argmax", args, kwargs)
+    }
+
+    /// `x.argmin(...)`: `metile.argmin(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn argmin(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "argmin", args, kwargs)
+    }
+
+    /// `x.cumsum(...)`: `metile.cumsum(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn cumsum(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "cumsum", args, kwargs)
+    }
+
+    /// `x.cumprod(...)`: `metile.cumprod(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn cumprod(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "cumprod", args, kwargs)
+    }
+
+    /// `x.xor_sum(...)`: `metile.xor_sum(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn xor_sum(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "xor_sum", args, kwargs)
+    }
+
+    /// `x.sort(...)`: `metile.sort(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn sort(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "sort", args, kwargs)
+    }
+
+    /// `x.softmax(...)`: `metile.softmax(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn softmax(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "softmax", args, kwargs)
+    }
+
+    /// `x.sigmoid(...)`: `metile.sigmoid(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn sigmoid(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "sigmoid", args, kwargs)
+    }
+
+    /// `x.exp(...)`: `metile.exp(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn exp(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "exp", args, kwargs)
+    }
+
+    /// `x.exp2(...)`: `metile.exp2(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn exp2(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "exp2", args, kwargs)
+    }
+
+    /// `x.log(...)`: `metile.log(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn log(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "log", args, kwargs)
+    }
+
+    /// `x.log2(...)`: `metile.log2(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn log2(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "log2", args, kwargs)
+    }
+
+    /// `x.sqrt(...)`: `metile.sqrt(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn sqrt(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "sqrt", args, kwargs)
+    }
+
+    /// `x.rsqrt(...)`: `metile.rsqrt(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn rsqrt(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "rsqrt", args, kwargs)
+    }
+
+    /// `x.sin(...)`: `metile.sin(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn sin(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "sin", args, kwargs)
+    }
+
+    /// `x.cos(...)`: `metile.cos(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn cos(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "cos", args, kwargs)
+    }
+
+    /// `x.abs(...)`: `metile.abs(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn abs(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "abs", args, kwargs)
+    }
+
+    /// `x.floor(...)`: `metile.floor(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn floor(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "floor", args, kwargs)
+    }
+
+    /// `x.ceil(...)`: `metile.ceil(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn ceil(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "ceil", args, kwargs)
+    }
+
+    /// `x.erf(...)`: `metile.erf(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn erf(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "erf", args, kwargs)
+    }
+
+    /// `x.fma(...)`: `metile.fma(x, ...)`, as Triton's tensor method.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn fma(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        language_function(slf, "fma", args, kwargs)
+    }
+
     /// `x.split()`, as `metile.split(x)`.
     fn split<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
         shape_ops::split_impl(slf.py(), slf.as_any(), "Tile.split()")
@@ -471,4 +711,19 @@ pub fn cast_value(
     let dtype = dtype_arg(dtype).map_err(|m| t.error(py, &m))?;
     let r = t.ir(py, |bld| bld.cast(v, dtype))?;
     t.wrap_any(py, r)
+}
+
+/// Calls `metile.<name>(slf, *args, **kwargs)`: the tensor methods Triton
+/// defines as its module functions with the tile first.
+fn language_function(
+    slf: &Bound<'_, Tile>,
+    name: &str,
+    args: &Bound<'_, PyTuple>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyAny>> {
+    let py = slf.py();
+    let mut all = vec![slf.clone().into_any()];
+    all.extend(args.iter());
+    let function = py.import("metile")?.getattr(name)?;
+    Ok(function.call(PyTuple::new(py, all)?, kwargs)?.unbind())
 }
