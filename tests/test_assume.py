@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import metile
-from metile import _frontend, _metile
+from metile import _frontend
 
 
 def line_of(kernel, text):
