@@ -242,8 +242,8 @@ def test_wrapped_column_offsets_of_non_negative_program_ids_copy_b_asynchronousl
 def assumed_tutorial_gemm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
                           stride_cn, BLOCK_SIZE_M: metile.constexpr, BLOCK_SIZE_N: metile.constexpr,
                           BLOCK_SIZE_K: metile.constexpr, GROUP_SIZE_M: metile.constexpr):
-    # Triton's current tutorial: the grouped order, then `tl.assume` of the ids'
-    # and strides' signs, which is what lets `offs_bn % N` keep its runs.
+    # Triton's current tutorial: `matmul_kernel` with the `tl.assume`s of the
+    # ids' and strides' signs, which let `offs_bn % N` keep its runs.
     pid = metile.program_id(axis=0)
     num_pid_m = metile.cdiv(M, BLOCK_SIZE_M)
     num_pid_n = metile.cdiv(N, BLOCK_SIZE_N)
@@ -276,7 +276,7 @@ def assumed_tutorial_gemm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, st
         accumulator = metile.dot(a, b, accumulator)
         a_ptrs += BLOCK_SIZE_K * stride_ak
         b_ptrs += BLOCK_SIZE_K * stride_bk
-    c = accumulator.to(metile.float16)
+    c = accumulator
 
     offs_cm = pid_m * BLOCK_SIZE_M + metile.arange(0, BLOCK_SIZE_M)
     offs_cn = pid_n * BLOCK_SIZE_N + metile.arange(0, BLOCK_SIZE_N)
@@ -292,12 +292,12 @@ def test_the_tutorial_with_assumptions_at_ragged_sizes(device, rng, b_layout, M,
     b = rng.standard_normal((K, N)).astype(np.float16)
     storage = b if b_layout == "row" else np.ascontiguousarray(b.T)
     stride_bk, stride_bn = (N, 1) if b_layout == "row" else (1, K)
-    c = np.full((M, N), np.nan, np.float16)
+    c = np.full((M, N), np.nan, np.float32)
     grid = (metile.cdiv(M, 32) * metile.cdiv(N, 32),)
     assumed_tutorial_gemm[grid](a, storage, c, M, N, K, K, 1, stride_bk, stride_bn, N, 1, BLOCK_SIZE_M=32,
                                 BLOCK_SIZE_N=32, BLOCK_SIZE_K=16, GROUP_SIZE_M=4)
     ref = a.astype(np.float64) @ b.astype(np.float64)
-    np.testing.assert_allclose(c.astype(np.float64), ref, rtol=2e-2, atol=2e-2 * np.sqrt(K))
+    np.testing.assert_allclose(c, ref, rtol=2e-2, atol=2e-2 * np.sqrt(K))
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
