@@ -25,10 +25,13 @@
 //! to a multiple of `n` breaks (`-4..0 % 4` is `0, -3, -2, -1, 0`). The kernel
 //! can also promise it: `assume(x >= c)` with a constant `c >= 0` (or `x > c`
 //! with `c >= -1`, the sides swapped, or a conjunction `&` of such) makes `x`
-//! non-negative everywhere, before the promise as after, as Triton's
-//! `tl.assume` does.
+//! non-negative at every use, before the promise as after, as Triton's
+//! `tl.assume` does, where the promise runs whenever `x` exists (`assumed.rs`).
 
 use metile_ir::{AssumeFact, BinaryOp, Block, CmpOp, DType, Elem, Function, Literal, Op, OpKind, ValueId};
+
+mod assumed;
+use assumed::assumed_non_negative;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AxisInfo {
@@ -252,60 +255,6 @@ fn block(f: &Function, b: &Block, a: &mut AxisInfos) {
             let clipped = clip(info, last_dim(f, r), f.ty(r).dtype());
             a.infos[r.index()] = clipped;
             a.non_negative[r.index()] = non_negative || is_unsigned(f.ty(r).dtype());
-        }
-    }
-}
-
-/// The values that some `assume_true(x >= c)` of the kernel promises to be
-/// non-negative (see the module comment). A promise is a promise about the
-/// SSA value, so it holds at every use, wherever the `assume_true` sits.
-fn assumed_non_negative(f: &Function) -> Vec<bool> {
-    let mut defs: Vec<Option<&Op>> = vec![None; f.values.len()];
-    let mut conditions = Vec::new();
-    collect_definitions(&f.body, &mut defs, &mut conditions);
-    let def = |v: ValueId| defs.get(v.index()).copied().flatten();
-    let constant = |mut v: ValueId| loop {
-        match def(v).map(|op| (&op.kind, op.operands.first())) {
-            Some((OpKind::Constant(Literal::Int(c)), _)) => return Some(*c),
-            Some((OpKind::Broadcast | OpKind::ExpandDims { .. }, Some(&x))) => v = x,
-            _ => return None,
-        }
-    };
-    let mut assumed = vec![false; f.values.len()];
-    while let Some(c) = conditions.pop() {
-        let Some(op) = def(c) else { continue };
-        let (x, bound, strict) = match (&op.kind, &op.operands[..]) {
-            (OpKind::Binary(BinaryOp::And), [p, q]) => {
-                conditions.extend([*p, *q]);
-                continue;
-            }
-            (OpKind::Compare(CmpOp::Ge), &[x, b]) | (OpKind::Compare(CmpOp::Le), &[b, x]) => (x, b, false),
-            (OpKind::Compare(CmpOp::Gt), &[x, b]) | (OpKind::Compare(CmpOp::Lt), &[b, x]) => (x, b, true),
-            _ => continue,
-        };
-        let lowest = if strict { -1 } else { 0 };
-        if constant(bound).is_some_and(|c| c >= lowest) {
-            if let Some(slot) = assumed.get_mut(x.index()) {
-                *slot = true;
-            }
-        }
-    }
-    assumed
-}
-
-/// Each result's defining op, and the conditions of the `assume_true`s.
-fn collect_definitions<'f>(b: &'f Block, defs: &mut [Option<&'f Op>], conditions: &mut Vec<ValueId>) {
-    for op in &b.ops {
-        if matches!(op.kind, OpKind::AssumeTrue) {
-            conditions.extend(op.operands.first().copied());
-        }
-        for r in &op.results {
-            if let Some(slot) = defs.get_mut(r.index()) {
-                *slot = Some(op);
-            }
-        }
-        for region in &op.regions {
-            collect_definitions(region, defs, conditions);
         }
     }
 }
@@ -677,85 +626,5 @@ mod tests {
         ] {
             assert!(!info.is_non_negative(v), "{what} may be negative");
         }
-    }
-
-    #[test]
-    fn an_assumed_lower_bound_makes_a_value_non_negative_at_every_use() {
-        let mut b = Builder::new("k");
-        let params: Vec<ValueId> = ["A", "B", "C", "D", "E", "F", "G", "H", "I"]
-            .iter()
-            .map(|n| b.add_param(n, ParamKind::Scalar(DType::I32)))
-            .collect();
-        let &[ge_zero, gt_minus_one, mirrored, bound_two, both_a, both_b, gt_minus_two, ge_param, ne_zero] =
-            &params[..]
-        else {
-            unreachable!()
-        };
-        // A use before the promise: the promise is about the SSA value.
-        let early = b.binary(BinaryOp::Rem, ge_zero.into(), Operand::Int(4)).unwrap();
-        let mut promise = |b: &mut Builder, cmp: CmpOp, lhs: Operand, rhs: Operand| {
-            let c = b.compare(cmp, lhs, rhs).unwrap();
-            b.assume_true(c.into()).unwrap();
-        };
-        promise(&mut b, CmpOp::Ge, ge_zero.into(), Operand::Int(0));
-        promise(&mut b, CmpOp::Gt, gt_minus_one.into(), Operand::Int(-1));
-        promise(&mut b, CmpOp::Lt, Operand::Int(0), mirrored.into());
-        promise(&mut b, CmpOp::Ge, bound_two.into(), Operand::Int(2));
-        promise(&mut b, CmpOp::Gt, gt_minus_two.into(), Operand::Int(-2));
-        promise(&mut b, CmpOp::Ge, ge_param.into(), ne_zero.into());
-        promise(&mut b, CmpOp::Ne, ne_zero.into(), Operand::Int(0));
-        let a_ok = b.compare(CmpOp::Ge, both_a.into(), Operand::Int(0)).unwrap();
-        let b_ok = b.compare(CmpOp::Gt, both_b.into(), Operand::Int(0)).unwrap();
-        let both = b.binary(BinaryOp::And, a_ok.into(), b_ok.into()).unwrap();
-        b.assume_true(both.into()).unwrap();
-        let sum = b
-            .binary(BinaryOp::Add, mirrored.into(), bound_two.into())
-            .unwrap();
-        let f = b.finish().unwrap();
-        let info = analyze(&f);
-        for (v, what) in [
-            (ge_zero, "x >= 0"),
-            (early, "x % 4 before assume(x >= 0)"),
-            (gt_minus_one, "x > -1"),
-            (mirrored, "0 < x"),
-            (bound_two, "x >= 2"),
-            (both_a, "the left side of a conjunction"),
-            (both_b, "the right side of a conjunction"),
-            (sum, "a sum of assumed values"),
-        ] {
-            assert!(info.is_non_negative(v), "{what} should be non-negative");
-        }
-        for (v, what) in [
-            (gt_minus_two, "x > -2"),
-            (ge_param, "x >= a parameter"),
-            (ne_zero, "x != 0"),
-        ] {
-            assert!(!info.is_non_negative(v), "{what} may be negative");
-        }
-    }
-
-    #[test]
-    fn an_assumed_non_negative_quotient_keeps_the_runs_of_its_wrapped_offsets() {
-        // The grouped program order's column id: a quotient by a difference.
-        let build = |promise: bool| {
-            let mut b = Builder::new("k");
-            let n = b.add_param("N", ParamKind::Scalar(DType::I32));
-            let d = b.add_param("D", ParamKind::Scalar(DType::I32));
-            b.set_param_divisibility(n, 16);
-            let pid = b.program_id(0).unwrap();
-            let pid_n = b.binary(BinaryOp::FloorDiv, pid.into(), d.into()).unwrap();
-            if promise {
-                let c = b.compare(CmpOp::Ge, pid_n.into(), Operand::Int(0)).unwrap();
-                b.assume_true(c.into()).unwrap();
-            }
-            let base = b.binary(BinaryOp::Mul, pid_n.into(), Operand::Int(128)).unwrap();
-            let ar = b.arange(0, 128).unwrap();
-            let offs = b.binary(BinaryOp::Add, base.into(), ar.into()).unwrap();
-            let wrapped = b.binary(BinaryOp::Rem, offs.into(), n.into()).unwrap();
-            let f = b.finish().unwrap();
-            analyze(&f).get(wrapped).contiguity
-        };
-        assert_eq!(build(false), 1);
-        assert_eq!(build(true), 16);
     }
 }
