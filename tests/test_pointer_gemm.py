@@ -236,3 +236,77 @@ def test_wrapped_column_offsets_of_non_negative_program_ids_copy_b_asynchronousl
     # Both copy A; only the row-major order's B tile (as large as A's) joins it.
     assert copies["grouped"] > 0
     assert copies["row-major"] == 2 * copies["grouped"]
+
+
+@metile.kernel
+def assumed_tutorial_gemm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
+                          stride_cn, BLOCK_SIZE_M: metile.constexpr, BLOCK_SIZE_N: metile.constexpr,
+                          BLOCK_SIZE_K: metile.constexpr, GROUP_SIZE_M: metile.constexpr):
+    # Triton's current tutorial: `matmul_kernel` with the `tl.assume`s of the
+    # ids' and strides' signs, which let `offs_bn % N` keep its runs.
+    pid = metile.program_id(axis=0)
+    num_pid_m = metile.cdiv(M, BLOCK_SIZE_M)
+    num_pid_n = metile.cdiv(N, BLOCK_SIZE_N)
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+
+    metile.assume(pid_m >= 0)
+    metile.assume(pid_n >= 0)
+    metile.assume(stride_am > 0)
+    metile.assume(stride_ak > 0)
+    metile.assume(stride_bn > 0)
+    metile.assume(stride_bk > 0)
+    metile.assume(stride_cm > 0)
+    metile.assume(stride_cn > 0)
+
+    offs_am = (pid_m * BLOCK_SIZE_M + metile.arange(0, BLOCK_SIZE_M)) % M
+    offs_bn = (pid_n * BLOCK_SIZE_N + metile.arange(0, BLOCK_SIZE_N)) % N
+    offs_k = metile.arange(0, BLOCK_SIZE_K)
+    a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
+    b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
+
+    accumulator = metile.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=metile.float32)
+    for k in range(0, metile.cdiv(K, BLOCK_SIZE_K)):
+        a = metile.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
+        b = metile.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
+        accumulator = metile.dot(a, b, accumulator)
+        a_ptrs += BLOCK_SIZE_K * stride_ak
+        b_ptrs += BLOCK_SIZE_K * stride_bk
+    c = accumulator
+
+    offs_cm = pid_m * BLOCK_SIZE_M + metile.arange(0, BLOCK_SIZE_M)
+    offs_cn = pid_n * BLOCK_SIZE_N + metile.arange(0, BLOCK_SIZE_N)
+    c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
+    c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
+    metile.store(c_ptrs, c, mask=c_mask)
+
+
+@pytest.mark.parametrize("b_layout", ["row", "col"])
+@pytest.mark.parametrize("M, N, K", [(50, 48, 70), (45, 70, 83), (33, 129, 17), (96, 40, 64)])
+def test_the_tutorial_with_assumptions_at_ragged_sizes(device, rng, b_layout, M, N, K):
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    storage = b if b_layout == "row" else np.ascontiguousarray(b.T)
+    stride_bk, stride_bn = (N, 1) if b_layout == "row" else (1, K)
+    c = np.full((M, N), np.nan, np.float32)
+    grid = (metile.cdiv(M, 32) * metile.cdiv(N, 32),)
+    assumed_tutorial_gemm[grid](a, storage, c, M, N, K, K, 1, stride_bk, stride_bn, N, 1, BLOCK_SIZE_M=32,
+                                BLOCK_SIZE_N=32, BLOCK_SIZE_K=16, GROUP_SIZE_M=4)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c, ref, rtol=2e-2, atol=2e-2 * np.sqrt(K))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_the_tutorials_assumptions_put_b_on_the_asynchronous_ring(arch):
+    constexprs = {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8}
+    copies = {}
+    for name, kernel in (("grouped", matmul_kernel), ("assumed", assumed_tutorial_gemm),
+                         ("row-major", row_major_pids_gemm)):
+        traced = _frontend.specialize(kernel.fn, _tutorial_params("f16"), constexprs, {"threads_per_group": 128})
+        copies[name] = _metile.compile_cuda(traced, num_sgs=4, arch=arch)["cuda"].count("cp.async.cg.shared.global")
+    assert copies["grouped"] > 0
+    assert copies["assumed"] == copies["row-major"] == 2 * copies["grouped"]

@@ -75,6 +75,7 @@ static_range = _metile.static_range
 static_assert = _metile.static_assert
 device_print = _metile.device_print
 device_assert = _metile.device_assert
+assume = _metile.assume
 multiple_of = _metile.multiple_of
 max_contiguous = _metile.max_contiguous
 max_constancy = _metile.max_constancy
@@ -214,6 +215,7 @@ __all__ = [
     "argmax",
     "argmin",
     "asin",
+    "assume",
     "atan",
     "atan2",
     "atomic_add",

@@ -22,9 +22,16 @@
 //! key records divisibility, not sign. Like the contiguity facts, the sign fact
 //! assumes that sums and products of offsets do not overflow. It is what lets
 //! `x % n` keep runs: C's `%` truncates, so a run crossing from negative values
-//! to a multiple of `n` breaks (`-4..0 % 4` is `0, -3, -2, -1, 0`).
+//! to a multiple of `n` breaks (`-4..0 % 4` is `0, -3, -2, -1, 0`). The kernel
+//! can also promise it: `assume(x >= c)` with a constant `c >= 0` (or `x > c`
+//! with `c >= -1`, the sides swapped, or a conjunction `&` of such) makes `x`
+//! non-negative at every use, before the promise as after, as Triton's
+//! `tl.assume` does, where the promise runs whenever `x` exists (`assumed.rs`).
 
 use metile_ir::{AssumeFact, BinaryOp, Block, CmpOp, DType, Elem, Function, Literal, Op, OpKind, ValueId};
+
+mod assumed;
+use assumed::assumed_non_negative;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AxisInfo {
@@ -110,6 +117,8 @@ pub struct AxisInfos {
     constants: Vec<Option<i64>>,
     /// Integer values known to be `>= 0` in every element.
     non_negative: Vec<bool>,
+    /// Values an `assume_true` promises to be `>= 0`.
+    assumed_non_negative: Vec<bool>,
 }
 
 impl AxisInfos {
@@ -118,7 +127,8 @@ impl AxisInfos {
     }
 
     pub fn is_non_negative(&self, v: ValueId) -> bool {
-        self.non_negative.get(v.index()).copied().unwrap_or(false)
+        let known = |facts: &[bool]| facts.get(v.index()).copied().unwrap_or(false);
+        known(&self.non_negative) || known(&self.assumed_non_negative)
     }
 }
 
@@ -127,6 +137,7 @@ pub fn analyze(f: &Function) -> AxisInfos {
         infos: vec![UNKNOWN; f.values.len()],
         constants: vec![None; f.values.len()],
         non_negative: vec![false; f.values.len()],
+        assumed_non_negative: assumed_non_negative(f),
     };
     for p in &f.params {
         a.non_negative[p.value.index()] = is_unsigned(f.ty(p.value).dtype());

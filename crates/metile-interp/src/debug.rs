@@ -117,6 +117,25 @@ pub(crate) fn check_assert(
     })
 }
 
+/// Checks the kernel's `assume(cond)` (see `OpKind::AssumeTrue`): a GPU
+/// compiles code that may be wrong where the promise is broken, so the
+/// interpreter refuses to go on rather than run a kernel that differs there.
+pub(crate) fn check_assume_true(cond: &Repr, pid: [u32; 3], loc: &Loc) -> Result<(), ExecError> {
+    let holds = elements(cond, 1, DType::Bool)?
+        .iter()
+        .all(|x| !matches!(x, CastSource::Int(0)));
+    if holds {
+        return Ok(());
+    }
+    Err(ExecError::InvalidValue {
+        loc: loc.clone(),
+        message: format!(
+            "the kernel assumed a condition (metile.assume) that is false in program ({}, {}, {})",
+            pid[0], pid[1], pid[2]
+        ),
+    })
+}
+
 /// Checks a promise of the kernel about `x` (see `OpKind::Assume`): a broken
 /// promise would let a GPU access memory in wider, misaligned pieces, so it
 /// is an error here rather than a silent difference there.

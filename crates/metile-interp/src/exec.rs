@@ -579,6 +579,7 @@ impl Machine<'_> {
             Exec::Assert { message, shape } => {
                 crate::debug::check_assert(&w.regs[arg(0)].repr, shape, pid, message, &ins.loc)?;
             }
+            Exec::AssumeTrue => crate::debug::check_assume_true(&w.regs[arg(0)].repr, pid, &ins.loc)?,
             Exec::Assume {
                 fact,
                 value,

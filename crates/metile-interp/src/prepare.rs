@@ -184,6 +184,8 @@ pub(crate) enum Exec {
         message: String,
         shape: Vec<usize>,
     },
+    /// `metile.assume(cond)`: fails the launch where the promise is false.
+    AssumeTrue,
     Assume {
         fact: metile_ir::AssumeFact,
         value: u64,
@@ -748,6 +750,7 @@ impl<'f> Preparer<'f> {
                 message: message.clone(),
                 shape: in_ty(0).shape.clone(),
             },
+            OpKind::AssumeTrue => Exec::AssumeTrue,
             OpKind::Assume { fact, value } => Exec::Assume {
                 fact: *fact,
                 value: *value,

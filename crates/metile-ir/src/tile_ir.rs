@@ -448,6 +448,11 @@ pub enum OpKind {
     /// by the axis analysis to allow vector accesses and checked by the
     /// interpreter; it never changes a value.
     Assume { fact: AssumeFact, value: u64 },
+    /// `(cond: bool scalar) -> ()`: the kernel's promise that `cond` holds
+    /// (Triton's `tl.assume`). The axis analysis reads `x >= c` / `x > c` with
+    /// a constant `c` (and their mirrors) as "`x` is non-negative"; the
+    /// interpreter checks the promise; GPU code emits nothing for it.
+    AssumeTrue,
     /// `() -> i32[threads]`: each thread's index in its threadgroup.
     ThreadId,
     /// `() -> i32[threads]`: each thread's lane in its simdgroup.
@@ -570,6 +575,7 @@ impl OpKind {
             OpKind::Print { .. } => "print",
             OpKind::Assert { .. } => "assert",
             OpKind::Assume { .. } => "assume",
+            OpKind::AssumeTrue => "assume_true",
             OpKind::ThreadId => "thread_id",
             OpKind::SimdLaneId => "simd_lane_id",
             OpKind::SimdShuffleXor => "simd_shuffle_xor",
@@ -596,6 +602,7 @@ impl OpKind {
                 | OpKind::While
                 | OpKind::Print { .. }
                 | OpKind::Assert { .. }
+                | OpKind::AssumeTrue
         )
     }
 

@@ -537,6 +537,12 @@ impl<'f> Verifier<'f> {
                     return fail("the condition must be bool");
                 }
             }
+            OpKind::AssumeTrue => {
+                arity(1, 0)?;
+                if !is_scalar_of(ins[0], DType::Bool) {
+                    return fail("the condition must be a bool scalar");
+                }
+            }
             OpKind::Assume { value, .. } => {
                 arity(1, 1)?;
                 if !same(ins[0], outs[0]) || !(ins[0].is_ptr() || ins[0].dtype().is_some_and(|d| d.is_int()))

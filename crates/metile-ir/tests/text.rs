@@ -344,6 +344,8 @@ fn rare_tile_function() -> metile_ir::Function {
     }
     b.device_print("no: \"q\" \\", &[Operand::Value(ar)], false)
         .unwrap();
+    let positive = b.compare(CmpOp::Gt, Operand::Value(n), Operand::Int(0)).unwrap();
+    b.assume_true(Operand::Value(positive)).unwrap();
     let mut f = b.finish().unwrap();
     // Strings the builder refuses still print and read back.
     f.walk(&mut |_| {});
@@ -366,6 +368,10 @@ fn a_tile_function_with_odd_text_reads_back_equal() {
     let f = rare_tile_function();
     check_tile_round_trip(&f).unwrap_or_else(|e| panic!("{e}"));
     let text = print_function(&f);
+    assert!(
+        text.contains(" = cmp_gt ") && text.contains("  assume_true %"),
+        "{text}"
+    );
     assert!(
         text.contains(
             r#"constexprs {PAIR="(1, 2)", EMPTY="", QUOTED="'a \"b\"'", DTYPE=metile.float16, PADDED=" 3 "}"#

@@ -729,6 +729,8 @@ impl<'f> Lowering<'f> {
             OpKind::While => self.while_op(op),
             OpKind::Print { prefix, hex } => self.device_print(op, prefix, *hex),
             OpKind::Assert { message } => self.device_assert(op, message),
+            // A promise for the analyses; GPU code checks nothing (the cpu backend does).
+            OpKind::AssumeTrue => Ok(()),
             OpKind::SimdgroupRole { role, num_roles } => self.simdgroup_role(op, *role, *num_roles),
             OpKind::ThreadId | OpKind::SimdLaneId => self.thread_index_op(op),
             OpKind::SimdShuffleXor | OpKind::SimdBroadcast => self.simd_exchange(op),

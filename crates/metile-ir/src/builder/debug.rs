@@ -100,6 +100,21 @@ impl Builder {
         Ok(())
     }
 
+    /// `assume(cond)`: the kernel promises that the bool scalar `cond` holds
+    /// (see [`OpKind::AssumeTrue`]).
+    pub fn assume_true(&mut self, cond: Operand) -> IrResult<()> {
+        let c = match cond {
+            Operand::Value(v) => v,
+            _ => ir_bail!("metile.assume needs a bool scalar condition computed by the kernel"),
+        };
+        let ty = self.ty(c).clone();
+        if ty.dtype() != Some(DType::Bool) || !ty.is_scalar() {
+            ir_bail!("metile.assume needs a bool scalar condition, got a {ty} value");
+        }
+        self.emit(OpKind::AssumeTrue, vec![c], vec![]);
+        Ok(())
+    }
+
     /// `x` with a promise about its values (see [`OpKind::Assume`]).
     pub fn assume(&mut self, x: Operand, fact: AssumeFact, value: i64, what: &str) -> IrResult<ValueId> {
         if value <= 0 {

@@ -68,7 +68,7 @@ pub const ATOMIC: [AtomicOp; 8] = [
 
 /// Tile IR ops whose text has no attributes, and the element-wise families.
 pub fn plain_tile_kind(name: &str) -> Option<OpKind> {
-    const PLAIN: [OpKind; 16] = [
+    const PLAIN: [OpKind; 17] = [
         OpKind::Broadcast,
         OpKind::Reshape,
         OpKind::Cast,
@@ -85,6 +85,7 @@ pub fn plain_tile_kind(name: &str) -> Option<OpKind> {
         OpKind::SimdShuffleXor,
         OpKind::SimdBroadcast,
         OpKind::Barrier,
+        OpKind::AssumeTrue,
     ];
     PLAIN
         .into_iter()

@@ -1,11 +1,11 @@
 //! Debugging ops, compile-time checks and compiler hints: `device_print`,
-//! `device_assert`, `static_assert`, `static_range`, `multiple_of`,
+//! `device_assert`, `assume`, `static_assert`, `static_range`, `multiple_of`,
 //! `max_contiguous`, `max_constancy`, and the logical ops the frontend's
 //! rewrite of `and`/`or`/`not` calls on traced values.
 
 use metile_ir::{AssumeFact, BinaryOp, Operand};
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyRange, PyTuple};
+use pyo3::types::{PyBool, PyList, PyRange, PyTuple};
 
 use super::state::{describe_object, with_trace, Trace};
 use super::tile::Tile;
@@ -94,6 +94,33 @@ pub fn device_assert(py: Python<'_>, cond: Obj<'_, '_>, msg: Option<Obj<'_, '_>>
         };
         let c = t.operand(cond, "device_assert's condition")?;
         t.ir(py, |bld| bld.device_assert(c, &message))
+    })
+}
+
+/// `assume(cond)`: the kernel promises that the bool scalar `cond` holds
+/// (Triton's `tl.assume`); see `OpKind::AssumeTrue`. A Python bool is known
+/// while tracing: `True` promises nothing, `False` is a broken promise.
+#[pyfunction]
+pub fn assume(py: Python<'_>, cond: Obj<'_, '_>) -> PyResult<()> {
+    with_trace(py, "metile.assume()", |t| {
+        if cond.cast::<Tile>().is_err() {
+            return match cond.extract::<bool>() {
+                Ok(true) if cond.is_instance_of::<PyBool>() => Ok(()),
+                Ok(false) if cond.is_instance_of::<PyBool>() => {
+                    Err(t.error(py, "metile.assume's condition is False"))
+                }
+                _ => Err(t.error(
+                    py,
+                    &format!(
+                        "metile.assume needs a bool condition (a comparison of the kernel's values, or \
+                         True/False), got {}",
+                        describe_object(cond)
+                    ),
+                )),
+            };
+        }
+        let c = t.operand(cond, "metile.assume's condition")?;
+        t.ir(py, |bld| bld.assume_true(c))
     })
 }
 
@@ -219,6 +246,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(logical_not, m)?)?;
     m.add_function(wrap_pyfunction!(device_print, m)?)?;
     m.add_function(wrap_pyfunction!(device_assert, m)?)?;
+    m.add_function(wrap_pyfunction!(assume, m)?)?;
     m.add_function(wrap_pyfunction!(static_assert, m)?)?;
     m.add_function(wrap_pyfunction!(kernel_error, m)?)?;
     m.add_function(wrap_pyfunction!(static_range, m)?)?;
