@@ -237,29 +237,15 @@ impl GpuParser<'_> {
     }
 
     fn define_value(&mut self) -> Result<GpuValue, ParseError> {
-        let start = self.c.pos();
-        let n = self.c.value_number()?;
-        if self.values.is_defined(n) {
-            return Err(self.c.error_at(start, format!("value %{n} is defined twice")));
-        }
-        Ok(GpuValue(n))
+        self.values.parse_new(&mut self.c).map(GpuValue)
     }
 
     fn set_type(&mut self, v: GpuValue, ty: GpuType) -> Result<(), ParseError> {
-        let pos = self.c.pos();
-        self.values.define(v.0, ty).map_err(|m| self.c.error_at(pos, m))
+        self.values.define_at(&mut self.c, v.0, ty)
     }
 
     fn use_value(&mut self) -> Result<GpuValue, ParseError> {
-        self.c.skip_ws();
-        let start = self.c.pos();
-        let n = self.c.value_number()?;
-        if self.values.get(n).is_none() {
-            return Err(self
-                .c
-                .error_at(start, format!("value %{n} is used before it is defined")));
-        }
-        Ok(GpuValue(n))
+        self.values.parse_use(&mut self.c).map(GpuValue)
     }
 
     fn values_list(&mut self) -> Result<ValueList, ParseError> {

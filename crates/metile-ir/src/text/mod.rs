@@ -113,7 +113,31 @@ impl<T: Clone> Values<T> {
         self.defined.get(n as usize).copied().unwrap_or(false)
     }
 
-    fn get(&self, n: u32) -> Option<&T> {
-        self.is_defined(n).then(|| &self.types[n as usize])
+    /// `%N` at the cursor, a value not defined yet (its type comes later, from
+    /// [`Values::define_at`]).
+    fn parse_new(&self, c: &mut cursor::Cursor<'_>) -> Result<u32, ParseError> {
+        let start = c.pos();
+        let n = c.value_number()?;
+        if self.is_defined(n) {
+            return Err(c.error_at(start, format!("value %{n} is defined twice")));
+        }
+        Ok(n)
+    }
+
+    /// `%N` at the cursor, a value defined earlier.
+    fn parse_use(&self, c: &mut cursor::Cursor<'_>) -> Result<u32, ParseError> {
+        c.skip_ws();
+        let start = c.pos();
+        let n = c.value_number()?;
+        if !self.is_defined(n) {
+            return Err(c.error_at(start, format!("value %{n} is used before it is defined")));
+        }
+        Ok(n)
+    }
+
+    /// [`Values::define`], its error placed at the cursor.
+    fn define_at(&mut self, c: &mut cursor::Cursor<'_>, n: u32, ty: T) -> Result<(), ParseError> {
+        let pos = c.pos();
+        self.define(n, ty).map_err(|m| c.error_at(pos, m))
     }
 }

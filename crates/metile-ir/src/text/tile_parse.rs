@@ -127,29 +127,15 @@ impl TileParser<'_> {
 
     /// `%N`, to be defined (its type set by [`TileParser::set_type`]).
     fn define_value(&mut self) -> Result<ValueId, ParseError> {
-        let start = self.c.pos();
-        let n = self.c.value_number()?;
-        if self.values.is_defined(n) {
-            return Err(self.c.error_at(start, format!("value %{n} is defined twice")));
-        }
-        Ok(ValueId(n))
+        self.values.parse_new(&mut self.c).map(ValueId)
     }
 
     fn set_type(&mut self, v: ValueId, ty: Type) -> Result<(), ParseError> {
-        let pos = self.c.pos();
-        self.values.define(v.0, ty).map_err(|m| self.c.error_at(pos, m))
+        self.values.define_at(&mut self.c, v.0, ty)
     }
 
     fn use_value(&mut self) -> Result<ValueId, ParseError> {
-        self.c.skip_ws();
-        let start = self.c.pos();
-        let n = self.c.value_number()?;
-        if !self.values.is_defined(n) {
-            return Err(self
-                .c
-                .error_at(start, format!("value %{n} is used before it is defined")));
-        }
-        Ok(ValueId(n))
+        self.values.parse_use(&mut self.c).map(ValueId)
     }
 
     fn ty(&mut self) -> Result<Type, ParseError> {
