@@ -76,6 +76,18 @@ impl<'f> Lowering<'f> {
         if dtype == DType::Bool {
             return 1;
         }
+        let t = &self.a.target;
+        let max = t
+            .max_vector_lanes
+            .min(t.max_vector_bytes / dtype.size_bytes())
+            .max(1);
+        self.layout_run(l).min(max)
+    }
+
+    /// The length of the runs of consecutive elements along the last axis that
+    /// each thread holds in consecutive registers, with every run starting at a
+    /// multiple of its length (1 when the layout has none).
+    pub(super) fn layout_run(&self, l: LayoutId) -> usize {
         let layout = self.layout(l);
         let Some(&first) = layout.value_leaves().first() else {
             return 1;
@@ -91,12 +103,7 @@ impl<'f> Lowering<'f> {
         if !aligned_runs {
             return 1;
         }
-        let t = &self.a.target;
-        let max = t
-            .max_vector_lanes
-            .min(t.max_vector_bytes / dtype.size_bytes())
-            .max(1);
-        (w0 as usize).min(max)
+        w0 as usize
     }
 
     /// Vector width for accesses through the pointer tile `ptr` in layout `l`.
