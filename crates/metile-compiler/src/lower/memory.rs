@@ -322,8 +322,12 @@ impl<'f> Lowering<'f> {
             };
             Ok(this.load_runs(&acc, others.as_deref()))
         };
-        let several_runs = width > 1 && index.len() > width;
-        let all_true = mask.filter(|_| several_runs).and_then(|m| self.mask_all_true(m));
+        // A mask constant over each vector run costs one predicate per run and
+        // needs no second path: branching between an unmasked and a masked copy
+        // would double the code and join the two through a register array,
+        // where a 16-bit element takes a whole register.
+        let split = width > 1 && index.len() > width && self.run_mask_for(mask, width) != RunMask::First;
+        let all_true = mask.filter(|_| split).and_then(|m| self.mask_all_true(m));
         let elems = match all_true {
             None => masked(self)?,
             Some(all) => {
