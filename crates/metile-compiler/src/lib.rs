@@ -30,6 +30,7 @@ pub mod pipeline;
 pub mod policy;
 pub mod portability;
 pub mod prefetch;
+pub mod relax_precision;
 pub mod split_k;
 pub mod target;
 pub mod tile_checks;

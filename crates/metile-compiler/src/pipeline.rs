@@ -191,6 +191,14 @@ pub const STAGES: &[StageSpec] = &[
         run: run_prefetch_registers,
     },
     StageSpec {
+        name: "relax_precision",
+        level: Level::Tile,
+        phase: Phase::Target,
+        switch: Some("relaxed_math"),
+        doc: "approximate exp and division where only 16-bit results depend on them",
+        run: run_relax_precision,
+    },
+    StageSpec {
         name: "clean_up",
         level: Level::Tile,
         phase: Phase::Target,
@@ -710,6 +718,10 @@ fn run_prefetch_async(w: &mut Work<'_>) -> CompileResult<Option<bool>> {
         max_stages: MAX_PIPELINE_STAGES,
     };
     Ok(Some(prefetch::prefetch_dot_operands(&mut w.tile, &asynchronous)))
+}
+
+fn run_relax_precision(w: &mut Work<'_>) -> CompileResult<Option<bool>> {
+    Ok(Some(crate::relax_precision::relax_precision(&mut w.tile)))
 }
 
 fn run_prefetch_registers(w: &mut Work<'_>) -> CompileResult<Option<bool>> {

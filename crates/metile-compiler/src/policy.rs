@@ -146,6 +146,11 @@ switch_table! {
     /// launch into aligned rows of a workspace, which the kernel then reads
     /// with tensor copies (the cuda runtime's `repack.rs`).
     repack_operands: stage "emit", apple false, nvidia true, needs has_tma;
+    /// f32 `exp`, `exp2` and `/` whose every dependent result is a 16-bit or
+    /// 8-bit float computed with the GPU's approximations, and `a * b + c` fused
+    /// there (`relax_precision.rs`): those results move by at most one unit in
+    /// their last place. Off on Apple GPUs, where MSL emits the accurate forms.
+    relaxed_math: stage "relax_precision", apple false, nvidia true, needs any_target;
 }
 
 impl SwitchSpec {

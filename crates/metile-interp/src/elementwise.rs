@@ -427,6 +427,8 @@ pub(crate) fn binary_fn(op: BinaryOp, dtype: DType) -> Option<BinaryFn> {
         Add | Sub | Mul | Div | FloorDiv | Rem | Shl | Shr => dtype != DType::Bool,
         And | Or | Xor => !dtype.is_float(),
         Max | Min => true,
+        // The interpreter computes the approximate division exactly.
+        FastDiv => dtype.is_float(),
         Pow | Atan2 | MulHi => return crate::functions::binary_fn(op, dtype),
     } && !(matches!(op, Shl | Shr) && dtype.is_float());
     if !allowed {
@@ -436,7 +438,7 @@ pub(crate) fn binary_fn(op: BinaryOp, dtype: DType) -> Option<BinaryFn> {
         Add => code::ADD,
         Sub => code::SUB,
         Mul => code::MUL,
-        Div => code::DIV,
+        Div | FastDiv => code::DIV,
         FloorDiv => code::FLOORDIV,
         Rem => code::REM,
         Max => code::MAX,
@@ -458,7 +460,7 @@ pub(crate) fn unary_fn(op: UnaryOp, dtype: DType) -> Option<UnaryFn> {
     let allowed = match op {
         UnaryOp::Not => !dtype.is_float(),
         UnaryOp::Neg | UnaryOp::Abs => dtype != DType::Bool,
-        UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Tanh => dtype.is_float(),
+        UnaryOp::Exp | UnaryOp::FastExp | UnaryOp::Log | UnaryOp::Sqrt | UnaryOp::Tanh => dtype.is_float(),
         _ => return crate::functions::unary_fn(op, dtype),
     };
     if !allowed {
@@ -467,7 +469,8 @@ pub(crate) fn unary_fn(op: UnaryOp, dtype: DType) -> Option<UnaryFn> {
     let c = match op {
         UnaryOp::Neg => code::NEG,
         UnaryOp::Not => code::NOT,
-        UnaryOp::Exp => code::EXP,
+        // Computed exactly: within the error the GPUs' approximation allows.
+        UnaryOp::Exp | UnaryOp::FastExp => code::EXP,
         UnaryOp::Log => code::LOG,
         UnaryOp::Sqrt => code::SQRT,
         UnaryOp::Abs => code::ABS,

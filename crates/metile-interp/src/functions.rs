@@ -311,7 +311,9 @@ macro_rules! pick {
 /// module does not own or a non-float dtype (the builder converts integers).
 pub(crate) fn unary_fn(op: UnaryOp, dtype: DType) -> Option<UnaryFn> {
     let c = match op {
-        UnaryOp::Exp2 => code::EXP2,
+        // The approximate exponentials are computed exactly here: their
+        // results are within the error the GPUs' versions allow.
+        UnaryOp::Exp2 | UnaryOp::FastExp2 => code::EXP2,
         UnaryOp::Log2 => code::LOG2,
         UnaryOp::Log1p => code::LOG1P,
         UnaryOp::Expm1 => code::EXPM1,

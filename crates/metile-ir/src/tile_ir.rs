@@ -132,6 +132,13 @@ pub enum UnaryOp {
     Round,
     /// Rounds half-way cases to even (C's `rint`, numpy's `round`).
     Rint,
+    /// `exp` computed with the GPU's approximate base-2 exponential: a relative
+    /// error of at most about 2^-16 over the whole f32 range (it grows with
+    /// `|x|`). Written by the `relax_precision` pass where only a 16-bit result
+    /// depends on the value, or by the kernel (`metile.math.fast_expf`).
+    FastExp,
+    /// `exp2` on the GPU's approximate base-2 exponential (about 2 ulp).
+    FastExp2,
 }
 
 impl UnaryOp {
@@ -166,6 +173,11 @@ pub enum BinaryOp {
     /// The high half of the double-width product of two integers, both read
     /// as unsigned (Triton's `umulhi`), in the operands' type.
     MulHi,
+    /// Float division with an error of at most 2 ulp (the GPU's reciprocal
+    /// and a product, with the range checks that keep it valid for every f32
+    /// divisor). Written by the `relax_precision` pass or by the kernel
+    /// (`metile.math.fast_dividef`).
+    FastDiv,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -509,6 +521,8 @@ impl OpKind {
                 UnaryOp::Ceil => "ceil",
                 UnaryOp::Round => "round",
                 UnaryOp::Rint => "rint",
+                UnaryOp::FastExp => "fast_exp",
+                UnaryOp::FastExp2 => "fast_exp2",
             },
             OpKind::Binary(b) => match b {
                 BinaryOp::Add => "add",
@@ -527,6 +541,7 @@ impl OpKind {
                 BinaryOp::Pow => "pow",
                 BinaryOp::Atan2 => "atan2",
                 BinaryOp::MulHi => "umulhi",
+                BinaryOp::FastDiv => "fast_div",
             },
             OpKind::Compare(c) => match c {
                 CmpOp::Lt => "cmp_lt",

@@ -7,7 +7,7 @@ use crate::error::CompileResult;
 use crate::layout_assign::{Class, LayoutId};
 use crate::target::TargetKind;
 use metile_ir::gpu_ir::*;
-use metile_ir::{BinaryOp, DType, Literal, Op, OpKind, UnaryOp};
+use metile_ir::{BinaryOp, DType, Literal, Op, OpKind, UnaryOp, ValueId};
 
 /// Maps an element of a tile of `dst_shape` to the element of the broadcast
 /// source (same rank, size-1 axes where it was broadcast) that it copies.
@@ -96,14 +96,37 @@ impl<'f> Lowering<'f> {
                     inputs.push(self.elems(x, l)?);
                 }
                 let d = self.elem_dtype(op.results[0]);
-                Ok((0..count)
-                    .map(|v| {
+                // Where the axis analysis proves the result constant over aligned
+                // runs that a thread holds in consecutive registers (a bounds
+                // check `cols < N` with `N` a multiple of the run), the run's
+                // first register stands for the others: one compare per run,
+                // and one predicate live instead of one per element.
+                let run = self.constant_register_run(op.results[0], l);
+                let mut out: Vec<GpuValue> = Vec::with_capacity(count);
+                for v in 0..count {
+                    let x = if v % run == 0 {
                         let xs: Vec<GpuValue> = inputs.iter().map(|e| e[v]).collect();
                         self.scalar_op(&op.kind, &xs, d)
-                    })
-                    .collect())
+                    } else {
+                        out[v - v % run]
+                    };
+                    out.push(x);
+                }
+                Ok(out)
             }
         }
+    }
+
+    /// The length of the aligned runs of registers of `v` in `l` that the axis
+    /// analysis proves hold one value (1: none).
+    fn constant_register_run(&self, v: ValueId, l: LayoutId) -> usize {
+        let constancy = self.info.get(v).constancy;
+        let run = self.layout_run(l);
+        let mut g = 1;
+        while g * 2 <= run && (g * 2) as u64 <= constancy && run % (g * 2) == 0 {
+            g *= 2;
+        }
+        g
     }
 
     /// A broadcast into `l`: the source is taken in the layout `l` collapses to

@@ -76,6 +76,18 @@ impl<'f> Lowering<'f> {
         if dtype == DType::Bool {
             return 1;
         }
+        let t = &self.a.target;
+        let max = t
+            .max_vector_lanes
+            .min(t.max_vector_bytes / dtype.size_bytes())
+            .max(1);
+        self.layout_run(l).min(max)
+    }
+
+    /// The length of the runs of consecutive elements along the last axis that
+    /// each thread holds in consecutive registers, with every run starting at a
+    /// multiple of its length (1 when the layout has none).
+    pub(super) fn layout_run(&self, l: LayoutId) -> usize {
         let layout = self.layout(l);
         let Some(&first) = layout.value_leaves().first() else {
             return 1;
@@ -91,12 +103,7 @@ impl<'f> Lowering<'f> {
         if !aligned_runs {
             return 1;
         }
-        let t = &self.a.target;
-        let max = t
-            .max_vector_lanes
-            .min(t.max_vector_bytes / dtype.size_bytes())
-            .max(1);
-        (w0 as usize).min(max)
+        w0 as usize
     }
 
     /// Vector width for accesses through the pointer tile `ptr` in layout `l`.
@@ -315,8 +322,12 @@ impl<'f> Lowering<'f> {
             };
             Ok(this.load_runs(&acc, others.as_deref()))
         };
-        let several_runs = width > 1 && index.len() > width;
-        let all_true = mask.filter(|_| several_runs).and_then(|m| self.mask_all_true(m));
+        // A mask constant over each vector run costs one predicate per run and
+        // needs no second path: branching between an unmasked and a masked copy
+        // would double the code and join the two through a register array,
+        // where a 16-bit element takes a whole register.
+        let split = width > 1 && index.len() > width && self.run_mask_for(mask, width) != RunMask::First;
+        let all_true = mask.filter(|_| split).and_then(|m| self.mask_all_true(m));
         let elems = match all_true {
             None => masked(self)?,
             Some(all) => {

@@ -52,6 +52,8 @@ pub enum Helper {
     Erf,
     Log1p,
     Expm1,
+    /// CUDA's approximate `exp`, `exp2` and division (PTX `ex2.approx`, `div.full`).
+    FastMath,
 }
 
 /// `text` as a C string literal (the text is printable ASCII, see
@@ -93,7 +95,7 @@ pub const MSL_DEBUG_PREAMBLE: &str = "#if __METAL_VERSION__ >= 320
 
 pub fn helper_source(h: Helper, lang: Lang) -> String {
     match h {
-        Helper::Erf | Helper::Log1p | Helper::Expm1 => math::helper_source(h).to_string(),
+        Helper::Erf | Helper::Log1p | Helper::Expm1 | Helper::FastMath => math::helper_source(h).to_string(),
         Helper::FloatToInteger(to, double) => convert::float_to_integer_source(lang, double, to),
         Helper::BfloatFromUlong => convert::BFLOAT_FROM_ULONG.to_string(),
         Helper::Fp8ToFloat(d) => convert::decoder_source(d),
@@ -358,6 +360,9 @@ impl<'a> BodyWriter<'a> {
             }
             GpuOpKind::Binary(b) => {
                 let (x, y) = (op.operands[0], op.operands[1]);
+                if *b == BinaryOp::FastDiv && self.lang == Lang::Cuda && self.dtype(x) == DType::F32 {
+                    self.helpers.insert(Helper::FastMath);
+                }
                 self.define_with(depth, op.results[0], |w, out| w.binary(out, *b, x, y))?;
             }
             GpuOpKind::Compare(c) => {
@@ -1079,6 +1084,18 @@ impl<'a> BodyWriter<'a> {
                 _ => return Err(format!("bitwise not on {d}")),
             },
             UnaryOp::Exp => math("exp"),
+            UnaryOp::FastExp | UnaryOp::FastExp2 if self.lang == Lang::Cuda && d == DType::F32 => {
+                self.helpers.insert(Helper::FastMath);
+                let f = if u == UnaryOp::FastExp {
+                    "metile_fast_exp"
+                } else {
+                    "metile_fast_exp2"
+                };
+                format!("{f}({a})")
+            }
+            // Elsewhere the approximations are the exact functions.
+            UnaryOp::FastExp => math("exp"),
+            UnaryOp::FastExp2 => return self.float_function(UnaryOp::Exp2, v),
             UnaryOp::Log => math("log"),
             UnaryOp::Sqrt => math("sqrt"),
             UnaryOp::Tanh => math("tanh"),
@@ -1103,7 +1120,7 @@ impl<'a> BodyWriter<'a> {
             BinaryOp::Add => "+",
             BinaryOp::Sub => "-",
             BinaryOp::Mul => "*",
-            BinaryOp::Div => "/",
+            BinaryOp::Div | BinaryOp::FastDiv => "/",
             BinaryOp::And => "&",
             BinaryOp::Or => "|",
             BinaryOp::Xor => "^",
@@ -1123,7 +1140,9 @@ impl<'a> BodyWriter<'a> {
                 return Err("Metal has no f64".into());
             }
             match op {
-                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => push_infix(out, &a, sym, &b),
+                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::FastDiv => {
+                    push_infix(out, &a, sym, &b)
+                }
                 BinaryOp::FloorDiv => w!("trunc({a} / {b})"),
                 BinaryOp::Rem => w!("fmod({a}, {b})"),
                 BinaryOp::Max => w!("fmax({a}, {b})"),
@@ -1140,10 +1159,17 @@ impl<'a> BodyWriter<'a> {
             let narrow = scalar_type(d);
             let [trunc, fmod, fmax, fmin] = ["trunc", "fmod", "fmax", "fmin"].map(|n| self.lang.float_fn(n));
             match op {
-                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div if native => {
+                // The caller asked for the helper.
+                BinaryOp::FastDiv if self.lang == Lang::Cuda && d == DType::F32 => {
+                    w!("metile_fast_div({a}, {b})")
+                }
+                // Elsewhere the approximate division is the exact one.
+                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::FastDiv
+                    if native =>
+                {
                     push_infix(out, &a, sym, &b)
                 }
-                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
+                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::FastDiv => {
                     w!("{narrow}(float({a}) {sym} float({b}))")
                 }
                 BinaryOp::FloorDiv if d == DType::F32 => w!("{trunc}({a} / {b})"),
@@ -1201,7 +1227,7 @@ impl<'a> BodyWriter<'a> {
                 }
             }
             BinaryOp::MulHi => out.push_str(&self.mul_hi(d, &a.to_string(), &b.to_string())?),
-            BinaryOp::Pow | BinaryOp::Atan2 => return Err(format!("{op:?} on {d}")),
+            BinaryOp::Pow | BinaryOp::Atan2 | BinaryOp::FastDiv => return Err(format!("{op:?} on {d}")),
             BinaryOp::Shr => match d {
                 DType::U32 => w!("{a} >> ({b} & {bits}u)"),
                 DType::I64 => w!("{a} >> ({b} & {bits}L)"),

@@ -3,8 +3,8 @@
 
 use metile_compiler::layout_assign::{self, Assignment, Class};
 use metile_compiler::{
-    absent_lanes, cuda, dot_tiling, gpu_passes, l2_order, lower, msl, prefetch, split_k, tile_passes, Passes,
-    Switches, Target,
+    absent_lanes, cuda, dot_tiling, gpu_passes, l2_order, lower, msl, prefetch, relax_precision, split_k,
+    tile_passes, Passes, Switches, Target,
 };
 use metile_ir::gpu_ir::GpuFunction;
 use metile_ir::{
@@ -73,7 +73,7 @@ impl Context {
 type Run = fn(&str, &Context) -> Result<String, String>;
 
 /// Every pass, by stage name.
-pub const PASSES: [(&str, Run); 14] = [
+pub const PASSES: [(&str, Run); 15] = [
     ("clean_up", |t, _| {
         tile_pass(t, |f| {
             tile_passes::clean_up(f).map(|_| ()).map_err(|e| e.to_string())
@@ -96,6 +96,9 @@ pub const PASSES: [(&str, Run); 14] = [
         })
     }),
     ("prefetch_dot_operands_async", prefetch_async),
+    ("relax_precision", |t, _| {
+        tile_pass(t, |f| ran(relax_precision::relax_precision(f)))
+    }),
     ("split_k", run_split_k),
     ("layout_assign", run_layout_assign),
     ("lower", run_lower),

@@ -401,7 +401,9 @@ impl Builder {
         }
         let mut dtype = self.meet(a, b, name)?;
         match op {
-            BinaryOp::Div | BinaryOp::Pow | BinaryOp::Atan2 if !dtype.is_float() => dtype = DType::F32,
+            BinaryOp::Div | BinaryOp::FastDiv | BinaryOp::Pow | BinaryOp::Atan2 if !dtype.is_float() => {
+                dtype = DType::F32
+            }
             BinaryOp::MulHi if !dtype.is_int() => ir_bail!("{name} needs integer operands, got {dtype}"),
             BinaryOp::Shl | BinaryOp::Shr if !dtype.is_int() => {
                 ir_bail!("{name} needs integer operands, got {dtype}")

@@ -4,7 +4,7 @@
 
 use crate::tile_ir::*;
 
-pub const UNARY: [UnaryOp; 25] = [
+pub const UNARY: [UnaryOp; 27] = [
     UnaryOp::Neg,
     UnaryOp::Not,
     UnaryOp::Exp,
@@ -30,9 +30,11 @@ pub const UNARY: [UnaryOp; 25] = [
     UnaryOp::Ceil,
     UnaryOp::Round,
     UnaryOp::Rint,
+    UnaryOp::FastExp,
+    UnaryOp::FastExp2,
 ];
 
-pub const BINARY: [BinaryOp; 16] = [
+pub const BINARY: [BinaryOp; 17] = [
     BinaryOp::Add,
     BinaryOp::Sub,
     BinaryOp::Mul,
@@ -49,6 +51,7 @@ pub const BINARY: [BinaryOp; 16] = [
     BinaryOp::Pow,
     BinaryOp::Atan2,
     BinaryOp::MulHi,
+    BinaryOp::FastDiv,
 ];
 
 pub const COMPARE: [CmpOp; 6] = [CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge, CmpOp::Eq, CmpOp::Ne];

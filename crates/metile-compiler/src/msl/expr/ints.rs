@@ -120,7 +120,7 @@ impl BodyWriter<'_> {
                 format!("{ty}({})", self.int_division(op, d, x, y)?)
             }
             BinaryOp::MulHi => self.mul_hi(d, &a.to_string(), &b.to_string())?,
-            BinaryOp::Pow | BinaryOp::Atan2 => return Err(format!("{op:?} on {d}")),
+            BinaryOp::Pow | BinaryOp::Atan2 | BinaryOp::FastDiv => return Err(format!("{op:?} on {d}")),
         };
         out.push_str(&text);
         Ok(())

@@ -63,6 +63,22 @@ pub(super) fn helper_source(h: Helper) -> &'static str {
              if (isinf(u)) return u;\n  \
              return um1 * (x / precise::log(u));\n}\n"
         }
+        // PTX's approximations, as Triton's `exp` and `/` compile: `ex2.approx`
+        // is within 2 ulp of 2^x (subnormal results kept), `div.full` within
+        // 2 ulp of a / b for every divisor. `exp` multiplies by log2(e) first,
+        // whose rounding adds a relative error of |x| * 2^-24 (2^-17 at the
+        // largest |x| with a finite, normal result).
+        Helper::FastMath => {
+            "static inline float metile_fast_exp2(float x) {\n  \
+             float y;\n  \
+             asm(\"ex2.approx.f32 %0, %1;\" : \"=f\"(y) : \"f\"(x));\n  \
+             return y;\n}\n\
+             static inline float metile_fast_exp(float x) { return metile_fast_exp2(x * 1.44269504088896341f); }\n\
+             static inline float metile_fast_div(float a, float b) {\n  \
+             float q;\n  \
+             asm(\"div.full.f32 %0, %1, %2;\" : \"=f\"(q) : \"f\"(a), \"f\"(b));\n  \
+             return q;\n}\n"
+        }
         _ => "",
     }
 }
