@@ -138,14 +138,14 @@ def attention_fwd(Q, K, V, Out, M, sm_scale, N_CTX,
 
 
 @metile.kernel
-def attention_bwd_preprocess(O, DO, Delta, N_CTX, BLOCK_M: metile.constexpr, HEAD_DIM: metile.constexpr):
+def attention_bwd_preprocess(Out, DO, Delta, N_CTX, BLOCK_M: metile.constexpr, HEAD_DIM: metile.constexpr):
     """Delta = rowsum(O * dO) in f32, per query of each head."""
     off_m = metile.program_id(0) * BLOCK_M + metile.arange(0, BLOCK_M)
     off_hz = metile.program_id(1)
     off_n = metile.arange(0, HEAD_DIM)
     rows = off_hz.to(metile.int64) * N_CTX + off_m
     in_bounds = off_m < N_CTX
-    o = metile.load(O + rows[:, None] * HEAD_DIM + off_n[None, :], mask=in_bounds[:, None], other=0.0)
+    o = metile.load(Out + rows[:, None] * HEAD_DIM + off_n[None, :], mask=in_bounds[:, None], other=0.0)
     do = metile.load(DO + rows[:, None] * HEAD_DIM + off_n[None, :], mask=in_bounds[:, None], other=0.0)
     delta = metile.sum(o.to(metile.float32) * do.to(metile.float32), axis=1)
     metile.store(Delta + rows, delta, mask=in_bounds)
@@ -164,7 +164,7 @@ def _attn_bwd_dkdv(dk, dv, Q, k, v, DO, M, D, stride_tok, stride_d, N_CTX,
     metile.static_assert(BLOCK_N1 % BLOCK_M1 == 0, "BLOCK_N1 must be a multiple of BLOCK_M1")
     curr_m = start_m
     step_m = BLOCK_M1
-    for blk_idx in metile.range(0, num_steps):
+    for _ in metile.range(0, num_steps):
         offs_m = curr_m + metile.arange(0, BLOCK_M1)
         query_in_bounds = offs_m < N_CTX
         qT = metile.load(qT_ptrs, mask=query_in_bounds[None, :], other=0.0)
@@ -203,7 +203,7 @@ def _attn_bwd_dq(dq, q, K, V, do, m, D, stride_tok, stride_d, N_CTX,
     metile.static_assert(BLOCK_M2 % BLOCK_N2 == 0, "BLOCK_M2 must be a multiple of BLOCK_N2")
     curr_n = start_n
     step_n = BLOCK_N2
-    for blk_idx in metile.range(0, num_steps):
+    for _ in metile.range(0, num_steps):
         offs_n = curr_n + metile.arange(0, BLOCK_N2)
         key_in_bounds = offs_n < N_CTX
         kT = metile.load(kT_ptrs, mask=key_in_bounds[None, :], other=0.0)
