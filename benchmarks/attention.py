@@ -110,11 +110,12 @@ TR_CONFIGS = [
 ]
 
 
-@triton.autotune(TR_CONFIGS, key=["N_CTX", "HEAD_DIM", "DTYPE", "STAGE"])
+@triton.autotune(TR_CONFIGS, key=["N_CTX", "HEAD_DIM", "BF16", "STAGE"])
 @triton.jit
 def tr_attn_fwd(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX,
-                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DTYPE: tl.constexpr,
+                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BF16: tl.constexpr,
                 STAGE: tl.constexpr):
+    dtype = tl.bfloat16 if BF16 else tl.float16
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
     offset_y = off_hz * N_CTX
@@ -128,14 +129,14 @@ def tr_attn_fwd(sm_scale, M, Z, H, desc_q, desc_k, desc_v, desc_o, N_CTX,
     q = desc_q.load([qo_offset_y, 0])
     if STAGE & 1:
         acc, l_i, m_i = _tr_fwd_inner(acc, l_i, m_i, q, desc_k, desc_v, offset_y, start_m, qk_scale,
-                                      DTYPE, BLOCK_M, BLOCK_N, 4 - STAGE, offs_m, offs_n, N_CTX)
+                                      dtype, BLOCK_M, BLOCK_N, 4 - STAGE, offs_m, offs_n, N_CTX)
     if STAGE & 2:
         acc, l_i, m_i = _tr_fwd_inner(acc, l_i, m_i, q, desc_k, desc_v, offset_y, start_m, qk_scale,
-                                      DTYPE, BLOCK_M, BLOCK_N, 2, offs_m, offs_n, N_CTX)
+                                      dtype, BLOCK_M, BLOCK_N, 2, offs_m, offs_n, N_CTX)
     m_i += tl.math.log2(l_i)
     acc = acc / l_i[:, None]
     tl.store(M + off_hz * N_CTX + offs_m, m_i)
-    desc_o.store([qo_offset_y, 0], acc.to(DTYPE))
+    desc_o.store([qo_offset_y, 0], acc.to(dtype))
 
 
 @triton.jit
@@ -173,12 +174,13 @@ def _tr_fwd_inner_ptr(acc, l_i, m_i, q, K, V, stride, start_m, qk_scale,
 
 @triton.autotune([triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_stages=s, num_warps=w)
                   for bm in (64, 128) for bn in (32, 64) for s in (3, 4) for w in (4, 8)],
-                 key=["N_CTX", "HEAD_DIM", "DTYPE", "STAGE"])
+                 key=["N_CTX", "HEAD_DIM", "BF16", "STAGE"])
 @triton.jit
 def tr_attn_fwd_ptr(Q, K, V, sm_scale, M, Out, N_CTX,
-                    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DTYPE: tl.constexpr,
+                    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BF16: tl.constexpr,
                     STAGE: tl.constexpr):
     """The tutorial's older spelling (pointers) where host tensor descriptors are missing."""
+    dtype = tl.bfloat16 if BF16 else tl.float16
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
     head = off_hz.to(tl.int64) * N_CTX * HEAD_DIM
@@ -192,21 +194,21 @@ def tr_attn_fwd_ptr(Q, K, V, sm_scale, M, Out, N_CTX,
     q = tl.load(Q + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :])
     if STAGE & 1:
         acc, l_i, m_i = _tr_fwd_inner_ptr(acc, l_i, m_i, q, K + head, V + head, HEAD_DIM, start_m, qk_scale,
-                                          DTYPE, BLOCK_M, BLOCK_N, HEAD_DIM, 4 - STAGE, offs_m, offs_n, N_CTX)
+                                          dtype, BLOCK_M, BLOCK_N, HEAD_DIM, 4 - STAGE, offs_m, offs_n, N_CTX)
     if STAGE & 2:
         acc, l_i, m_i = _tr_fwd_inner_ptr(acc, l_i, m_i, q, K + head, V + head, HEAD_DIM, start_m, qk_scale,
-                                          DTYPE, BLOCK_M, BLOCK_N, HEAD_DIM, 2, offs_m, offs_n, N_CTX)
+                                          dtype, BLOCK_M, BLOCK_N, HEAD_DIM, 2, offs_m, offs_n, N_CTX)
     m_i += tl.math.log2(l_i)
     acc = acc / l_i[:, None]
     tl.store(M + off_hz * N_CTX + offs_m, m_i)
-    tl.store(Out + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :], acc.to(DTYPE))
+    tl.store(Out + head + offs_m[:, None] * HEAD_DIM + offs_d[None, :], acc.to(dtype))
 
 
 def triton_forward(q, k, v, causal, sm_scale):
     Z, H, N, D = q.shape
     o = torch.empty_like(q)
     M = torch.empty((Z, H, N), device=q.device, dtype=torch.float32)
-    dtype = tl.float16 if q.dtype == torch.float16 else tl.bfloat16
+    bf16 = q.dtype == torch.bfloat16
     stage = 3 if causal else 1
 
     def grid(meta):
@@ -215,9 +217,9 @@ def triton_forward(q, k, v, causal, sm_scale):
     if TensorDescriptor is not None and torch.cuda.get_device_capability()[0] >= 9:
         rows = Z * H * N
         descs = [TensorDescriptor(x, shape=[rows, D], strides=[D, 1], block_shape=[1, 1]) for x in (q, k, v, o)]
-        tr_attn_fwd[grid](sm_scale, M, Z, H, *descs, N, HEAD_DIM=D, DTYPE=dtype, STAGE=stage)
+        tr_attn_fwd[grid](sm_scale, M, Z, H, *descs, N, HEAD_DIM=D, BF16=bf16, STAGE=stage)
     else:
-        tr_attn_fwd_ptr[grid](q, k, v, sm_scale, M, o, N, HEAD_DIM=D, DTYPE=dtype, STAGE=stage)
+        tr_attn_fwd_ptr[grid](q, k, v, sm_scale, M, o, N, HEAD_DIM=D, BF16=bf16, STAGE=stage)
     return o
 
 
