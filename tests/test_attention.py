@@ -118,6 +118,23 @@ def test_forward_block_shapes(device, rng, BLOCK_M, BLOCK_N):
     np.testing.assert_allclose(M, want_m, rtol=1e-5, atol=2e-5)
 
 
+def test_forward_of_strided_views(device, rng):
+    # (Z, N_CTX, H, HEAD_DIM) storage, as models keep it, seen as (Z, H, N_CTX, HEAD_DIM).
+    q, k, v = (x.transpose(0, 2, 1, 3) for x in _inputs(rng, (2, 19, 3, 64), "f16"))
+    o, M = attention(q, k, v, False, 0.125)
+    want_o, want_m = _reference(q, k, v, False, 0.125)
+    _assert_close("o", o, want_o, FORWARD_TOLERANCE["f16"])
+    np.testing.assert_allclose(M, want_m, rtol=1e-5, atol=2e-5)
+
+
+def test_empty_inputs(device):
+    for shape in ((1, 1, 0, 64), (0, 2, 5, 64)):
+        q = np.zeros(shape, np.float16)
+        o, M = attention(q, q, q, True, 1.0)
+        grads = attention_backward(q, q, q, o, M, q, True, 1.0)
+        assert o.shape == shape and M.shape == shape[:3] and all(g.shape == shape for g in grads)
+
+
 def _check_backward(rng, Z, H, N_CTX, HEAD_DIM, causal, dtype):
     q, k, v, do = _inputs(rng, (Z, H, N_CTX, HEAD_DIM), dtype, count=4)
     sm_scale = 1.3 / np.sqrt(HEAD_DIM)
@@ -223,3 +240,16 @@ def test_backward_needs_the_forward_log_sum_exp():
     with pytest.raises(ValueError, match=r"attention_backward: M must be the forward's \(Z, H, N_CTX\) float32 "
                                          r"log-sum-exp, got \(1, 1, 7\) f32"):
         attention_backward(q, q, q, q, np.zeros((1, 1, 7), np.float32), q, False, 1.0)
+
+
+def test_blocks_that_do_not_divide_are_refused(device):
+    q = np.zeros((1, 1, 8, 64), np.float16)
+    with pytest.raises(metile.CompilationError, match="BLOCK_M must be a multiple of BLOCK_N"):
+        attention(q, q, q, False, 1.0, BLOCK_M=16, BLOCK_N=32)
+
+
+def test_backward_blocks_must_pair_keys_and_queries(device):
+    q = np.zeros((1, 1, 8, 64), np.float16)
+    m = np.zeros((1, 1, 8), np.float32)
+    with pytest.raises(metile.CompilationError, match="a program's key block and query block must be the same rows"):
+        attention_backward(q, q, q, q, m, q, False, 1.0, blocks=(16, 32, 16, 16))
