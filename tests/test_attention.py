@@ -193,6 +193,26 @@ def test_the_kernels_helpers_are_rewritten_so_their_loops_compile():
         assert len(re.findall(r"= for ", ir)) == 2, ir
 
 
+@pytest.mark.parametrize("arch", ["apple", "apple10"])
+@pytest.mark.parametrize("HEAD_DIM", [64, 128, 256])
+def test_apple_runs_both_products_on_matrix_atoms(HEAD_DIM, arch):
+    # The launcher's Apple blocks leave threadgroup memory for both products' staging: each
+    # source line with a `dot` issues simdgroup_matrix (apple) or matmul2d (apple10) ops.
+    from metile import _metile
+    from metile._frontend import specialize
+    from metile.testing import reference_attention
+
+    BLOCK_M, BLOCK_N = reference_attention.FORWARD_BLOCKS["apple"][HEAD_DIM]
+    params = [("Q", "ptr", "f16"), ("K", "ptr", "f16"), ("V", "ptr", "f16"), ("Out", "ptr", "f16"),
+              ("M", "ptr", "f32"), ("sm_scale", "scalar", "f32"), ("N_CTX", "scalar", "i32")]
+    traced = specialize(reference_attention.attention_fwd.fn, params,
+                        {"HEAD_DIM": HEAD_DIM, "BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N, "CAUSAL": True}, {})
+    gpu_ir = _metile.compile_msl(traced, arch=arch)["gpu_ir"]
+    atom_lines = {line.rsplit(":", 1)[-1] for line in gpu_ir.splitlines()
+                  if re.search(r"= mma\.(simdgroup8x8|matmul2d)", line)}
+    assert len(atom_lines) == 2, atom_lines
+
+
 # ------------------------------------------------------------ refusals
 
 
