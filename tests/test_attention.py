@@ -152,6 +152,12 @@ def test_backward(device, rng, HEAD_DIM, N_CTX, causal):
     _check_backward(rng, 1, 2, N_CTX, HEAD_DIM, causal, "f16")
 
 
+@pytest.mark.parametrize("HEAD_DIM", [16, 32])
+def test_narrow_heads_forward_and_backward(device, rng, HEAD_DIM):
+    _check_forward(rng, 2, 1, 45, HEAD_DIM, True, "f16")
+    _check_backward(rng, 2, 1, 45, HEAD_DIM, True, "f16")
+
+
 def test_backward_bf16(device, rng):
     _check_backward(rng, 2, 1, 50, 64, True, "bf16")
 
