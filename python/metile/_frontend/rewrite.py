@@ -451,24 +451,28 @@ def cell_values(fn: Callable) -> list[object]:
 
 
 class kernel_package:  # noqa: N801 - used like a function, in a `with`
-    """While a kernel is traced: its top-level package, whose installed helper
-    functions are rewritten like the user's own (see `_is_user_function`)."""
+    """While a kernel is traced: its module and top-level package, whose installed
+    helper functions are rewritten like the user's own (see `_is_user_function`)."""
 
     def __init__(self, fn: Callable) -> None:
-        self.package = (getattr(fn, "__module__", "") or "").split(".")[0]
+        self.module = getattr(fn, "__module__", "") or ""
+        self.package = self.module.split(".")[0]
 
     def __enter__(self) -> None:
-        self.saved = getattr(_tracing, "package", None)
-        _tracing.package = self.package
+        self.saved = getattr(_tracing, "package", None), getattr(_tracing, "module", None)
+        _tracing.package, _tracing.module = self.package, self.module
 
     def __exit__(self, *exc: object) -> None:
-        _tracing.package = self.saved
+        _tracing.package, _tracing.module = self.saved
 
 
 def _is_user_function(fn: FunctionType) -> bool:
     """A function of user code (not metile's, not the standard library's, not
-    an installed package's other than the kernel's own)."""
+    an installed package's other than the kernel's own), or of the kernel's own
+    module: metile's reference kernels call helpers written in the language too."""
     module = getattr(fn, "__module__", None) or ""
+    if module and module == getattr(_tracing, "module", None):
+        return True
     if module == "metile" or module.startswith("metile.") or fn.__code__.co_filename.startswith(_METILE_DIR):
         return False
     if not fn.__code__.co_filename.startswith(_LIBRARY_DIRS):

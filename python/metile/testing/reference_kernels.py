@@ -1,11 +1,16 @@
 """Reference kernels shared by meTile's tests, benchmarks and docs: the seed's
 add, softmax and GEMM, plus layernorm, rmsnorm, a GEMM with fused epilogues and
-one for any matrix sides (`bounds=`).
-Each is checked against numpy by the conformance suite."""
+one for any matrix sides (`bounds=`), and fused attention with its backward pass
+(`attention`, `attention_backward`: launchers of the kernels in
+`metile.testing.reference_attention`).
+Each is checked against numpy by the conformance suite (attention by
+tests/test_attention.py)."""
 
 import metile
+from metile.testing.reference_attention import attention, attention_backward
 
-__all__ = ["add", "gemm", "gemm_bounded", "gemm_epilogue", "layernorm", "rmsnorm", "softmax"]
+__all__ = ["add", "attention", "attention_backward", "gemm", "gemm_bounded", "gemm_epilogue", "layernorm",
+           "rmsnorm", "softmax"]
 
 
 @metile.kernel
