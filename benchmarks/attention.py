@@ -444,8 +444,9 @@ def fmt(flops, ms):
     return "—" if ms is None else f"{flops / ms / 1e9:.1f}"
 
 
-def ratio(a, b):
-    return "—" if a is None or b is None else f"{b / a:.2f}"
+def ratio(other_ms, metile_ms):
+    """meTile's speed over the other's (the other's time over meTile's)."""
+    return "—" if other_ms is None or metile_ms is None else f"{other_ms / metile_ms:.2f}"
 
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
