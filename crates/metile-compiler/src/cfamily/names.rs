@@ -214,5 +214,9 @@ mod tests {
         assert_eq!(identifier("é", &mut taken), "p_");
         assert_eq!(identifier("metile_f", &mut taken), "p_metile_f");
         assert_eq!(identifier("vector", &mut taken), "vector");
+        // Every dialect's words count on every target: the names are the same in all sources.
+        assert_eq!(identifier("threadIdx", &mut taken), "threadIdx_");
+        assert_eq!(identifier("kernel", &mut taken), "kernel_");
+        assert_eq!(identifier("fmaxf", &mut taken), "fmaxf_");
     }
 }
