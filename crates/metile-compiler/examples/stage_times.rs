@@ -55,7 +55,7 @@ fn report(name: &str, traced: Function) {
             time(|| layout_assign::assign(&tile, threads, &target, &switches)),
         ),
         ("lower", time(|| lower::lower(&tile, threads, &target, &switches))),
-        ("verify lowered", time(|| verify_gpu(&lowered))),
+        ("verify lowered", time(|| verify_gpu(&lowered, target.vendor()))),
         // The two passes below are timed on a copy; this is the copy alone.
         ("(clone)", time(|| lowered.clone())),
         (
@@ -66,7 +66,7 @@ fn report(name: &str, traced: Function) {
             "dce",
             time(|| gpu_passes::eliminate_dead_code(&mut merged.clone())),
         ),
-        ("verify final", time(|| verify_gpu(&pruned))),
+        ("verify final", time(|| verify_gpu(&pruned, target.vendor()))),
         ("emit", time(|| msl::emit_msl(&pruned))),
         (
             "compile_msl",

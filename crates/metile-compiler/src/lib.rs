@@ -4,7 +4,8 @@
 //! which target is [`policy`]'s table.
 //!
 //! [`compile`] is the entry point: the Apple GPU path ends in the MSL emitter
-//! ([`msl`]), the NVIDIA one in the CUDA emitter ([`cuda`]); both share layout
+//! ([`msl`]), the NVIDIA one in the CUDA emitter ([`cuda`]), both the
+//! C-family writer (`cfamily`) in their language's dialect; they share layout
 //! assignment ([`layout_assign`], on [`dist_layout`] and [`axis_info`]),
 //! lowering to GPU IR ([`lower`]) and the GPU IR clean-ups ([`gpu_passes`]),
 //! with the verifier after each stage that changed something.
@@ -15,6 +16,7 @@
 pub mod absent_lanes;
 pub mod atoms;
 pub mod axis_info;
+pub(crate) mod cfamily;
 pub mod cuda;
 pub mod dist_layout;
 pub mod dot_tiling;
@@ -47,7 +49,14 @@ pub use tile_checks::check_kernel;
 pub use tile_passes::optimize_tile_ir;
 pub use writes::written_params;
 
+use cfamily::Dialect;
 use metile_ir::{gpu_ir::GpuFunction, DType, Function};
+
+/// Whether some target language reserves `name` (a kernel's identifiers
+/// avoid the words of every dialect, so they are the same on every target).
+pub(crate) fn reserved_by_a_dialect(name: &str) -> bool {
+    msl::Msl::reserves(name) || cuda::Cuda::reserves(name)
+}
 
 /// Refuses a kernel that uses a dtype `target` cannot compute in: f64 on
 /// Apple GPUs, whose Metal has no double. The error names the first op (or

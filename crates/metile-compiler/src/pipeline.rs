@@ -513,9 +513,9 @@ pub fn run_tile_stage(name: &str, func: &mut Function, target: &Target) -> Compi
     Ok(changed)
 }
 
-/// Runs the one GPU IR stage called `name` on `gpu`, verifying after a
-/// change; true if it changed `gpu`.
-pub fn run_gpu_stage(name: &str, gpu: &mut GpuFunction) -> CompileResult<bool> {
+/// Runs the one GPU IR stage called `name` on `gpu` for `target`, verifying
+/// after a change (for the target's vendor); true if it changed `gpu`.
+pub fn run_gpu_stage(name: &str, gpu: &mut GpuFunction, target: &Target) -> CompileResult<bool> {
     let stage = STAGES
         .iter()
         .find(|s| s.name == name && s.level == Level::Gpu && s.name != "lower")
@@ -525,7 +525,7 @@ pub fn run_gpu_stage(name: &str, gpu: &mut GpuFunction) -> CompileResult<bool> {
         .finish()
         .map_err(|e| CompileError::internal(stage.name, e))?;
     let mut work = Work {
-        machine: None,
+        machine: Some((target, Switches::defaults(target))),
         num_sgs: None,
         threads: gpu.threads_per_group,
         tile,
@@ -635,9 +635,14 @@ impl<'a> Work<'a> {
                 verify(&self.tile).map_err(internal)?;
                 self.dirty = true;
             }
+            // GPU IR is verified for the target's vendor: an op only another
+            // vendor's GPUs have is a compiler bug, named with the target.
             Level::Gpu => {
                 if let Some(gpu) = &self.gpu {
-                    verify_gpu(gpu).map_err(internal)?;
+                    let target = self.target()?;
+                    verify_gpu(gpu, target.vendor()).map_err(|e| {
+                        CompileError::internal(&format!("{} for {}", stage.name, target.arch_name()), e)
+                    })?;
                 }
             }
             Level::Layout | Level::Emit => {}

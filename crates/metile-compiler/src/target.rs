@@ -9,6 +9,7 @@
 //! 65535 along y and z.
 
 use crate::atoms::AtomKind;
+use metile_ir::Vendor;
 
 /// Program ids are i32 on every target, so no grid axis may exceed this.
 pub const MAX_PROGRAM_ID_EXTENT: u32 = i32::MAX as u32;
@@ -217,6 +218,15 @@ impl Target {
         let (major, minor) = digits.split_at(digits.len() - 1);
         let (major, minor) = (major.parse::<u32>().ok()?, minor.parse::<u32>().ok()?);
         (major >= 7).then(|| Target::nvidia(major, minor))
+    }
+
+    /// The GPU maker, whose ops GPU IR for this target may use (the GPU IR
+    /// verifier refuses another vendor's).
+    pub fn vendor(&self) -> Vendor {
+        match self.kind {
+            TargetKind::Apple(_) => Vendor::Apple,
+            TargetKind::Nvidia { .. } => Vendor::Nvidia,
+        }
     }
 
     /// `sm_90` for an NVIDIA target, the [`AppleArch`] name of an Apple one

@@ -47,7 +47,8 @@ fn gpu_ir_of_every_kernel_verifies() {
                 ..Default::default()
             };
             let gpu = compile_gpu_ir(&f, &options, &metile_compiler::Target::apple()).unwrap();
-            verify_gpu(&gpu).unwrap_or_else(|e| panic!("{}: {e}\n{}", f.name, print_gpu_function(&gpu)));
+            verify_gpu(&gpu, metile_ir::Vendor::Apple)
+                .unwrap_or_else(|e| panic!("{}: {e}\n{}", f.name, print_gpu_function(&gpu)));
         }
     }
 }

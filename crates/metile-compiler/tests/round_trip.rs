@@ -129,7 +129,7 @@ fn every_gpu_ir_function_round_trips_and_verifies() {
                     continue;
                 }
                 let parsed = parse_gpu_function(&print_gpu_function(&gpu)).unwrap_or_else(|e| panic!("{e}"));
-                if let Err(e) = metile_ir::verify_gpu(&parsed) {
+                if let Err(e) = metile_ir::verify_gpu(&parsed, target.vendor()) {
                     failures.push(format!("{at}: the parsed function does not verify: {e}"));
                 }
                 if parsed.params != gpu.params
@@ -300,7 +300,7 @@ proptest::proptest! {
         }
         match parse_gpu_function(&text) {
             Ok(f) => {
-                let _ = metile_ir::verify_gpu(&f);
+                let _ = metile_ir::verify_gpu(&f, metile_ir::Vendor::Nvidia);
                 let reprinted = print_gpu_function(&f);
                 proptest::prop_assert!(parse_gpu_function(&reprinted).is_ok(), "{reprinted}");
             }

@@ -34,6 +34,7 @@ use std::fmt;
 
 #[path = "gpu_ir_values.rs"]
 mod values;
+pub use crate::gpu_vendor::Vendor;
 pub use values::ValueList;
 
 /// An SSA value of a [`GpuFunction`]; an index into [`GpuFunction::values`].

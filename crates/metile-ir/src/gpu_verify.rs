@@ -1,5 +1,6 @@
 //! The GPU IR verifier: SSA scoping, every op's typing rule, register bounds,
-//! region shapes, and the uniformity rule for cooperative ops: a barrier must be
+//! region shapes, ops and parameters of the target's vendor only
+//! (`gpu_vendor.rs`), and the uniformity rule for cooperative ops: a barrier must be
 //! reached by every thread of the threadgroup, so it may only sit under control
 //! flow that is uniform over the threadgroup; simdgroup shuffles and reductions
 //! need control flow that is at least uniform over their simdgroup.
@@ -25,9 +26,12 @@ enum Uniformity {
     Varying,
 }
 
-pub fn verify_gpu(f: &GpuFunction) -> IrResult<()> {
+/// Verifies `f` as GPU IR for a GPU of `vendor`: an op or parameter only
+/// another vendor's GPUs have is refused, naming it and both vendors.
+pub fn verify_gpu(f: &GpuFunction, vendor: Vendor) -> IrResult<()> {
     let mut v = GpuVerifier {
         f,
+        vendor,
         defined: vec![false; f.values.len()],
         scope_values: vec![],
         value_u: vec![Uniformity::Uniform; f.values.len()],
@@ -39,6 +43,12 @@ pub fn verify_gpu(f: &GpuFunction) -> IrResult<()> {
     };
     for p in &f.params {
         v.define(p.value)?;
+        if let Some(only) = p.kind.vendor().filter(|&only| only != vendor) {
+            return Err(IrError(format!(
+                "invalid GPU IR: parameter {} is for {only} GPUs only, and this function is for an {vendor} GPU",
+                p.name
+            )));
+        }
         let expected = match p.kind {
             GpuParamKind::Buffer(d) => GpuType::Ptr(d, MemSpace::Device),
             GpuParamKind::Scalar(d) => GpuType::Scalar(d),
@@ -103,6 +113,8 @@ pub fn verify_gpu(f: &GpuFunction) -> IrResult<()> {
 
 struct GpuVerifier<'f> {
     f: &'f GpuFunction,
+    /// The vendor of the GPU the function is for.
+    vendor: Vendor,
     /// Whether each value is in scope, indexed by value.
     defined: Vec<bool>,
     /// Values defined inside the open regions, innermost last; a region
@@ -234,6 +246,19 @@ impl<'f> GpuVerifier<'f> {
     }
 
     fn op(&mut self, op: &GpuOp, control: Uniformity) -> IrResult<()> {
+        if let Some(only) = op.kind.vendor().filter(|&only| only != self.vendor) {
+            let what = match op.kind {
+                GpuOpKind::Mma(kind) => format!("the matrix atom {}", kind.name()),
+                _ => "the op".to_string(),
+            };
+            return Err(self.err(
+                op,
+                &format!(
+                    "{what} is {only} only, and this function is for an {} GPU",
+                    self.vendor
+                ),
+            ));
+        }
         for &v in &op.operands {
             if !self.defined.get(v.index()).copied().unwrap_or(false) {
                 return Err(self.err(op, &format!("uses {v} outside the scope that defines it")));

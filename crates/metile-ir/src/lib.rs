@@ -9,6 +9,7 @@ pub mod error;
 pub mod fp8;
 pub mod gpu_ir;
 pub mod gpu_printer;
+pub mod gpu_vendor;
 pub mod gpu_verify;
 pub mod print_format;
 pub mod printer;
@@ -20,6 +21,7 @@ pub use builder::{AtomicFlags, Builder, Operand, MAX_PHILOX_ROUNDS, PHILOX_ROUND
 pub use dtype::{AddrSpace, DType, Elem, Type};
 pub use error::{IrError, IrResult};
 pub use gpu_printer::print_gpu_function;
+pub use gpu_vendor::Vendor;
 pub use gpu_verify::verify_gpu;
 pub use printer::print_function;
 pub use text::{parse_function, parse_gpu_function, ParseError};

@@ -2,7 +2,9 @@
 //! barriers and simdgroup operations.
 
 use metile_ir::gpu_ir::*;
-use metile_ir::{print_gpu_function, verify_gpu, BinaryOp, CmpOp, DType, Literal, ReduceOp};
+use metile_ir::{
+    parse_gpu_function, print_gpu_function, verify_gpu, BinaryOp, CmpOp, DType, Literal, ReduceOp, Vendor,
+};
 
 const I32: GpuType = GpuType::Scalar(DType::I32);
 const F32: GpuType = GpuType::Scalar(DType::F32);
@@ -59,7 +61,7 @@ fn small_kernel() -> GpuFunction {
 #[test]
 fn a_well_formed_kernel_verifies_and_prints() {
     let f = small_kernel();
-    verify_gpu(&f).unwrap();
+    verify_gpu(&f, Vendor::Apple).unwrap();
     let text = print_gpu_function(&f);
     assert!(
         text.starts_with("gpu.func @k(%0: ptr<f32, device> /*X*/"),
@@ -84,7 +86,7 @@ fn barrier_under_thread_dependent_control_flow_is_rejected() {
     b.push_block(&[]);
     let else_b = b.pop_block();
     b.emit_region_op(GpuOpKind::If, vec![c], vec![then_b, else_b]);
-    let err = verify_gpu(&b.finish()).unwrap_err().to_string();
+    let err = verify_gpu(&b.finish(), Vendor::Apple).unwrap_err().to_string();
     assert!(err.contains("barrier under control flow"), "{err}");
 }
 
@@ -108,8 +110,8 @@ fn simd_ops_may_run_per_simdgroup_but_barriers_may_not() {
         b.emit_region_op(GpuOpKind::If, vec![c], vec![then_b, else_b]);
         b.finish()
     };
-    verify_gpu(&build(false)).unwrap();
-    assert!(verify_gpu(&build(true)).is_err());
+    verify_gpu(&build(false), Vendor::Apple).unwrap();
+    assert!(verify_gpu(&build(true), Vendor::Apple).is_err());
 }
 
 #[test]
@@ -136,10 +138,10 @@ fn a_value_assumed_uniform_may_decide_a_barrier() {
         b.emit_region_op(GpuOpKind::If, vec![c], vec![then_b, else_b]);
         b.finish()
     };
-    let err = verify_gpu(&build(false)).unwrap_err().to_string();
+    let err = verify_gpu(&build(false), Vendor::Apple).unwrap_err().to_string();
     assert!(err.contains("barrier under control flow"), "{err}");
     let f = build(true);
-    verify_gpu(&f).unwrap();
+    verify_gpu(&f, Vendor::Apple).unwrap();
     assert!(print_gpu_function(&f).contains("assume_uniform"));
 }
 
@@ -148,7 +150,7 @@ fn assume_uniform_keeps_its_operand_type() {
     let mut b = GpuBuilder::new("k", 64);
     let zero = constant(&mut b, 0);
     b.emit(GpuOpKind::AssumeUniform, vec![zero], vec![F32]);
-    let err = verify_gpu(&b.finish()).unwrap_err().to_string();
+    let err = verify_gpu(&b.finish(), Vendor::Apple).unwrap_err().to_string();
     assert!(err.contains("(x) -> x on scalars"), "{err}");
 }
 
@@ -168,7 +170,7 @@ fn varying_registers_taint_loop_bounds() {
     b.emit_region_op(GpuOpKind::For, vec![zero, end, one], vec![body]);
     let tid = b.emit(GpuOpKind::Builtin(Builtin::ThreadIndex), vec![], vec![I32])[0];
     b.emit(GpuOpKind::RegWrite { reg, index: 0 }, vec![tid], vec![]);
-    let err = verify_gpu(&b.finish()).unwrap_err().to_string();
+    let err = verify_gpu(&b.finish(), Vendor::Apple).unwrap_err().to_string();
     assert!(err.contains("barrier under control flow"), "{err}");
 }
 
@@ -187,13 +189,13 @@ fn type_errors_are_reported_with_the_op() {
         vec![x, i],
         vec![F32],
     );
-    let err = verify_gpu(&b.finish()).unwrap_err().to_string();
+    let err = verify_gpu(&b.finish(), Vendor::Apple).unwrap_err().to_string();
     assert!(err.contains("load.v4"), "{err}");
 
     let mut b = GpuBuilder::new("k", 32);
     let reg = b.add_reg(DType::F32, 2);
     b.emit(GpuOpKind::RegRead { reg, index: 2 }, vec![], vec![F32]);
-    let err = verify_gpu(&b.finish()).unwrap_err().to_string();
+    let err = verify_gpu(&b.finish(), Vendor::Apple).unwrap_err().to_string();
     assert!(err.contains("outside r0[2]"), "{err}");
 }
 
@@ -206,7 +208,7 @@ fn values_do_not_escape_their_region() {
     let body = b.pop_block();
     b.emit_region_op(GpuOpKind::For, vec![zero, one, one], vec![body]);
     b.emit(GpuOpKind::Binary(BinaryOp::Add), vec![iv, one], vec![I32]);
-    let err = verify_gpu(&b.finish()).unwrap_err().to_string();
+    let err = verify_gpu(&b.finish(), Vendor::Apple).unwrap_err().to_string();
     assert!(err.contains("outside the scope"), "{err}");
 }
 
@@ -249,17 +251,17 @@ fn tensor_copy_kernel(from_buffer: bool, barrier_dtype: DType) -> GpuFunction {
 #[test]
 fn tensor_copies_read_tensor_maps_and_complete_on_i64_barriers() {
     let f = tensor_copy_kernel(false, DType::I64);
-    verify_gpu(&f).unwrap();
+    verify_gpu(&f, Vendor::Nvidia).unwrap();
     let text = print_gpu_function(&f);
     assert!(
         text.contains("tma_load") && text.contains("mbarrier_arrive.expect_tx"),
         "{text}"
     );
-    let err = verify_gpu(&tensor_copy_kernel(true, DType::I64))
+    let err = verify_gpu(&tensor_copy_kernel(true, DType::I64), Vendor::Nvidia)
         .unwrap_err()
         .to_string();
     assert!(err.contains("tensor map"), "{err}");
-    let err = verify_gpu(&tensor_copy_kernel(false, DType::F32))
+    let err = verify_gpu(&tensor_copy_kernel(false, DType::F32), Vendor::Nvidia)
         .unwrap_err()
         .to_string();
     assert!(err.contains("i64"), "{err}");
@@ -286,10 +288,10 @@ fn release_counts_are_threadgroup_i32_and_vary_per_thread() {
         b.finish()
     };
     let f = count_kernel(DType::I32, false);
-    verify_gpu(&f).unwrap();
+    verify_gpu(&f, Vendor::Nvidia).unwrap();
     assert!(print_gpu_function(&f).contains("atomic_add"));
     for bad in [count_kernel(DType::F32, false), count_kernel(DType::I32, true)] {
-        let err = verify_gpu(&bad).unwrap_err().to_string();
+        let err = verify_gpu(&bad, Vendor::Nvidia).unwrap_err().to_string();
         assert!(err.contains("threadgroup i32 ptr"), "{err}");
     }
 }
@@ -307,12 +309,82 @@ fn an_alias_takes_memory_only_from_an_earlier_allocation_it_fits_in() {
         b.finish()
     };
     let f = kernel(512, false);
-    verify_gpu(&f).unwrap();
+    verify_gpu(&f, Vendor::Apple).unwrap();
     // Its bytes are the ring's: the threadgroup's memory does not grow.
     assert_eq!(f.threadgroup_bytes(), 2048);
     assert!(print_gpu_function(&f).contains("reusing"));
     for bad in [kernel(513, false), kernel(16, true)] {
-        let err = verify_gpu(&bad).unwrap_err().to_string();
+        let err = verify_gpu(&bad, Vendor::Apple).unwrap_err().to_string();
         assert!(err.contains("no earlier allocation it fits in"), "{err}");
     }
+}
+
+/// An f16 8x8 simdgroup product (Apple) and a fence before `wgmma`s
+/// (NVIDIA), each in an otherwise portable kernel.
+const APPLE_MMA: &str = "gpu.func @k(%0: ptr<f32, device> /*Out*/) threads 32 {
+  %1 = const 1.0 : f16  // k.py:2
+  %2 = const 0.0 : f32  // k.py:3
+  %3, %4 = mma.simdgroup8x8 %1, %1, %1, %1, %2, %2 : f32, f32  // k.py:4
+  %5 = builtin thread_index : i32  // k.py:5
+  store %0, %5, %3  // k.py:5
+}
+";
+
+const NVIDIA_FENCE: &str = "gpu.func @k(%0: ptr<f32, device> /*Out*/) threads 128 {
+  %1 = const 1.0 : f32  // k.py:2
+  barrier  // k.py:3
+  wgmma_fence  // k.py:4
+  %2 = builtin thread_index : i32  // k.py:5
+  store %0, %2, %1  // k.py:5
+}
+";
+
+#[test]
+fn an_op_of_one_vendor_is_refused_in_gpu_ir_for_the_other() {
+    let parse = |text: &str| parse_gpu_function(text).unwrap_or_else(|e| panic!("{e}"));
+    let (apple, nvidia) = (parse(APPLE_MMA), parse(NVIDIA_FENCE));
+    verify_gpu(&apple, Vendor::Apple).unwrap();
+    verify_gpu(&nvidia, Vendor::Nvidia).unwrap();
+    assert_eq!(
+        verify_gpu(&nvidia, Vendor::Apple).unwrap_err().to_string(),
+        "invalid GPU IR at k.py:4 (wgmma_fence): the op is NVIDIA only, and this function is for an Apple GPU"
+    );
+    assert_eq!(
+        verify_gpu(&apple, Vendor::Nvidia).unwrap_err().to_string(),
+        "invalid GPU IR at k.py:4 (mma.simdgroup8x8): the matrix atom simdgroup8x8 is Apple only, and this \
+         function is for an NVIDIA GPU"
+    );
+    // Every NVIDIA-only op and parameter is refused for Apple GPUs.
+    let f = tensor_copy_kernel(false, DType::I64);
+    let err = verify_gpu(&f, Vendor::Apple).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "invalid GPU IR: parameter A_tma0 is for NVIDIA GPUs only, and this function is for an Apple GPU"
+    );
+    let mut portable_params = f.clone();
+    portable_params.params.truncate(1);
+    let err = verify_gpu(&portable_params, Vendor::Apple)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("(mbarrier_init.1): the op is NVIDIA only"), "{err}");
+}
+
+#[test]
+fn ops_every_target_spells_belong_to_no_vendor() {
+    let portable = [
+        GpuOpKind::Barrier,
+        GpuOpKind::AsyncCommit,
+        GpuOpKind::AsyncWait { pending: 1 },
+        GpuOpKind::SimdReduce(ReduceOp::Sum),
+    ];
+    assert!(portable.iter().all(|k| k.vendor().is_none()));
+    assert_eq!(GpuOpKind::TmaLoad.vendor(), Some(Vendor::Nvidia));
+    assert_eq!(
+        GpuOpKind::Mma(AtomKind::AppleMatmul2d16x32x16).vendor(),
+        Some(Vendor::Apple)
+    );
+    assert_eq!(
+        GpuOpKind::Mma(AtomKind::NvidiaMmaM16N8K16).vendor(),
+        Some(Vendor::Nvidia)
+    );
 }

@@ -1,6 +1,6 @@
-//! The CUDA C++ emitter: the same GPU IR walk as the MSL emitter
-//! (`msl::expr::BodyWriter` with [`Lang::Cuda`]), wrapped in a CUDA kernel that
-//! NVRTC compiles.
+//! The CUDA C++ emitter: the C-family writer's walk over GPU IR (`cfamily/`)
+//! in the CUDA dialect (`dialect.rs`), wrapped in a CUDA kernel that NVRTC
+//! compiles.
 //!
 //! Shape of the output (byte-identical for the same GPU IR in every process):
 //! the parts of `prelude.cuh` the kernel needs (MSL's type names and `as_type`,
@@ -13,14 +13,22 @@
 //! starts with the builtins it uses (`tid`, `lane`, `sgid`, `tgpig`, `tgpg`,
 //! with simdgroups = warps: `lane = tid % 32`, `sgid = tid / 32`) and one
 //! pointer into the dynamic shared memory per threadgroup allocation (each
-//! 16-byte aligned), then the statements the MSL emitter would write, spelled
-//! for CUDA.
+//! 16-byte aligned), then the body's statements.
 
+mod atomic;
+mod dialect;
+mod mma;
+mod tma;
+mod wgmma;
+
+use crate::cfamily::writer::helper_source;
+use crate::cfamily::{
+    finish_kernel, loc_of_line, name_kernel, ranges, BodyWriter, Dialect, KernelNames, Name,
+};
 use crate::error::{CompileError, CompileResult};
-use crate::msl::text::{Lang, Name};
-use crate::msl::{expr, finish_kernel, loc_of_line, name_kernel, ranges, KernelNames};
 use crate::policy::Switches;
 use crate::target::Target;
+pub(crate) use dialect::Cuda;
 use metile_ir::gpu_ir::*;
 use metile_ir::{DType, Loc};
 use std::fmt::Write;
@@ -123,7 +131,7 @@ fn uses(f: &GpuFunction) -> Uses {
             .any(|p| matches!(p.kind, GpuParamKind::TensorMap(_))),
         ..Uses::default()
     };
-    let narrowed = expr::narrowed_values(f);
+    let narrowed = dialect::narrowed_values(f);
     for t in &f.values {
         let d = t.dtype();
         u.f16 |= d == DType::F16;
@@ -176,7 +184,7 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target, switches: &Switches) -> Compi
         param_names,
         value_names,
         written,
-    } = name_kernel(f);
+    } = name_kernel(f, crate::reserved_by_a_dialect);
     let mut params = Vec::new();
     let mut signature = Vec::new();
     for (p, name) in f.params.iter().zip(&param_names) {
@@ -184,7 +192,7 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target, switches: &Switches) -> Compi
             GpuParamKind::Buffer(d) => {
                 let is_written = written[p.value.index()];
                 let constness = if is_written { "" } else { "const " };
-                signature.push(format!("{constness}{}* {name}", Lang::Cuda.scalar(d)));
+                signature.push(format!("{constness}{}* {name}", Cuda::scalar(d)));
                 params.push(CudaParam::Buffer {
                     dtype: d,
                     tile_param_index: p.tile_index,
@@ -192,7 +200,7 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target, switches: &Switches) -> Compi
                 });
             }
             GpuParamKind::Scalar(d) => {
-                signature.push(format!("{} {name}", Lang::Cuda.scalar(d)));
+                signature.push(format!("{} {name}", Cuda::scalar(d)));
                 params.push(CudaParam::Scalar {
                     dtype: d,
                     tile_param_index: p.tile_index,
@@ -215,7 +223,7 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target, switches: &Switches) -> Compi
 
     let used = uses(f);
     let ranges = ranges::analyze(f);
-    let mut body = expr::BodyWriter::new(Lang::Cuda, f, &ranges, value_names, &written);
+    let mut body = BodyWriter::<Cuda>::new(f, &ranges, value_names, &written);
     let simd = target.simd_width;
     let builtin_lines = [
         "const uint tid = threadIdx.x;".to_string(),
@@ -269,7 +277,7 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target, switches: &Switches) -> Compi
             }
         };
         offsets.push((a.value, offset));
-        let ty = Lang::Cuda.scalar(a.dtype);
+        let ty = Cuda::scalar(a.dtype);
         body.line(
             1,
             &format!("{ty}* tg{i} = reinterpret_cast<{ty}*>(metile_smem + {offset});"),
@@ -322,9 +330,7 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target, switches: &Switches) -> Compi
     }
     source.push('\n');
     for h in &helpers {
-        source.push_str(
-            &expr::helper_source(*h, Lang::Cuda).replace("static inline ", "static __device__ inline "),
-        );
+        source.push_str(&helper_source::<Cuda>(*h).replace("static inline ", "static __device__ inline "));
         source.push('\n');
     }
     // Matrix kernels of up to 256 threads ask for two blocks per SM (at most

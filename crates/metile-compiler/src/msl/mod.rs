@@ -16,24 +16,45 @@
 //! `T vN = expr;` for values, plain statements for stores and register writes,
 //! `for`/`if` blocks for regions.
 //!
-//! Semantics are the Tile IR's: see `expr.rs` for how each op keeps them in MSL
-//! (wrapping integer arithmetic, guarded division, saturating casts, f16/bf16
-//! math through f32, `precise::` transcendental functions).
+//! The body is the C-family writer's (`cfamily/`) in the MSL dialect
+//! (`dialect.rs`): semantics are the Tile IR's, kept as `cfamily/writer.rs`
+//! lists (wrapping integer arithmetic, guarded division, saturating casts,
+//! f16/bf16 math through f32, `precise::` transcendental functions).
 
-pub(crate) mod expr;
-pub(crate) mod names;
-pub(crate) mod ranges;
+mod atomic;
+mod dialect;
 pub(crate) mod tensor_ops;
-pub(crate) mod text;
 
+use crate::cfamily::names::scalar_type;
+use crate::cfamily::writer::helper_source;
+use crate::cfamily::{finish_kernel, loc_of_line, name_kernel, ranges, BodyWriter, KernelNames, Name};
 use crate::error::{CompileError, CompileResult};
 use crate::target::Target;
+pub(crate) use dialect::Msl;
 use metile_ir::gpu_ir::*;
 use metile_ir::Loc;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::fmt::Write;
 pub use tensor_ops::MslVersion;
-use text::{Lang, Name};
+
+/// What MSL kernels that print or assert need before the kernel: Metal's
+/// logging (`os_log`, Metal 3.2 and later; older Metal drops the lines), and
+/// `metile_device_assert_failed`, which the msl-emu shim defines to fail the
+/// launch and which on Metal logs the failure (Metal cannot abort a kernel).
+pub const MSL_DEBUG_PREAMBLE: &str = "#if __METAL_VERSION__ >= 320
+#include <metal_logging>
+#define metile_device_print(...) metal::os_log_default.log(__VA_ARGS__)
+#else
+#define metile_device_print(...) ((void)0)
+#endif
+#ifndef metile_device_assert_failed
+#if __METAL_VERSION__ >= 320
+#define metile_device_assert_failed(message) metal::os_log_default.log_error(\"device_assert failed: \" message)
+#else
+#define metile_device_assert_failed(message) ((void)0)
+#endif
+#endif
+";
 
 /// A builtin kernel input the runtime must provide.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -108,14 +129,14 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
         param_names,
         value_names,
         written,
-    } = name_kernel(f);
+    } = name_kernel(f, crate::reserved_by_a_dialect);
     let mut params = Vec::new();
     let mut signature = Vec::new();
     for (p, name) in f.params.iter().zip(&param_names) {
         match p.kind {
             GpuParamKind::Buffer(d) => {
                 let constness = if written[p.value.index()] { "" } else { "const " };
-                let msl_type = format!("device {constness}{}*", names::scalar_type(d));
+                let msl_type = format!("device {constness}{}*", scalar_type(d));
                 signature.push(format!("{msl_type} {name} [[buffer({})]]", p.tile_index));
                 params.push(MslParam::Buffer {
                     msl_type,
@@ -123,7 +144,7 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
                 });
             }
             GpuParamKind::Scalar(d) => {
-                let msl_type = format!("constant {}&", names::scalar_type(d));
+                let msl_type = format!("constant {}&", scalar_type(d));
                 signature.push(format!("{msl_type} {name} [[buffer({})]]", p.tile_index));
                 params.push(MslParam::Scalar {
                     msl_type,
@@ -142,7 +163,7 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
     let mut value_names = value_names;
     let mut parameter = 0;
     for (i, a) in f.threadgroup.iter().enumerate() {
-        let msl_type = format!("threadgroup {}*", names::scalar_type(a.dtype));
+        let msl_type = format!("threadgroup {}*", scalar_type(a.dtype));
         if let TgPurpose::Alias(of) = a.purpose {
             let of = value_names[of.index()].clone();
             value_names[a.value.index()] = Name::text(format!("(reinterpret_cast<{msl_type}>({of}))"));
@@ -163,7 +184,7 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
     }
 
     let ranges = ranges::analyze(f);
-    let mut body = expr::BodyWriter::new(Lang::Msl, f, &ranges, value_names, &written);
+    let mut body = BodyWriter::<Msl>::new(f, &ranges, value_names, &written);
     body.registers_and_body().map_err(|e| emit_error(&e))?;
     let (text, helpers, op_starts) = body.finish();
 
@@ -191,11 +212,11 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
     let mut debugs = false;
     f.walk(&mut |op| debugs |= matches!(op.kind, GpuOpKind::Print { .. } | GpuOpKind::Assert { .. }));
     if debugs {
-        source.push_str(expr::MSL_DEBUG_PREAMBLE);
+        source.push_str(MSL_DEBUG_PREAMBLE);
         source.push('\n');
     }
     for h in &helpers {
-        source.push_str(&expr::helper_source(*h, Lang::Msl));
+        source.push_str(&helper_source::<Msl>(*h));
         source.push('\n');
     }
     let _ = writeln!(source, "kernel void {kernel_name}(");
@@ -211,87 +232,6 @@ pub fn emit_msl(f: &GpuFunction) -> CompileResult<MslKernel> {
     })
 }
 
-/// The identifiers an emitted kernel uses for itself and its parameters.
-pub(crate) struct KernelNames {
-    pub kernel_name: String,
-    /// Each GPU IR parameter's identifier, in order.
-    pub param_names: Vec<String>,
-    /// The spelling of each value: the parameters named, the rest unset.
-    pub value_names: Vec<Name>,
-    /// Whether some store writes through each value (a pointer root).
-    pub written: Vec<bool>,
-}
-
-/// Valid, distinct identifiers for the kernel and its parameters (shared by
-/// the MSL and CUDA emitters).
-pub(crate) fn name_kernel(f: &GpuFunction) -> KernelNames {
-    let mut taken = HashSet::new();
-    let kernel_name = names::identifier(&f.name, &mut taken);
-    let mut value_names = vec![Name::Unset; f.values.len()];
-    let param_names: Vec<String> = f
-        .params
-        .iter()
-        .map(|p| {
-            let name = names::identifier(&p.name, &mut taken);
-            value_names[p.value.index()] = Name::text(name.clone());
-            name
-        })
-        .collect();
-    KernelNames {
-        kernel_name,
-        param_names,
-        value_names,
-        written: stored_roots(f),
-    }
-}
-
-/// Appends the parameter list (one per line) after the kernel's opening line,
-/// then the body and its closing brace; returns the line table of the body
-/// (see [`line_table`]). Shared by the MSL and CUDA emitters.
-pub(crate) fn finish_kernel(
-    source: &mut String,
-    signature: &[String],
-    body: &str,
-    op_starts: Vec<(usize, Loc)>,
-) -> Vec<(u32, Loc)> {
-    for (i, s) in signature.iter().enumerate() {
-        let sep = if i + 1 < signature.len() { "," } else { ") {" };
-        let _ = writeln!(source, "    {s}{sep}");
-    }
-    if signature.is_empty() {
-        source.push_str(") {\n");
-    }
-    let body_start = source.len();
-    source.push_str(body);
-    source.push_str("}\n");
-    line_table(source, body_start, op_starts)
-}
-
-/// The kernel location line `line` (1-based) of an emitted source was written
-/// for, from its line table.
-pub(crate) fn loc_of_line(line_locs: &[(u32, Loc)], line: u32) -> Option<&Loc> {
-    let i = line_locs.partition_point(|(first, _)| *first <= line);
-    i.checked_sub(1)
-        .map(|i| &line_locs[i].1)
-        .filter(|loc| loc.line != 0)
-}
-
-/// `(first MSL line, kernel location)` pairs from byte offsets into the body, in
-/// one pass over the source (offsets arrive in increasing order).
-fn line_table(source: &str, body_start: usize, op_starts: Vec<(usize, Loc)>) -> Vec<(u32, Loc)> {
-    let bytes = source.as_bytes();
-    let (mut line, mut scanned) = (1u32, 0usize);
-    op_starts
-        .into_iter()
-        .map(|(offset, loc)| {
-            let end = (body_start + offset).min(bytes.len());
-            line += bytes[scanned..end].iter().filter(|&&b| b == b'\n').count() as u32;
-            scanned = end;
-            (line, loc)
-        })
-        .collect()
-}
-
 impl MslKernel {
     /// The kernel source location that MSL line `line` (1-based) was emitted for.
     pub fn loc_of_line(&self, line: u32) -> Option<&Loc> {
@@ -305,17 +245,6 @@ fn emit_error(reason: &str) -> CompileError {
         format!("internal MSL emitter error: {reason}"),
         Loc::unknown(),
     )
-}
-
-/// Whether some store or atomic writes through each value (a pointer root), by value.
-fn stored_roots(f: &GpuFunction) -> Vec<bool> {
-    let mut out = vec![false; f.values.len()];
-    f.walk(&mut |op| {
-        if matches!(op.kind, GpuOpKind::Store { .. } | GpuOpKind::Atomic { .. }) {
-            out[op.operands[0].index()] = true;
-        }
-    });
-    out
 }
 
 fn used_builtins(f: &GpuFunction) -> BTreeSet<MslBuiltin> {

@@ -115,11 +115,55 @@ fn single_stages_run_by_name_and_unknown_names_are_refused() {
         err.reason
     );
     let mut gpu = metile_ir::gpu_ir::GpuBuilder::new("empty", 32).finish();
-    assert_eq!(run_gpu_stage("eliminate_dead_code", &mut gpu), Ok(false));
-    let err = run_gpu_stage("l2_order", &mut gpu).unwrap_err();
+    assert_eq!(run_gpu_stage("eliminate_dead_code", &mut gpu, &target), Ok(false));
+    let err = run_gpu_stage("l2_order", &mut gpu, &target).unwrap_err();
     assert!(
         err.reason.contains("no gpu stage is called 'l2_order'"),
         "{}",
         err.reason
+    );
+}
+
+/// GPU IR with a dead constant (so dead-code elimination changes it and the
+/// verifier runs) and one vendor's op, storing `stored`.
+fn with_vendor_op(op: &str, stored: &str) -> GpuFunction {
+    let text = format!(
+        "gpu.func @k(%0: ptr<f32, device> /*Out*/) threads 128 {{
+  %1 = const 1.0 : f32  // k.py:2
+  %2 = const 7 : i32  // k.py:3
+{op}
+  %9 = builtin thread_index : i32  // k.py:5
+  store %0, %9, {stored}  // k.py:5
+}}
+"
+    );
+    metile_ir::parse_gpu_function(&text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn the_verifier_after_a_gpu_stage_refuses_another_vendors_op_naming_op_and_target() {
+    let nvidia = with_vendor_op("  wgmma_fence  // k.py:4", "%1");
+    let apple = with_vendor_op(
+        "  %3 = const 1.0 : f16  // k.py:4\n  %4, %5 = mma.simdgroup8x8 %3, %3, %3, %3, %1, %1 : f32, f32  // k.py:4",
+        "%4",
+    );
+    for (gpu, target) in [(&nvidia, Target::nvidia(9, 0)), (&apple, Target::apple())] {
+        assert_eq!(
+            run_gpu_stage("eliminate_dead_code", &mut gpu.clone(), &target),
+            Ok(true)
+        );
+    }
+    let err = run_gpu_stage("eliminate_dead_code", &mut nvidia.clone(), &Target::apple10()).unwrap_err();
+    assert!(err.is_internal(), "{err}");
+    assert_eq!(
+        err.reason,
+        "internal compiler error after eliminate_dead_code for apple10: invalid GPU IR at k.py:4 (wgmma_fence): \
+         the op is NVIDIA only, and this function is for an Apple GPU"
+    );
+    let err = run_gpu_stage("eliminate_dead_code", &mut apple.clone(), &Target::nvidia(8, 0)).unwrap_err();
+    assert_eq!(
+        err.reason,
+        "internal compiler error after eliminate_dead_code for sm_80: invalid GPU IR at k.py:4 \
+         (mma.simdgroup8x8): the matrix atom simdgroup8x8 is Apple only, and this function is for an NVIDIA GPU"
     );
 }

@@ -73,7 +73,7 @@ impl Context {
 type Run = fn(&str, &Context) -> Result<String, String>;
 
 /// Every pass, by stage name.
-pub const PASSES: [(&str, Run); 15] = [
+pub const PASSES: [(&str, Run); 16] = [
     ("clean_up", |t, _| {
         tile_pass(t, |f| {
             tile_passes::clean_up(f).map(|_| ()).map_err(|e| e.to_string())
@@ -102,13 +102,14 @@ pub const PASSES: [(&str, Run); 15] = [
     ("split_k", run_split_k),
     ("layout_assign", run_layout_assign),
     ("lower", run_lower),
-    ("eliminate_common_subexpressions", |t, _| {
-        gpu_pass(t, |f| ran(gpu_passes::eliminate_common_subexpressions(f)))
+    ("eliminate_common_subexpressions", |t, cx| {
+        gpu_pass(t, cx, |f| ran(gpu_passes::eliminate_common_subexpressions(f)))
     }),
-    ("eliminate_dead_code", |t, _| {
-        gpu_pass(t, |f| ran(gpu_passes::eliminate_dead_code(f)))
+    ("eliminate_dead_code", |t, cx| {
+        gpu_pass(t, cx, |f| ran(gpu_passes::eliminate_dead_code(f)))
     }),
     ("emit", run_emit),
+    ("verify_gpu", run_verify_gpu),
 ];
 
 /// A pass that reports whether it changed anything ran; the output shows what it did.
@@ -122,9 +123,9 @@ fn parse_tile(text: &str) -> Result<Function, String> {
     Ok(f)
 }
 
-fn parse_gpu(text: &str) -> Result<GpuFunction, String> {
+fn parse_gpu(text: &str, cx: &Context) -> Result<GpuFunction, String> {
     let f = parse_gpu_function(text).map_err(|e| format!("input: {e}"))?;
-    verify_gpu(&f).map_err(|e| format!("the input does not verify: {e}"))?;
+    verify_gpu(&f, cx.target.vendor()).map_err(|e| format!("the input does not verify: {e}"))?;
     Ok(f)
 }
 
@@ -137,10 +138,14 @@ fn tile_pass(text: &str, pass: impl FnOnce(&mut Function) -> Result<(), String>)
 }
 
 /// A GPU IR → GPU IR pass, its output verified.
-fn gpu_pass(text: &str, pass: impl FnOnce(&mut GpuFunction) -> Result<(), String>) -> Result<String, String> {
-    let mut f = parse_gpu(text)?;
+fn gpu_pass(
+    text: &str,
+    cx: &Context,
+    pass: impl FnOnce(&mut GpuFunction) -> Result<(), String>,
+) -> Result<String, String> {
+    let mut f = parse_gpu(text, cx)?;
     pass(&mut f)?;
-    verify_gpu(&f).map_err(|e| format!("the output does not verify: {e}"))?;
+    verify_gpu(&f, cx.target.vendor()).map_err(|e| format!("the output does not verify: {e}"))?;
     Ok(print_gpu_function(&f))
 }
 
@@ -212,13 +217,13 @@ fn run_lower(text: &str, cx: &Context) -> Result<String, String> {
     let f = parse_tile(text)?;
     let threads = cx.threads_for(&f)?;
     let gpu = lower::lower(&f, threads, &cx.target, &cx.switches()).map_err(|e| e.to_string())?;
-    verify_gpu(&gpu).map_err(|e| format!("the output does not verify: {e}"))?;
+    verify_gpu(&gpu, cx.target.vendor()).map_err(|e| format!("the output does not verify: {e}"))?;
     Ok(print_gpu_function(&gpu))
 }
 
 /// MSL for an Apple target, CUDA C++ for an NVIDIA one.
 fn run_emit(text: &str, cx: &Context) -> Result<String, String> {
-    let gpu = parse_gpu(text)?;
+    let gpu = parse_gpu(text, cx)?;
     let target = &cx.target;
     if target.arch_name().starts_with("sm_") {
         Ok(cuda::emit_cuda(&gpu, target, &cx.switches())
@@ -227,4 +232,14 @@ fn run_emit(text: &str, cx: &Context) -> Result<String, String> {
     } else {
         Ok(msl::emit_msl(&gpu).map_err(|e| e.to_string())?.source)
     }
+}
+
+/// The GPU IR verifier (which runs after every GPU IR stage) for the target's
+/// vendor: `ok`, or its error.
+fn run_verify_gpu(text: &str, cx: &Context) -> Result<String, String> {
+    let f = parse_gpu_function(text).map_err(|e| format!("input: {e}"))?;
+    Ok(match verify_gpu(&f, cx.target.vendor()) {
+        Ok(()) => "ok\n".to_string(),
+        Err(e) => format!("{e}\n"),
+    })
 }

@@ -1,5 +1,5 @@
-//! Conversions between dtypes in MSL and CUDA C++, with the interpreter's
-//! semantics (`metile-interp`'s `elem.rs`):
+//! Conversions between dtypes, with the interpreter's semantics
+//! (`metile-interp`'s `elem.rs`):
 //!
 //! * float to integer truncates and saturates, NaN to 0 (helpers: a C cast of
 //!   an out-of-range float is undefined);
@@ -10,11 +10,13 @@
 //!   encoding rounds to nearest even and saturates to the largest finite value,
 //!   NaN to `0x7f` (NVIDIA's `cvt.rn.satfinite`, which Triton uses). The
 //!   helpers are generated from the formats' parameters below and spelled with
-//!   integer operations only, so MSL and CUDA compute the same bits; f64 (CUDA
-//!   only) has its own encoder, so it too is rounded once.
+//!   integer operations only, so every dialect computes the same bits; f64
+//!   (where the language has it) has its own encoder, so it too is rounded once.
+//! * a dialect may spell int-to-half itself ([`Dialect::int_to_half`]).
 
-use super::{BodyWriter, EmitResult, Helper};
-use crate::msl::text::{zero_text, Lang};
+use super::text::zero_text;
+use super::writer::no_f64;
+use super::{BodyWriter, Dialect, EmitResult, Helper};
 use metile_ir::fp8::Fp8;
 use metile_ir::gpu_ir::GpuValue;
 use metile_ir::DType;
@@ -168,9 +170,9 @@ return bfloat(as_type<float>(bits));\n}\n";
 /// `metile_float_to_char(float)` and the like: truncating, saturating, NaN to
 /// 0, for the integer types and sources the three original helpers
 /// (`FloatToInt`, `FloatToUint`, `FloatToLong`) do not cover.
-pub(super) fn float_to_integer_source(lang: Lang, double: bool, to: DType) -> String {
+pub(super) fn float_to_integer_source<D: Dialect>(double: bool, to: DType) -> String {
     let (fty, suffix) = if double { ("double", "") } else { ("float", "f") };
-    let ty = lang.scalar(to);
+    let ty = D::scalar(to);
     let bits = to.bits();
     let (lo, hi_exclusive) = if to.is_signed_int() {
         (-(2f64.powi(bits as i32 - 1)), 2f64.powi(bits as i32 - 1))
@@ -196,7 +198,7 @@ pub(super) fn float_to_integer_source(lang: Lang, double: bool, to: DType) -> St
     )
 }
 
-impl BodyWriter<'_> {
+impl<D: Dialect> BodyWriter<'_, D> {
     /// The text of `a` (of dtype `from`) converted to `to`.
     pub(super) fn cast(&mut self, v: GpuValue, to: DType) -> EmitResult<String> {
         let from = self.dtype(v);
@@ -208,8 +210,8 @@ impl BodyWriter<'_> {
         if from == to {
             return Ok(a.to_string());
         }
-        if self.lang == Lang::Msl && (from == DType::F64 || to == DType::F64) {
-            return Err("Metal has no f64".into());
+        if !D::HAS_F64 && (from == DType::F64 || to == DType::F64) {
+            return Err(no_f64::<D>());
         }
         // fp8 sources decode to float (exactly) and convert from there.
         if let Some((helper, name)) = decoder(from) {
@@ -228,7 +230,7 @@ impl BodyWriter<'_> {
             let source = if double { "double" } else { "float" };
             return Ok(format!("metile_{}_from_{source}({arg})", fp8_name(f)));
         }
-        let to_ty = self.lang.scalar(to);
+        let to_ty = D::scalar(to);
         Ok(match (from, to) {
             (DType::F64, DType::Bool) => format!("{a} != 0.0"),
             (_, DType::Bool) if from.is_float() => format!("float({a}) != 0.0f"),
@@ -267,16 +269,7 @@ impl BodyWriter<'_> {
                 self.helpers.insert(Helper::BfloatFromLong);
                 format!("metile_bfloat_from_long(long({a}))")
             }
-            // CUDA's __half has several integer constructors, so `half(long)`
-            // would be ambiguous: its round-to-nearest intrinsics say which.
-            (DType::I32 | DType::I8 | DType::I16, DType::F16) if self.lang == Lang::Cuda => {
-                format!("__int2half_rn({a})")
-            }
-            (DType::U32 | DType::U8 | DType::U16, DType::F16) if self.lang == Lang::Cuda => {
-                format!("__uint2half_rn({a})")
-            }
-            (DType::I64, DType::F16) if self.lang == Lang::Cuda => format!("__ll2half_rn({a})"),
-            (DType::U64, DType::F16) if self.lang == Lang::Cuda => format!("__ull2half_rn({a})"),
+            (_, DType::F16) => D::int_to_half(from, a).unwrap_or_else(|| format!("{to_ty}({a})")),
             (_, t) if t.is_float() => format!("{to_ty}({a})"),
             // Integer to integer: bit-exact wrapping conversions.
             (DType::I64 | DType::U64, DType::I32) => format!("as_type<int>(uint({a}))"),

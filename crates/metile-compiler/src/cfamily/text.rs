@@ -1,50 +1,15 @@
-//! The text of MSL values: how values are named, literals, zeros, types and
-//! register elements, written so the emitter's hottest paths append to the
-//! output directly (not through the formatting machinery).
+//! The text of values: how values are named, literals, zeros and register
+//! elements, written so the emitter's hottest paths append to the output
+//! directly (not through the formatting machinery).
 
-use super::names::scalar_type;
+use super::Dialect;
 use metile_ir::fp8::Fp8;
 use metile_ir::gpu_ir::*;
 use metile_ir::{DType, Literal};
-use std::fmt::{self, Write};
+use std::fmt;
 use std::rc::Rc;
 
-/// The language a kernel body is written in (see `expr.rs`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lang {
-    Msl,
-    Cuda,
-}
-
-impl Lang {
-    /// A single-precision C math function: MSL overloads `fabs` for float,
-    /// CUDA spells the float version `fabsf`.
-    pub fn float_fn(self, name: &str) -> String {
-        match self {
-            Lang::Msl => name.to_string(),
-            Lang::Cuda => format!("{name}f"),
-        }
-    }
-
-    /// The name of a scalar type. MSL's `char` is signed; C++'s depends on
-    /// the platform, so CUDA spells i8 `schar` (`signed char`, in the prelude).
-    pub fn scalar(self, d: DType) -> &'static str {
-        match (self, d) {
-            (Lang::Cuda, DType::I8) => "schar",
-            _ => scalar_type(d),
-        }
-    }
-
-    /// A correctly rounded (not fast-math) transcendental function on float.
-    pub fn transcendental(self, name: &str) -> String {
-        match self {
-            Lang::Msl => format!("precise::{name}"),
-            Lang::Cuda => format!("{name}f"),
-        }
-    }
-}
-
-/// How a value is spelled in the MSL body. Most values are `vN` locals, printed
+/// How a value is spelled in the body. Most values are `vN` locals, printed
 /// from their number when used; parameters, threadgroup memory and constants
 /// carry their text (shared, so using a name never copies it).
 #[derive(Clone, Debug, Default)]
@@ -101,7 +66,7 @@ pub(super) fn push_infix(out: &mut String, a: &Name, sym: &str, b: &Name) {
 }
 
 /// Appends `n` in decimal.
-pub(super) fn push_u32(out: &mut String, mut n: u32) {
+pub(crate) fn push_u32(out: &mut String, mut n: u32) {
     let mut buf = [0u8; 10];
     let mut i = buf.len();
     loop {
@@ -117,7 +82,7 @@ pub(super) fn push_u32(out: &mut String, mut n: u32) {
     }
 }
 
-/// The shortest decimal that reads back as `x`, as an MSL float literal.
+/// The shortest decimal that reads back as `x`, as a float literal.
 pub(super) fn f32_literal(x: f32) -> String {
     if x.is_nan() {
         return "as_type<float>(0x7fc00000u)".into();
@@ -175,7 +140,7 @@ fn f64_literal(x: f64) -> String {
     }
 }
 
-pub(super) fn literal(lit: &Literal, d: DType, lang: Lang) -> String {
+pub(crate) fn literal<D: Dialect>(lit: &Literal, d: DType) -> String {
     let as_f64 = lit.as_f64();
     match d {
         // Typed, so overloads and templates see the value's own type.
@@ -187,7 +152,7 @@ pub(super) fn literal(lit: &Literal, d: DType, lang: Lang) -> String {
             } else {
                 ((v as u64) << (64 - bits) >> (64 - bits)) as i64
             };
-            format!("{}({v})", lang.scalar(d))
+            format!("{}({v})", D::scalar(d))
         }
         DType::U64 => format!("{}UL", int_literal(lit, d) as u64),
         DType::F64 => f64_literal(match lit {
@@ -267,7 +232,7 @@ pub(super) fn int_literal(lit: &Literal, d: DType) -> i64 {
 }
 
 /// Zero in `d`; narrow integers' zero is the int `0` (their arithmetic is int's).
-pub(super) fn zero_text(d: DType) -> &'static str {
+pub(crate) fn zero_text(d: DType) -> &'static str {
     match d {
         DType::Bool => "false",
         DType::I8 | DType::U8 | DType::I16 | DType::U16 | DType::I32 => "0",
@@ -283,7 +248,7 @@ pub(super) fn zero_text(d: DType) -> &'static str {
 }
 
 /// A register array element: `rN[i]`, or `rN` for a one-element array (a scalar).
-pub(super) struct RegText {
+pub(crate) struct RegText {
     pub reg: RegId,
     pub index: u32,
     pub single: bool,
@@ -313,62 +278,27 @@ impl fmt::Display for RegText {
     }
 }
 
-/// Appends the MSL type of a GPU IR type.
-pub(super) fn push_type(out: &mut String, t: GpuType) {
-    match t {
-        GpuType::Scalar(d) => out.push_str(scalar_type(d)),
-        GpuType::Vector(d, n) => {
-            out.push_str(scalar_type(d));
-            push_u32(out, u32::from(n));
-        }
-        GpuType::Ptr(..) => {
-            let _ = write!(out, "{}", TypeText(t));
-        }
-    }
-}
-
-/// The MSL type of a GPU IR type, printed where it is used.
-pub(super) struct TypeText(pub GpuType);
-
-impl fmt::Display for TypeText {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            GpuType::Scalar(d) => f.write_str(scalar_type(d)),
-            GpuType::Vector(d, n) => write!(f, "{}{n}", scalar_type(d)),
-            GpuType::Ptr(d, s) => write!(f, "{} {}*", s.name(), scalar_type(d)),
-        }
-    }
-}
-
-pub(super) fn type_text(t: GpuType) -> TypeText {
-    TypeText(t)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cuda::Cuda;
+    use crate::msl::Msl;
 
     fn literal_msl(lit: &Literal, d: DType) -> String {
-        literal(lit, d, Lang::Msl)
+        literal::<Msl>(lit, d)
     }
 
     #[test]
     fn new_dtype_literals() {
-        assert_eq!(literal(&Literal::Int(-1), DType::U8, Lang::Msl), "uchar(255)");
-        assert_eq!(literal(&Literal::Int(200), DType::I8, Lang::Cuda), "schar(-56)");
+        assert_eq!(literal::<Msl>(&Literal::Int(-1), DType::U8), "uchar(255)");
+        assert_eq!(literal::<Cuda>(&Literal::Int(200), DType::I8), "schar(-56)");
         assert_eq!(
-            literal(&Literal::Int(-1), DType::U64, Lang::Cuda),
+            literal::<Cuda>(&Literal::Int(-1), DType::U64),
             "18446744073709551615UL"
         );
-        assert_eq!(literal(&Literal::Float(0.1), DType::F64, Lang::Cuda), "0.1");
-        assert_eq!(
-            literal(&Literal::Float(1.0), DType::F8E4M3, Lang::Msl),
-            "uchar(0x38)"
-        );
-        assert_eq!(
-            literal(&Literal::Float(1e6), DType::F8E5M2, Lang::Msl),
-            "uchar(0x7b)"
-        );
+        assert_eq!(literal::<Cuda>(&Literal::Float(0.1), DType::F64), "0.1");
+        assert_eq!(literal::<Msl>(&Literal::Float(1.0), DType::F8E4M3), "uchar(0x38)");
+        assert_eq!(literal::<Msl>(&Literal::Float(1e6), DType::F8E5M2), "uchar(0x7b)");
     }
 
     #[test]

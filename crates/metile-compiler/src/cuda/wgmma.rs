@@ -8,8 +8,8 @@
 //! each gets an empty `asm volatile` with a `"+f"` operand, so the compiler
 //! cannot move an access to it above the wait (as CUTLASS fences them).
 
-use super::{BodyWriter, EmitResult};
-use crate::msl::text::Name;
+use super::Cuda;
+use crate::cfamily::{BodyWriter, EmitResult, Name};
 use metile_ir::gpu_ir::{GpuFunction, GpuOp, GpuOpKind, RegId, WgmmaOperand};
 use metile_ir::DType;
 
@@ -41,7 +41,7 @@ fn placeholders(count: usize) -> String {
     (0..count).map(|i| format!("%{i}")).collect::<Vec<_>>().join(", ")
 }
 
-impl BodyWriter<'_> {
+impl BodyWriter<'_, Cuda> {
     /// `reg[index] = value` through an `asm` move. ptxas may otherwise
     /// rematerialise a constant (the accumulators' zeros) next to the
     /// `wgmma`s of a loop, and then serializes them all.

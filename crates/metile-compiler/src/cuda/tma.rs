@@ -1,10 +1,11 @@
 //! The CUDA spelling of memory barriers (`mbarrier`) and tensor copies
 //! (`cp.async.bulk.tensor`, sm_90): calls of the prelude's `tma` helpers.
 
-use super::{BodyWriter, EmitResult};
+use super::Cuda;
+use crate::cfamily::{BodyWriter, EmitResult};
 use metile_ir::gpu_ir::{GpuOp, GpuOpKind};
 
-impl BodyWriter<'_> {
+impl BodyWriter<'_, Cuda> {
     pub(super) fn tma_op(&mut self, op: &GpuOp, depth: usize) -> EmitResult<()> {
         let arg = |i: usize| -> EmitResult<String> {
             let mut s = String::new();

@@ -1,10 +1,12 @@
-//! MSL identifiers and types for GPU IR entities.
+//! Identifiers and scalar type names for GPU IR entities.
 //!
 //! Kernel and parameter names come from Python; they are kept when they are
-//! valid C++ identifiers that cannot collide with MSL keywords, types, the
-//! emitter's own names (`v12`, `r3`, `tg0`, `c7`, the builtins) or its helpers
-//! (`metile_*`), and are otherwise made so (invalid characters become `_`, a
-//! clash gets a `_` suffix).
+//! valid C++ identifiers that cannot collide with C++ keywords, the writer's
+//! vocabulary, the emitter's own names (`v12`, `r3`, `tg0`, `c7`, the
+//! builtins), its helpers (`metile_*`) or a word of any dialect, and are
+//! otherwise made so (invalid characters become `_`, a clash gets a `_`
+//! suffix). Every dialect's words count on every target, so a kernel's
+//! identifiers are the same in all its sources.
 
 use metile_ir::DType;
 use std::collections::HashSet;
@@ -94,17 +96,7 @@ const RESERVED: &[&str] = &[
     "xor",
     "xor_eq",
     "main",
-    // MSL qualifiers, types and namespaces.
-    "kernel",
-    "vertex",
-    "fragment",
-    "device",
-    "constant",
-    "threadgroup",
-    "threadgroup_imageblock",
-    "thread",
-    "ray_data",
-    "object_data",
+    // The writer's vocabulary, which every dialect defines (`mod.rs`).
     "half",
     "bfloat",
     "uchar",
@@ -112,28 +104,7 @@ const RESERVED: &[&str] = &[
     "ushort",
     "uint",
     "ulong",
-    "size_t",
-    "ptrdiff_t",
-    "metal",
-    "precise",
-    "fast",
-    "vec",
-    "packed_vec",
-    "simdgroup_matrix",
-    // Metal 4 tensor ops (`using namespace mpp::tensor_ops`).
-    "mpp",
-    "tensor_ops",
-    "matmul2d",
-    "matmul2d_descriptor",
-    "execution_simdgroup",
-    "remove_addrspace_t",
-    "texture",
-    "sampler",
-    "array",
-    "atomic",
-    "mem_flags",
     "as_type",
-    "select",
     "min",
     "max",
     "abs",
@@ -152,29 +123,8 @@ const RESERVED: &[&str] = &[
     "simd_sum",
     "simd_max",
     "simd_min",
-    "simd_shuffle_xor",
-    "simd_broadcast",
-    "threadgroup_barrier",
     "INFINITY",
     "NAN",
-    // CUDA builtins and the float math functions the CUDA emitter calls.
-    "threadIdx",
-    "blockIdx",
-    "blockDim",
-    "gridDim",
-    "warpSize",
-    "uint3",
-    "dim3",
-    "memcpy",
-    "expf",
-    "logf",
-    "sqrtf",
-    "tanhf",
-    "fabsf",
-    "fmaxf",
-    "fminf",
-    "fmodf",
-    "truncf",
     // The emitter's builtin parameter names.
     "tid",
     "lane",
@@ -192,19 +142,9 @@ fn is_generated(name: &str) -> bool {
             .any(|p| name.strip_prefix(p).is_some_and(digits))
 }
 
-/// True for vector type names such as `float4` or `half2`.
-fn is_vector_type(name: &str) -> bool {
-    let base = name.trim_end_matches(|c: char| c.is_ascii_digit());
-    base.len() < name.len()
-        && [
-            "bool", "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "half", "bfloat",
-            "float",
-        ]
-        .contains(&base.trim_start_matches("packed_"))
-}
-
-/// A valid, non-clashing MSL identifier for `name`, unique within `taken`.
-pub fn identifier(name: &str, taken: &mut HashSet<String>) -> String {
+/// A valid, non-clashing identifier for `name`, unique within `taken`, that
+/// is no word `reserved` names.
+pub fn identifier(name: &str, taken: &mut HashSet<String>, reserved: fn(&str) -> bool) -> String {
     let mut id: String = name
         .chars()
         .map(|c| {
@@ -225,16 +165,16 @@ pub fn identifier(name: &str, taken: &mut HashSet<String>) -> String {
     if id.starts_with("metile_") {
         id.insert_str(0, "p_");
     }
-    while RESERVED.contains(&id.as_str()) || is_generated(&id) || is_vector_type(&id) || taken.contains(&id) {
+    while RESERVED.contains(&id.as_str()) || is_generated(&id) || reserved(&id) || taken.contains(&id) {
         id.push('_');
     }
     taken.insert(id.clone());
     id
 }
 
-/// The MSL name of a scalar type (CUDA's are the same but for i8, see
-/// `Lang::scalar`). fp8 values are their bits: `uchar`. Metal has no `double`;
-/// kernels using f64 are refused before emission (`portability.rs`).
+/// The vocabulary's name of a scalar type (a dialect may spell a type its own
+/// way: [`Dialect::scalar`](super::Dialect::scalar)). fp8 values are their
+/// bits: `uchar`.
 pub fn scalar_type(d: DType) -> &'static str {
     match d {
         DType::Bool => "bool",
@@ -253,10 +193,6 @@ pub fn scalar_type(d: DType) -> &'static str {
     }
 }
 
-pub fn vector_type(d: DType, lanes: u8) -> String {
-    format!("{}{lanes}", scalar_type(d))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,6 +200,8 @@ mod tests {
     #[test]
     fn names_are_kept_when_safe_and_fixed_otherwise() {
         let mut taken = HashSet::new();
+        let identifier =
+            |name: &str, taken: &mut HashSet<String>| identifier(name, taken, crate::reserved_by_a_dialect);
         assert_eq!(identifier("X", &mut taken), "X");
         assert_eq!(identifier("X", &mut taken), "X_");
         assert_eq!(identifier("half", &mut taken), "half_");
@@ -276,5 +214,9 @@ mod tests {
         assert_eq!(identifier("é", &mut taken), "p_");
         assert_eq!(identifier("metile_f", &mut taken), "p_metile_f");
         assert_eq!(identifier("vector", &mut taken), "vector");
+        // Every dialect's words count on every target: the names are the same in all sources.
+        assert_eq!(identifier("threadIdx", &mut taken), "threadIdx_");
+        assert_eq!(identifier("kernel", &mut taken), "kernel_");
+        assert_eq!(identifier("fmaxf", &mut taken), "fmaxf_");
     }
 }

@@ -1,15 +1,16 @@
 //! Integer arithmetic that needs care in C: wrapping signed ops (signed
-//! overflow is undefined in MSL and CUDA C++), division guarded against zero
+//! overflow is undefined in C++), division guarded against zero
 //! and `MIN // -1`, and the 8- and 16-bit types, which C computes in int.
 
-use super::{unsigned_of, BodyWriter, EmitResult};
-use crate::msl::names::scalar_type;
-use crate::msl::text::{zero_text, Name};
+use super::names::scalar_type;
+use super::text::{zero_text, Name};
+use super::writer::unsigned_of;
+use super::{BodyWriter, Dialect, EmitResult};
 use metile_ir::gpu_ir::GpuValue;
 use metile_ir::{BinaryOp, DType};
 use std::fmt::Write;
 
-impl BodyWriter<'_> {
+impl<D: Dialect> BodyWriter<'_, D> {
     /// `as_type<int>(as_type<uint>(a) op as_type<uint>(b))`; constants are
     /// printed directly as unsigned literals.
     pub(super) fn wrapping(
@@ -103,7 +104,7 @@ impl BodyWriter<'_> {
         (x, a): (GpuValue, &Name),
         (y, b): (GpuValue, &Name),
     ) -> EmitResult<()> {
-        let ty = self.lang.scalar(d);
+        let ty = D::scalar(d);
         let mask = d.bits() - 1;
         let text = match op {
             BinaryOp::Add => format!("{ty}({a} + {b})"),
