@@ -47,13 +47,16 @@ fn switches_off_are_reported_off() {
     assert_eq!(prefetch, Some(false), "off by default on NVIDIA GPUs");
 }
 
-/// The rows of the table under the heading `section` of docs/pipeline.md.
+/// The rows of the table under the heading `section` of docs/pipeline.md
+/// (above its subsections).
 fn doc_rows(section: &str) -> Vec<Vec<String>> {
     let doc = include_str!("../../../../docs/pipeline.md");
     doc.split("\n## ")
         .find(|s| s.starts_with(section))
         .unwrap_or("")
         .lines()
+        // The section's own table, before any subsection's.
+        .take_while(|l| !l.starts_with("### "))
         .filter(|l| l.starts_with("| `"))
         .map(|l| {
             l.trim_matches('|')
