@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from metile._frontend.liveness import loaded_names, stored_names
+from metile._frontend.source import source_def
 
 _ABSENT = object()
 _LIBRARY_DIRS = tuple(
@@ -49,6 +50,9 @@ _USES: dict[int, tuple[types.CodeType, str, list[_Use]]] = {}
 def _scope_node(fn: types.FunctionType) -> tuple[ast.AST, int] | None:
     """The def (or lambda) of `fn` in its source, and the line its source starts at."""
     try:
+        node, _, start = source_def(fn, 1)
+        if node is not None and node.name == fn.__name__:
+            return node, start
         lines, start = inspect.getsourcelines(fn)
         tree = ast.parse(textwrap.dedent("".join(lines)))
     except (OSError, TypeError, SyntaxError):

@@ -37,6 +37,7 @@ from metile._frontend import block as _block
 from metile._frontend import pythonic
 from metile._frontend.captures import _LIBRARY_DIRS
 from metile._frontend.liveness import Carried, carried_names, has_escape
+from metile._frontend.source import source_def
 from metile._frontend.unsupported import check_supported, first_refused
 
 FOR = "__mt_for"
@@ -350,15 +351,10 @@ def _renamed_kernel(factory: CodeType, fn: Callable) -> CodeType:
 
 def _source_def(fn: Callable) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef | None, int]:
     """The def of `fn` parsed from its source (None if the source holds
-    something else, e.g. a lambda), and the indentation `dedent` removed."""
-    lines, _ = inspect.getsourcelines(fn)
-    source = "".join(lines)
-    dedented = textwrap.dedent(source)
-    first = next((ln for ln in lines if ln.strip()), "")
-    indent = len(first) - len(first.lstrip()) if dedented != source else 0
-    module = ast.parse(dedented)
-    defs = [s for s in module.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    return (defs[0] if len(defs) == 1 else None), indent
+    something else, e.g. a lambda), numbered from its code's first line, and
+    the indentation `dedent` removed."""
+    fn_def, indent, _ = source_def(fn, fn.__code__.co_firstlineno)
+    return fn_def, indent
 
 
 def _compile_factory(fn: Callable, fn_def: ast.FunctionDef, indent: int) -> Callable[..., Callable]:
@@ -391,7 +387,6 @@ def _compile_factory(fn: Callable, fn_def: ast.FunctionDef, indent: int) -> Call
     tree = ast.Module(body=[factory], type_ignores=[])
     ast.fix_missing_locations(tree)
     _shift_columns(tree, indent)
-    ast.increment_lineno(tree, code.co_firstlineno - 1)
     compiled = compile(tree, code.co_filename, "exec", dont_inherit=True)
     namespace: dict[str, object] = {}
     exec(compiled, fn.__globals__, namespace)  # noqa: S102 - the function's own rewritten source
@@ -413,7 +408,8 @@ def rewrite(fn: Callable) -> Callable[..., Callable]:
     kernel_def, indent = _source_def(fn)
     if kernel_def is None:
         raise TypeError(f"kernel {fn.__name__}: expected the source of one plain `def`, found something else")
-    check_supported(kernel_def, fn.__name__, code.co_filename, code.co_firstlineno)
+    # The tree's line numbers are the file's (see `_source_def`).
+    check_supported(kernel_def, fn.__name__, code.co_filename, 1)
     return _compile_factory(fn, kernel_def, indent)
 
 
