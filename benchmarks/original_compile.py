@@ -72,6 +72,7 @@ def main():
     sys.path.insert(0, root)
     _stand_in_device()
     import numpy as np
+
     from metile.frontend.kernel import KernelLauncher
 
     source_file = os.environ["METILE_REFERENCE_KERNELS"]

@@ -7,7 +7,10 @@ use std::time::Instant;
 use metile_compiler::{compile, CompileOptions, Target};
 
 fn main() {
-    let rounds: usize = std::env::var("ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(2000);
+    let rounds: usize = std::env::var("ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(2000);
     for path in std::env::args().skip(1) {
         let text = std::fs::read_to_string(&path).expect("reads the file");
         let func = metile_ir::text::parse_function(&text).expect("parses");

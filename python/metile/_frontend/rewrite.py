@@ -24,9 +24,7 @@ values, run-time ops on traced ones), and every call `f(...)` becomes
 from __future__ import annotations
 
 import ast
-import inspect
 import os
-import textwrap
 import threading
 from collections.abc import Callable
 from types import CodeType, FunctionType
