@@ -32,10 +32,10 @@ from typing import Any
 
 from metile import _metile
 from metile._frontend import block as _block
-from metile._frontend import pythonic
+from metile._frontend import code_cache, pythonic
 from metile._frontend.captures import _LIBRARY_DIRS
 from metile._frontend.liveness import Carried, carried_names, has_escape
-from metile._frontend.source import source_def
+from metile._frontend.source import read_def
 from metile._frontend.unsupported import check_supported, first_refused
 
 FOR = "__mt_for"
@@ -347,16 +347,19 @@ def _renamed_kernel(factory: CodeType, fn: Callable) -> CodeType:
     return factory.replace(co_consts=consts)
 
 
-def _source_def(fn: Callable) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef | None, int]:
+def _read_def(
+    fn: Callable, lines: tuple[list[str], int] | None
+) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef | None, int, bool]:
     """The def of `fn` parsed from its source (None if the source holds
-    something else, e.g. a lambda), numbered from its code's first line, and
-    the indentation `dedent` removed."""
-    fn_def, indent, _ = source_def(fn, fn.__code__.co_firstlineno)
-    return fn_def, indent
+    something else, e.g. a lambda), numbered from its code's first line; the
+    indentation `dedent` removed; whether it is `lines`, checked (`source.read_def`)."""
+    fn_def, indent, _, exact = read_def(fn, fn.__code__.co_firstlineno, lines)
+    return fn_def, indent, exact
 
 
-def _compile_factory(fn: Callable, fn_def: ast.FunctionDef, indent: int) -> Callable[..., Callable]:
-    """Rewrites `fn_def` (the source of `fn`) and compiles the factory around it."""
+def _rewritten_module(fn: Callable, fn_def: ast.FunctionDef, indent: int) -> CodeType:
+    """Rewrites `fn_def` (the source of `fn`) and compiles the module that
+    defines the factory around it."""
     code: CodeType = fn.__code__
     fn_def.decorator_list = []
     # Under its own name inside the factory, the function would see itself as a
@@ -385,9 +388,13 @@ def _compile_factory(fn: Callable, fn_def: ast.FunctionDef, indent: int) -> Call
     tree = ast.Module(body=[factory], type_ignores=[])
     ast.fix_missing_locations(tree)
     _shift_columns(tree, indent)
-    compiled = compile(tree, code.co_filename, "exec", dont_inherit=True)
+    return compile(tree, code.co_filename, "exec", dont_inherit=True)
+
+
+def _factory_of(fn: Callable, module: CodeType) -> Callable[..., Callable]:
+    """The factory `module` (from `_rewritten_module`) defines, run with `fn`'s globals."""
     namespace: dict[str, object] = {}
-    exec(compiled, fn.__globals__, namespace)  # noqa: S102 - the function's own rewritten source
+    exec(module, fn.__globals__, namespace)  # noqa: S102 - the function's own rewritten source
     factory = namespace[_FACTORY]
     factory.__code__ = _renamed_kernel(factory.__code__, fn)
     helpers = tuple(HELPERS.values())
@@ -400,15 +407,22 @@ def rewrite(fn: Callable) -> Callable[..., Callable]:
     The rewritten def is compiled with the kernel's own file name and line
     numbers and runs with the kernel's globals. It sits inside the factory so
     that the helpers and the kernel's free variables (kernels defined inside a
-    function) are closure variables of it.
+    function) are closure variables of it. A rewrite an earlier process stored
+    (`code_cache`) is used as it is.
     """
     code: CodeType = fn.__code__
-    kernel_def, indent = _source_def(fn)
-    if kernel_def is None:
-        raise TypeError(f"kernel {fn.__name__}: expected the source of one plain `def`, found something else")
-    # The tree's line numbers are the file's (see `_source_def`).
-    check_supported(kernel_def, fn.__name__, code.co_filename, 1)
-    return _compile_factory(fn, kernel_def, indent)
+    cache = code_cache.key(fn, "kernel")
+    module = code_cache.load(cache[0]) if cache is not None else None
+    if module is None:
+        kernel_def, indent, exact = _read_def(fn, cache[1] if cache is not None else None)
+        if kernel_def is None:
+            raise TypeError(f"kernel {fn.__name__}: expected the source of one plain `def`, found something else")
+        # The tree's line numbers are the file's (see `_read_def`).
+        check_supported(kernel_def, fn.__name__, code.co_filename, 1)
+        module = _rewritten_module(fn, kernel_def, indent)
+        if cache is not None and exact:
+            code_cache.store(cache[0], module)
+    return _factory_of(fn, module)
 
 
 # ------------------------------------------------------------------ helpers
@@ -471,8 +485,12 @@ def _is_user_function(fn: FunctionType) -> bool:
 
 
 def _helper_factory(fn: Callable) -> Callable[..., Callable] | None:
+    cache = code_cache.key(fn, "helper")
+    module = code_cache.load(cache[0]) if cache is not None else None
+    if module is not None:
+        return _factory_of(fn, module)
     try:
-        fn_def, indent = _source_def(fn)
+        fn_def, indent, exact = _read_def(fn, cache[1] if cache is not None else None)
     except (OSError, TypeError, SyntaxError):
         return None  # no source to read: the helper runs as it is
     if fn_def is None or fn_def.name != fn.__name__ or first_refused(fn_def) is not None:
@@ -481,7 +499,10 @@ def _helper_factory(fn: Callable) -> Callable[..., Callable] | None:
     # from it, not evaluated again.
     fn_def.args.defaults = []
     fn_def.args.kw_defaults = [None] * len(fn_def.args.kwonlyargs)
-    return _compile_factory(fn, fn_def, indent)
+    module = _rewritten_module(fn, fn_def, indent)
+    if cache is not None and exact:
+        code_cache.store(cache[0], module)
+    return _factory_of(fn, module)
 
 
 def _rewritten_helper(fn: FunctionType) -> Callable:

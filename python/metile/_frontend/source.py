@@ -91,6 +91,29 @@ def _checked_def(fn: FunctionType, lines: list[str], first_line: int) -> tuple[F
     return node, indent
 
 
+def block(fn: Callable) -> tuple[list[str], int] | None:
+    """The lines of `fn`'s def as its code object places them (decorators
+    included) and the first one's number, unchecked; None where that cannot be
+    done (no file, a lambda, Python before 3.11)."""
+    return _block(fn) if isinstance(fn, FunctionType) else None
+
+
+def read_def(
+    fn: Callable, first_line: int | None = None, lines: tuple[list[str], int] | None = None
+) -> tuple[FunctionNode | None, int, int, bool]:
+    """`source_def`, with whether the def is `lines` (default: `block(fn)`)
+    checked, rather than what `inspect` read."""
+    found = lines if lines is not None else block(fn)
+    if found is not None and isinstance(fn, FunctionType):
+        checked = _checked_def(fn, found[0], first_line or found[1])
+        if checked is not None:
+            return checked[0], checked[1], found[1], True
+    source, start = inspect.getsourcelines(fn)
+    module, indent = _parse(source, first_line or start)
+    defs = [s for s in module.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return (defs[0] if len(defs) == 1 else None), indent, start, False
+
+
 def source_def(fn: Callable, first_line: int | None = None) -> tuple[FunctionNode | None, int, int]:
     """The def of `fn` parsed from its source (None if the source holds something
     else, e.g. a lambda), the indentation dedenting removed, and the line its
@@ -98,13 +121,5 @@ def source_def(fn: Callable, first_line: int | None = None) -> tuple[FunctionNod
     `first_line` (default: that start, so they are the file's). Raises OSError,
     TypeError or SyntaxError as `inspect` and `ast.parse` do. Each call parses
     afresh: callers rewrite the tree."""
-    if isinstance(fn, FunctionType):
-        found = _block(fn)
-        if found is not None:
-            checked = _checked_def(fn, found[0], first_line or found[1])
-            if checked is not None:
-                return checked[0], checked[1], found[1]
-    lines, start = inspect.getsourcelines(fn)
-    module, indent = _parse(lines, first_line or start)
-    defs = [s for s in module.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    return (defs[0] if len(defs) == 1 else None), indent, start
+    node, indent, start, _ = read_def(fn, first_line)
+    return node, indent, start
