@@ -57,6 +57,9 @@ ASSERT = "__mt_assert"
 def call_target(fn: Any) -> Any:
     """What `fn(...)` in a kernel or helper calls (see the module docstring)."""
     if type(fn) is FunctionType:
+        known = _METILE_FUNCTIONS.get(id(fn))
+        if known is not None and known[0] is fn and known[1] is fn.__code__:
+            return fn
         return _rewritten_helper(fn)
     return pythonic.builtin_substitute(fn)
 
@@ -473,11 +476,23 @@ class kernel_package:  # noqa: N801 - used like a function, in a `with`
         _tracing.package = self.saved
 
 
+# Functions of metile's own package a kernel called (`metile.load`, ...): called as they are,
+# whatever the kernel, so known by identity from the second call on, with the code each
+# had then (a function given other code is looked at again); kept alive, so ids are not reused.
+_METILE_FUNCTIONS: dict[int, tuple[FunctionType, CodeType]] = {}
+
+
+def _is_metile_function(fn: FunctionType) -> bool:
+    module = getattr(fn, "__module__", None) or ""
+    return module == "metile" or module.startswith("metile.") or fn.__code__.co_filename.startswith(_METILE_DIR)
+
+
 def _is_user_function(fn: FunctionType) -> bool:
     """A function of user code (not metile's, not the standard library's, not
     an installed package's other than the kernel's own)."""
     module = getattr(fn, "__module__", None) or ""
-    if module == "metile" or module.startswith("metile.") or fn.__code__.co_filename.startswith(_METILE_DIR):
+    if _is_metile_function(fn):
+        _METILE_FUNCTIONS[id(fn)] = (fn, fn.__code__)
         return False
     if not fn.__code__.co_filename.startswith(_LIBRARY_DIRS):
         return True
