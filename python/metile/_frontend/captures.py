@@ -25,6 +25,7 @@ import types
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from metile._frontend.astwalk import walk
 from metile._frontend.liveness import loaded_names, stored_names
 from metile._frontend.source import source_def
 
@@ -87,7 +88,7 @@ def _uses(fn: types.FunctionType) -> tuple[str, list[_Use]]:
         free = _free_names(node)
         body = node.body if isinstance(node.body, list) else [node.body]  # type: ignore[attr-defined]
         for stmt in body:
-            for sub in ast.walk(stmt):
+            for sub in walk(stmt):
                 path: list[str] = []
                 base = sub
                 while isinstance(base, ast.Attribute):

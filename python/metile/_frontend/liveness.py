@@ -13,27 +13,10 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from metile._frontend.astwalk import child_nodes, walk
+
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
-
-
-_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def child_nodes(node: ast.AST) -> list[ast.AST]:
-    """`list(ast.iter_child_nodes(node))`, in the same order, without its generators
-    (the analyses below visit every node of a kernel several times)."""
-    fields = _FIELDS.get(type(node))
-    if fields is None:
-        fields = _FIELDS[type(node)] = node._fields
-    children: list[ast.AST] = []
-    for name in fields:
-        value = getattr(node, name, None)
-        if isinstance(value, list):
-            children.extend(v for v in value if isinstance(v, ast.AST))
-        elif isinstance(value, ast.AST):
-            children.append(value)
-    return children
 
 
 def stored_names(nodes: list[ast.AST] | ast.AST) -> set[str]:
@@ -50,7 +33,7 @@ def stored_names(nodes: list[ast.AST] | ast.AST) -> set[str]:
             continue
         elif isinstance(node, (ast.Lambda, *_COMPREHENSIONS)):
             # Only a walrus inside a comprehension binds in this scope.
-            found.update(n.target.id for n in ast.walk(node) if isinstance(n, ast.NamedExpr))
+            found.update(n.target.id for n in walk(node) if isinstance(n, ast.NamedExpr))
             continue
         elif isinstance(node, ast.ExceptHandler) and node.name:
             found.add(node.name)
@@ -99,7 +82,9 @@ def has_escape(body: list[ast.stmt], loop_level: bool) -> bool:
         if isinstance(node, _SCOPES):
             continue
         inner_loop = isinstance(node, (ast.For, ast.AsyncFor, ast.While))
-        for child in ast.iter_child_nodes(node):
+        for child in child_nodes(node):
+            if isinstance(child, ast.expr):
+                continue  # no statement sits inside an expression
             in_loop_body = inner_loop and child not in getattr(node, "orelse", [])
             stack.append((child, counts and not in_loop_body))
     return False
@@ -125,11 +110,29 @@ class _Names:
         return found
 
     def stores(self, nodes: list[ast.AST] | ast.AST) -> frozenset[str]:
+        if isinstance(nodes, list):
+            return frozenset().union(*map(self.stores, nodes))
         found = self._stores.get(id(nodes))
         if found is None:
-            found = self._stores[id(nodes)] = frozenset(stored_names(nodes))
+            found = self._stores[id(nodes)] = self._stores_of(nodes)
             self._keep.append(nodes)
         return found
+
+    def _stores_of(self, node: ast.AST) -> frozenset[str]:
+        """`stored_names(node)` from its children's, so that a statement nested in
+        several loops is walked once, not once per loop."""
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return frozenset((node.name,)).union(*map(self.stores, node.decorator_list))
+        if isinstance(node, (ast.Lambda, *_COMPREHENSIONS)):
+            return frozenset(stored_names(node))
+        own: set[str] = set()
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            own.add(node.id)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            own.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            own.update((a.asname or a.name).split(".")[0] for a in node.names)
+        return frozenset(own.union(*map(self.stores, child_nodes(node))))
 
 
 class Liveness:
@@ -244,7 +247,8 @@ def carried_names(function: ast.FunctionDef) -> dict[int, Carried]:
         node = stack.pop()
         if isinstance(node, _SCOPES):
             continue
-        stack.extend(child_nodes(node))
+        # Statements only sit in statements (and handlers, cases), never in expressions.
+        stack.extend(c for c in child_nodes(node) if not isinstance(c, ast.expr))
         live_after = liveness.live_out.get(id(node))
         if live_after is None:
             continue

@@ -33,6 +33,7 @@ from typing import Any
 from metile import _metile
 from metile._frontend import block as _block
 from metile._frontend import code_cache, pythonic
+from metile._frontend.astwalk import NodeTransformer, fix_missing_locations, walk
 from metile._frontend.captures import _LIBRARY_DIRS
 from metile._frontend.liveness import Carried, carried_names, has_escape
 from metile._frontend.source import read_def
@@ -109,14 +110,14 @@ def _thunk(expr: ast.expr) -> ast.Lambda:
 
 def _binds(expr: ast.AST | None) -> bool:
     """Whether `expr` assigns a name (a walrus), which it must not do inside a thunk."""
-    return expr is not None and any(isinstance(n, ast.NamedExpr) for n in ast.walk(expr))
+    return expr is not None and any(isinstance(n, ast.NamedExpr) for n in walk(expr))
 
 
 def _locate(nodes: list[ast.stmt], at: ast.stmt, keyword_len: int) -> list[ast.stmt]:
     """Gives generated nodes the position of the statement they replace (its
     keyword), so tracebacks and op locations name the user's line."""
     for stmt in nodes:
-        for node in ast.walk(stmt):
+        for node in walk(stmt):
             if "lineno" in node._attributes and getattr(node, "lineno", None) is None:
                 node.lineno = at.lineno
                 node.end_lineno = at.lineno
@@ -125,8 +126,9 @@ def _locate(nodes: list[ast.stmt], at: ast.stmt, keyword_len: int) -> list[ast.s
     return nodes
 
 
-class _Rewriter(ast.NodeTransformer):
+class _Rewriter(NodeTransformer):
     def __init__(self, carried: dict[int, Carried]) -> None:
+        super().__init__()
         self._carried = carried
         self._counter = 0
 
@@ -306,7 +308,7 @@ class _Rewriter(ast.NodeTransformer):
         return node
 
 
-class _CheckedContexts(ast.NodeTransformer):
+class _CheckedContexts(NodeTransformer):
     """`with EXPR:` becomes `with __mt_context(EXPR):`, which refuses any context
     manager but metile.simdgroup_role (nested functions and lambdas included)."""
 
@@ -322,7 +324,7 @@ class _CheckedContexts(ast.NodeTransformer):
 def _shift_columns(tree: ast.AST, indent: int) -> None:
     """Undoes `textwrap.dedent` in column offsets (tracebacks underline with them)."""
     if indent:
-        for node in ast.walk(tree):
+        for node in walk(tree):
             for attr in ("col_offset", "end_col_offset"):
                 if getattr(node, attr, None) is not None:
                     setattr(node, attr, getattr(node, attr) + indent)
@@ -371,7 +373,8 @@ def _rewritten_module(fn: Callable, fn_def: ast.FunctionDef, indent: int) -> Cod
     # calling itself would skip `__mt_call`.
     fn_def.name = _KERNEL
     _strip_annotations(fn_def)
-    _CheckedContexts().visit(fn_def)
+    if any(isinstance(n, ast.With) for n in walk(fn_def)):
+        _CheckedContexts().visit(fn_def)
     carried = carried_names(fn_def)
     _Rewriter(carried).generic_visit(fn_def)
 
@@ -389,7 +392,7 @@ def _rewritten_module(fn: Callable, fn_def: ast.FunctionDef, indent: int) -> Cod
         factory.type_params = []
     ast.copy_location(factory, fn_def)
     tree = ast.Module(body=[factory], type_ignores=[])
-    ast.fix_missing_locations(tree)
+    fix_missing_locations(tree)
     _shift_columns(tree, indent)
     return compile(tree, code.co_filename, "exec", dont_inherit=True)
 
