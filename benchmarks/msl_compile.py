@@ -36,12 +36,12 @@ from timing import table  # noqa: E402
 # The original's CPU milliseconds on the development machine (2 shared cores,
 # Python 3.11), 2026-11-26: trace -> MSL, and its first one in a fresh process.
 ORIGINAL_STORED = {
-    "add": {"msl": 0.107, "first": 0.356},
-    "softmax": {"msl": 2.266, "first": 2.800},
-    "layernorm": {"msl": 2.900, "first": 3.870},
-    "rmsnorm": {"msl": 1.727, "first": 2.215},
-    "gemm 64x64x32": {"msl": 1.552, "first": 2.102},
-    "fused gemm": {"msl": 1.621, "first": 2.254},
+    "add": {"msl": 0.101, "first": 0.321},
+    "softmax": {"msl": 2.233, "first": 2.751},
+    "layernorm": {"msl": 2.831, "first": 3.569},
+    "rmsnorm": {"msl": 1.683, "first": 2.130},
+    "gemm 64x64x32": {"msl": 1.516, "first": 2.032},
+    "fused gemm": {"msl": 1.541, "first": 2.066},
 }
 OPTIONS = {"threads_per_group": 128}
 _CHILD_ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
