@@ -495,7 +495,6 @@ def _is_user_function(fn: FunctionType) -> bool:
     an installed package's other than the kernel's own)."""
     module = getattr(fn, "__module__", None) or ""
     if _is_metile_function(fn):
-        _METILE_FUNCTIONS[id(fn)] = (fn, fn.__code__)
         return False
     if not fn.__code__.co_filename.startswith(_LIBRARY_DIRS):
         return True
@@ -527,6 +526,9 @@ def _rewritten_helper(fn: FunctionType) -> Callable:
     """`fn` rewritten as a kernel is (or `fn` itself: a lambda, a function of a
     library, one whose source cannot be read or that holds a construct a kernel
     refuses, such as `try`, runs as plain Python)."""
+    if _is_metile_function(fn):
+        _METILE_FUNCTIONS[id(fn)] = (fn, fn.__code__)
+        return fn
     if fn.__name__ == "<lambda>" or not _is_user_function(fn):
         return fn
     factory = cached_factory(fn, _helper_factory, _HELPERS)
