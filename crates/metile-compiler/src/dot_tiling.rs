@@ -26,6 +26,7 @@ use crate::policy::Switches;
 use crate::target::Target;
 use metile_ir::DType;
 use metile_layout::{Layout, LayoutError};
+use rustc_hash::FxHashSet;
 
 /// The plan of one `dot` on a matrix atom.
 #[derive(Clone, Debug, PartialEq)]
@@ -309,32 +310,30 @@ pub fn bank_conflicts(l: &DistLayout, at: Staged, reads: &[(usize, usize)], elem
     let mut worst = 1;
     // Conflicts do not change when every lane's address moves by the same
     // amount, so each pattern of lane addresses is counted once.
-    let mut patterns: Vec<Vec<i64>> = vec![];
+    let mut patterns: FxHashSet<[i64; 32]> = FxHashSet::default();
+    let lane_offsets: [i64; 32] = std::array::from_fn(|lane| l.thread_offset(lane));
+    let mut words: Vec<i64> = Vec::with_capacity(128);
     for &(v, w) in reads {
         let bytes = w * elem_bytes;
-        let first_words: Vec<i64> = (0..32)
-            .map(|lane| {
-                let e = l.element(lane, v);
-                let index = at.index((e / cols) as usize, (e % cols) as usize, elem_bytes);
-                index as i64 * elem_bytes as i64 / 4
-            })
-            .collect();
-        let pattern: Vec<i64> = first_words.iter().map(|x| x - first_words[0]).collect();
-        if patterns.contains(&pattern) {
+        let value_offset = l.element(0, v) - lane_offsets[0];
+        let first_words: [i64; 32] = std::array::from_fn(|lane| {
+            let e = lane_offsets[lane] + value_offset;
+            let index = at.index((e / cols) as usize, (e % cols) as usize, elem_bytes);
+            index as i64 * elem_bytes as i64 / 4
+        });
+        let pattern: [i64; 32] = std::array::from_fn(|lane| first_words[lane] - first_words[0]);
+        if !patterns.insert(pattern) {
             continue;
         }
-        patterns.push(pattern);
         let words_per_lane = bytes.div_ceil(4) as i64;
         let lanes_per_phase = (128 / bytes.max(4)).clamp(1, 32);
         for phase in first_words.chunks(lanes_per_phase) {
-            let mut words: Vec<i64> = phase
-                .iter()
-                .flat_map(|&first| first..first + words_per_lane)
-                .collect();
+            words.clear();
+            words.extend(phase.iter().flat_map(|&first| first..first + words_per_lane));
             words.sort_unstable();
             words.dedup();
             let mut per_bank = [0usize; 32];
-            for word in words {
+            for &word in &words {
                 per_bank[word.rem_euclid(32) as usize] += 1;
             }
             worst = worst.max(per_bank.into_iter().max().unwrap_or(1));

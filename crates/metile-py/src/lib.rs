@@ -19,6 +19,7 @@ mod layout_py;
 mod mlx;
 mod placement;
 mod portability;
+mod rewrite_cache;
 mod shared_buffer;
 pub mod split_launch;
 pub mod stages;
@@ -43,6 +44,7 @@ fn _metile(m: &Bound<'_, PyModule>) -> PyResult<()> {
     aot::register(m)?;
     m.add_function(wrap_pyfunction!(split_launch::split_k_py, m)?)?;
     bench::register(m)?;
+    rewrite_cache::register(m)?;
     tracing::register(m)?;
     let layout = PyModule::new(py, "layout")?;
     layout_py::register(&layout)?;

@@ -25,7 +25,9 @@ import types
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from metile._frontend.astwalk import walk
 from metile._frontend.liveness import loaded_names, stored_names
+from metile._frontend.source import source_def
 
 _ABSENT = object()
 _LIBRARY_DIRS = tuple(
@@ -49,6 +51,9 @@ _USES: dict[int, tuple[types.CodeType, str, list[_Use]]] = {}
 def _scope_node(fn: types.FunctionType) -> tuple[ast.AST, int] | None:
     """The def (or lambda) of `fn` in its source, and the line its source starts at."""
     try:
+        node, _, start = source_def(fn, 1)
+        if node is not None and node.name == fn.__name__:
+            return node, start
         lines, start = inspect.getsourcelines(fn)
         tree = ast.parse(textwrap.dedent("".join(lines)))
     except (OSError, TypeError, SyntaxError):
@@ -83,7 +88,7 @@ def _uses(fn: types.FunctionType) -> tuple[str, list[_Use]]:
         free = _free_names(node)
         body = node.body if isinstance(node.body, list) else [node.body]  # type: ignore[attr-defined]
         for stmt in body:
-            for sub in ast.walk(stmt):
+            for sub in walk(stmt):
                 path: list[str] = []
                 base = sub
                 while isinstance(base, ast.Attribute):

@@ -24,9 +24,7 @@ values, run-time ops on traced ones), and every call `f(...)` becomes
 from __future__ import annotations
 
 import ast
-import inspect
 import os
-import textwrap
 import threading
 from collections.abc import Callable
 from types import CodeType, FunctionType
@@ -34,9 +32,11 @@ from typing import Any
 
 from metile import _metile
 from metile._frontend import block as _block
-from metile._frontend import pythonic
+from metile._frontend import code_cache, pythonic
+from metile._frontend.astwalk import NodeTransformer, fix_missing_locations, walk
 from metile._frontend.captures import _LIBRARY_DIRS
 from metile._frontend.liveness import Carried, carried_names, has_escape
+from metile._frontend.source import read_def
 from metile._frontend.unsupported import check_supported, first_refused
 
 FOR = "__mt_for"
@@ -58,6 +58,9 @@ ASSERT = "__mt_assert"
 def call_target(fn: Any) -> Any:
     """What `fn(...)` in a kernel or helper calls (see the module docstring)."""
     if type(fn) is FunctionType:
+        known = _METILE_FUNCTIONS.get(id(fn))
+        if known is not None and known[0] is fn and known[1] is fn.__code__ and not _in_kernel_module(fn):
+            return fn
         return _rewritten_helper(fn)
     return pythonic.builtin_substitute(fn)
 
@@ -107,14 +110,14 @@ def _thunk(expr: ast.expr) -> ast.Lambda:
 
 def _binds(expr: ast.AST | None) -> bool:
     """Whether `expr` assigns a name (a walrus), which it must not do inside a thunk."""
-    return expr is not None and any(isinstance(n, ast.NamedExpr) for n in ast.walk(expr))
+    return expr is not None and any(isinstance(n, ast.NamedExpr) for n in walk(expr))
 
 
 def _locate(nodes: list[ast.stmt], at: ast.stmt, keyword_len: int) -> list[ast.stmt]:
     """Gives generated nodes the position of the statement they replace (its
     keyword), so tracebacks and op locations name the user's line."""
     for stmt in nodes:
-        for node in ast.walk(stmt):
+        for node in walk(stmt):
             if "lineno" in node._attributes and getattr(node, "lineno", None) is None:
                 node.lineno = at.lineno
                 node.end_lineno = at.lineno
@@ -123,8 +126,9 @@ def _locate(nodes: list[ast.stmt], at: ast.stmt, keyword_len: int) -> list[ast.s
     return nodes
 
 
-class _Rewriter(ast.NodeTransformer):
+class _Rewriter(NodeTransformer):
     def __init__(self, carried: dict[int, Carried]) -> None:
+        super().__init__()
         self._carried = carried
         self._counter = 0
 
@@ -304,7 +308,7 @@ class _Rewriter(ast.NodeTransformer):
         return node
 
 
-class _CheckedContexts(ast.NodeTransformer):
+class _CheckedContexts(NodeTransformer):
     """`with EXPR:` becomes `with __mt_context(EXPR):`, which refuses any context
     manager but metile.simdgroup_role (nested functions and lambdas included)."""
 
@@ -320,7 +324,7 @@ class _CheckedContexts(ast.NodeTransformer):
 def _shift_columns(tree: ast.AST, indent: int) -> None:
     """Undoes `textwrap.dedent` in column offsets (tracebacks underline with them)."""
     if indent:
-        for node in ast.walk(tree):
+        for node in walk(tree):
             for attr in ("col_offset", "end_col_offset"):
                 if getattr(node, attr, None) is not None:
                     setattr(node, attr, getattr(node, attr) + indent)
@@ -348,21 +352,19 @@ def _renamed_kernel(factory: CodeType, fn: Callable) -> CodeType:
     return factory.replace(co_consts=consts)
 
 
-def _source_def(fn: Callable) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef | None, int]:
+def _read_def(
+    fn: Callable, lines: tuple[list[str], int] | None
+) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef | None, int, bool]:
     """The def of `fn` parsed from its source (None if the source holds
-    something else, e.g. a lambda), and the indentation `dedent` removed."""
-    lines, _ = inspect.getsourcelines(fn)
-    source = "".join(lines)
-    dedented = textwrap.dedent(source)
-    first = next((ln for ln in lines if ln.strip()), "")
-    indent = len(first) - len(first.lstrip()) if dedented != source else 0
-    module = ast.parse(dedented)
-    defs = [s for s in module.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    return (defs[0] if len(defs) == 1 else None), indent
+    something else, e.g. a lambda), numbered from its code's first line; the
+    indentation `dedent` removed; whether it is `lines`, checked (`source.read_def`)."""
+    fn_def, indent, _, exact = read_def(fn, fn.__code__.co_firstlineno, lines)
+    return fn_def, indent, exact
 
 
-def _compile_factory(fn: Callable, fn_def: ast.FunctionDef, indent: int) -> Callable[..., Callable]:
-    """Rewrites `fn_def` (the source of `fn`) and compiles the factory around it."""
+def _rewritten_module(fn: Callable, fn_def: ast.FunctionDef, indent: int) -> CodeType:
+    """Rewrites `fn_def` (the source of `fn`) and compiles the module that
+    defines the factory around it."""
     code: CodeType = fn.__code__
     fn_def.decorator_list = []
     # Under its own name inside the factory, the function would see itself as a
@@ -371,7 +373,8 @@ def _compile_factory(fn: Callable, fn_def: ast.FunctionDef, indent: int) -> Call
     # calling itself would skip `__mt_call`.
     fn_def.name = _KERNEL
     _strip_annotations(fn_def)
-    _CheckedContexts().visit(fn_def)
+    if any(isinstance(n, ast.With) for n in walk(fn_def)):
+        _CheckedContexts().visit(fn_def)
     carried = carried_names(fn_def)
     _Rewriter(carried).generic_visit(fn_def)
 
@@ -389,12 +392,15 @@ def _compile_factory(fn: Callable, fn_def: ast.FunctionDef, indent: int) -> Call
         factory.type_params = []
     ast.copy_location(factory, fn_def)
     tree = ast.Module(body=[factory], type_ignores=[])
-    ast.fix_missing_locations(tree)
+    fix_missing_locations(tree)
     _shift_columns(tree, indent)
-    ast.increment_lineno(tree, code.co_firstlineno - 1)
-    compiled = compile(tree, code.co_filename, "exec", dont_inherit=True)
+    return compile(tree, code.co_filename, "exec", dont_inherit=True)
+
+
+def _factory_of(fn: Callable, module: CodeType) -> Callable[..., Callable]:
+    """The factory `module` (from `_rewritten_module`) defines, run with `fn`'s globals."""
     namespace: dict[str, object] = {}
-    exec(compiled, fn.__globals__, namespace)  # noqa: S102 - the function's own rewritten source
+    exec(module, fn.__globals__, namespace)  # noqa: S102 - the function's own rewritten source
     factory = namespace[_FACTORY]
     factory.__code__ = _renamed_kernel(factory.__code__, fn)
     helpers = tuple(HELPERS.values())
@@ -407,14 +413,22 @@ def rewrite(fn: Callable) -> Callable[..., Callable]:
     The rewritten def is compiled with the kernel's own file name and line
     numbers and runs with the kernel's globals. It sits inside the factory so
     that the helpers and the kernel's free variables (kernels defined inside a
-    function) are closure variables of it.
+    function) are closure variables of it. A rewrite an earlier process stored
+    (`code_cache`) is used as it is.
     """
     code: CodeType = fn.__code__
-    kernel_def, indent = _source_def(fn)
-    if kernel_def is None:
-        raise TypeError(f"kernel {fn.__name__}: expected the source of one plain `def`, found something else")
-    check_supported(kernel_def, fn.__name__, code.co_filename, code.co_firstlineno)
-    return _compile_factory(fn, kernel_def, indent)
+    cache = code_cache.key(fn, "kernel")
+    module = code_cache.load(cache[0]) if cache is not None else None
+    if module is None:
+        kernel_def, indent, exact = _read_def(fn, cache[1] if cache is not None else None)
+        if kernel_def is None:
+            raise TypeError(f"kernel {fn.__name__}: expected the source of one plain `def`, found something else")
+        # The tree's line numbers are the file's (see `_read_def`).
+        check_supported(kernel_def, fn.__name__, code.co_filename, 1)
+        module = _rewritten_module(fn, kernel_def, indent)
+        if cache is not None and exact:
+            code_cache.store(cache[0], module)
+    return _factory_of(fn, module)
 
 
 # ------------------------------------------------------------------ helpers
@@ -466,14 +480,32 @@ class kernel_package:  # noqa: N801 - used like a function, in a `with`
         _tracing.package, _tracing.module = self.saved
 
 
+# Functions of metile's own package a kernel called (`metile.load`, ...): called as they are,
+# whatever the kernel, so known by identity from the second call on, with the code each
+# had then (a function given other code is looked at again); kept alive, so ids are not reused.
+_METILE_FUNCTIONS: dict[int, tuple[FunctionType, CodeType]] = {}
+
+
+def _is_metile_function(fn: FunctionType) -> bool:
+    module = getattr(fn, "__module__", None) or ""
+    return module == "metile" or module.startswith("metile.") or fn.__code__.co_filename.startswith(_METILE_DIR)
+
+
+def _in_kernel_module(fn: FunctionType) -> bool:
+    """Whether `fn` is defined in the module of the kernel being traced (whose
+    helpers are rewritten even where that module is metile's own)."""
+    module = getattr(fn, "__module__", None)
+    return bool(module) and module == getattr(_tracing, "module", None)
+
+
 def _is_user_function(fn: FunctionType) -> bool:
     """A function of user code (not metile's, not the standard library's, not
     an installed package's other than the kernel's own), or of the kernel's own
     module: metile's reference kernels call helpers written in the language too."""
     module = getattr(fn, "__module__", None) or ""
-    if module and module == getattr(_tracing, "module", None):
+    if _in_kernel_module(fn):
         return True
-    if module == "metile" or module.startswith("metile.") or fn.__code__.co_filename.startswith(_METILE_DIR):
+    if _is_metile_function(fn):
         return False
     if not fn.__code__.co_filename.startswith(_LIBRARY_DIRS):
         return True
@@ -481,8 +513,12 @@ def _is_user_function(fn: FunctionType) -> bool:
 
 
 def _helper_factory(fn: Callable) -> Callable[..., Callable] | None:
+    cache = code_cache.key(fn, "helper")
+    module = code_cache.load(cache[0]) if cache is not None else None
+    if module is not None:
+        return _factory_of(fn, module)
     try:
-        fn_def, indent = _source_def(fn)
+        fn_def, indent, exact = _read_def(fn, cache[1] if cache is not None else None)
     except (OSError, TypeError, SyntaxError):
         return None  # no source to read: the helper runs as it is
     if fn_def is None or fn_def.name != fn.__name__ or first_refused(fn_def) is not None:
@@ -491,13 +527,19 @@ def _helper_factory(fn: Callable) -> Callable[..., Callable] | None:
     # from it, not evaluated again.
     fn_def.args.defaults = []
     fn_def.args.kw_defaults = [None] * len(fn_def.args.kwonlyargs)
-    return _compile_factory(fn, fn_def, indent)
+    module = _rewritten_module(fn, fn_def, indent)
+    if cache is not None and exact:
+        code_cache.store(cache[0], module)
+    return _factory_of(fn, module)
 
 
 def _rewritten_helper(fn: FunctionType) -> Callable:
     """`fn` rewritten as a kernel is (or `fn` itself: a lambda, a function of a
     library, one whose source cannot be read or that holds a construct a kernel
     refuses, such as `try`, runs as plain Python)."""
+    if _is_metile_function(fn) and not _in_kernel_module(fn):
+        _METILE_FUNCTIONS[id(fn)] = (fn, fn.__code__)
+        return fn
     if fn.__name__ == "<lambda>" or not _is_user_function(fn):
         return fn
     factory = cached_factory(fn, _helper_factory, _HELPERS)

@@ -19,6 +19,7 @@ import traceback
 from collections import Counter
 from types import TracebackType
 
+from metile._frontend.astwalk import walk
 from metile._frontend.captures import _LIBRARY_DIRS
 from metile._metile import CompilationError
 
@@ -57,7 +58,7 @@ def located(message: str, file: str, line: int) -> str:
 
 def first_refused(tree: ast.AST) -> ast.AST | None:
     """The first construct of `_REFUSED` in `tree` (nested functions and lambdas included)."""
-    found = [node for node in ast.walk(tree) if type(node) in _REFUSED]
+    found = [node for node in walk(tree) if type(node) in _REFUSED]
     return min(found, key=lambda n: (n.lineno, n.col_offset)) if found else None
 
 

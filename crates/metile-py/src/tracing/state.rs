@@ -11,6 +11,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat, PyInt};
+use rustc_hash::FxHashMap;
 
 use super::tile::Tile;
 use crate::errors::compilation_error;
@@ -26,10 +27,6 @@ pub struct Trace {
     /// Distinguishes this trace's proxies from proxies left over from earlier ones.
     pub id: u64,
     pub builder: Builder,
-    /// Code objects seen as callers, with their file names, or `None` for code
-    /// of metile's own Python package (kept alive so the pointer used as the
-    /// key cannot be reused by another code object).
-    files: Vec<(usize, Py<PyAny>, Option<Arc<str>>)>,
     /// Regions open right now, innermost last.
     open_scopes: Vec<ScopeId>,
     next_scope: ScopeId,
@@ -45,7 +42,23 @@ pub struct ClosedBlock {
 
 thread_local! {
     static CURRENT: RefCell<Option<Trace>> = const { RefCell::new(None) };
+    static CALLERS: RefCell<FxHashMap<usize, CallerCode>> = RefCell::new(FxHashMap::default());
 }
+
+/// What [`Trace::locate_caller`] learnt about a code object that called into a
+/// trace, keyed by its address: a kernel's code calls in again at every trace.
+struct CallerCode {
+    /// Kept alive so that its address, the key, is not reused by another code object.
+    _code: Py<PyAny>,
+    /// Its file, `None` for metile's frontend modules.
+    file: Option<Arc<str>>,
+    /// The line of each instruction offset (`f_lasti`) asked for: Python finds
+    /// a frame's line by reading the code's line table from its start.
+    lines: FxHashMap<i64, u32>,
+}
+
+/// More code objects than this is no kernel's working set: the table starts over.
+const MAX_CALLER_CODES: usize = 4096;
 
 /// Installs `trace` as the thread's current trace until the guard drops.
 pub struct ActiveTrace(());
@@ -65,7 +78,6 @@ impl ActiveTrace {
             *slot = Some(Trace {
                 id: NEXT_TRACE_ID.fetch_add(1, Ordering::Relaxed),
                 builder,
-                files: vec![],
                 open_scopes: vec![ROOT_SCOPE],
                 next_scope: ROOT_SCOPE + 1,
                 value_scope: vec![],
@@ -165,6 +177,52 @@ fn metile_package_file(py: Python<'_>, file: &str) -> bool {
         .is_some_and(|(frontend, language)| file.starts_with(frontend.as_str()) || file == language)
 }
 
+/// The file and line `frame` (running `code`) is at, `None` when `code` is of
+/// metile's frontend modules (its caller stands for it).
+fn caller_line(py: Python<'_>, frame: &Bound<'_, PyAny>, code: Bound<'_, PyAny>) -> Option<(Arc<str>, u32)> {
+    // SAFETY: `frame` is a live frame object and the GIL is held.
+    let line_now =
+        || u32::try_from(unsafe { ffi::PyFrame_GetLineNumber(frame.as_ptr().cast()) }).unwrap_or(0);
+    // A tracer (debugger, coverage) may have set the frame's line itself: ask the frame.
+    let untraced = frame
+        .getattr(pyo3::intern!(py, "f_trace"))
+        .is_ok_and(|t| t.is_none());
+    let offset: Option<i64> = untraced
+        .then(|| frame.getattr(pyo3::intern!(py, "f_lasti")).ok()?.extract().ok())
+        .flatten();
+    let key = code.as_ptr() as usize;
+    let found = CALLERS.with(|cell| {
+        let mut callers = cell.try_borrow_mut().ok()?;
+        if callers.len() >= MAX_CALLER_CODES && !callers.contains_key(&key) {
+            callers.clear();
+        }
+        let entry = callers.entry(key).or_insert_with(|| CallerCode {
+            file: file_of(py, &code),
+            _code: code.clone().unbind(),
+            lines: FxHashMap::default(),
+        });
+        let Some(file) = entry.file.clone() else {
+            return Some(None);
+        };
+        let line = match offset {
+            Some(offset) => *entry.lines.entry(offset).or_insert_with(line_now),
+            None => line_now(),
+        };
+        Some(Some((file, line)))
+    });
+    // The table busy (not expected: nothing above runs Python code): found directly.
+    found.unwrap_or_else(|| file_of(py, &code).map(|file| (file, line_now())))
+}
+
+/// The file of a caller's code, `None` for metile's frontend modules.
+fn file_of(py: Python<'_>, code: &Bound<'_, PyAny>) -> Option<Arc<str>> {
+    let name: String = code
+        .getattr("co_filename")
+        .and_then(|f| f.extract())
+        .unwrap_or_else(|_| "<unknown>".to_string());
+    (!metile_package_file(py, &name)).then(|| Arc::from(name))
+}
+
 impl Trace {
     /// Sets the builder's location to the innermost Python frame of user code:
     /// frames of metile's own Python package (the helpers the frontend's
@@ -179,38 +237,20 @@ impl Trace {
         while let Some(f) = frame {
             // SAFETY: `f` is a live frame object; `PyFrame_GetCode` returns a
             // new reference, which `from_owned_ptr` takes over.
-            let (line, code) = unsafe {
-                let raw = f.as_ptr().cast::<ffi::PyFrameObject>();
-                let code = ffi::PyFrame_GetCode(raw) as *mut ffi::PyObject;
+            let code = unsafe {
+                let code =
+                    ffi::PyFrame_GetCode(f.as_ptr().cast::<ffi::PyFrameObject>()) as *mut ffi::PyObject;
                 if code.is_null() {
                     return;
                 }
-                (ffi::PyFrame_GetLineNumber(raw), Bound::from_owned_ptr(py, code))
+                Bound::from_owned_ptr(py, code)
             };
-            if let Some(file) = self.file_of(py, code) {
-                self.builder.set_loc(Loc {
-                    file,
-                    line: u32::try_from(line).unwrap_or(0),
-                });
+            if let Some((file, line)) = caller_line(py, &f, code) {
+                self.builder.set_loc(Loc { file, line });
                 return;
             }
             frame = f.getattr("f_back").ok().filter(|b| !b.is_none());
         }
-    }
-
-    /// The file of a caller's code, `None` for metile's frontend modules.
-    fn file_of(&mut self, py: Python<'_>, code: Bound<'_, PyAny>) -> Option<Arc<str>> {
-        let key = code.as_ptr() as usize;
-        if let Some(entry) = self.files.iter().find(|entry| entry.0 == key) {
-            return entry.2.clone();
-        }
-        let name: String = code
-            .getattr("co_filename")
-            .and_then(|f| f.extract())
-            .unwrap_or_else(|_| "<unknown>".to_string());
-        let file = (!metile_package_file(py, &name)).then(|| Arc::from(name));
-        self.files.push((key, code.unbind(), file.clone()));
-        file
     }
 
     /// A `metile.CompilationError` at the current location.
