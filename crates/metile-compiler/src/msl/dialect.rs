@@ -140,10 +140,6 @@ impl Dialect for Msl {
         format!("mulhi({ua}, {ub})")
     }
 
-    fn int_to_half(_: DType, _: &str) -> Option<String> {
-        None
-    }
-
     fn shuffle(xor: bool, x: &Name, lane: &Name, d: DType) -> EmitResult<String> {
         let f = if xor { "simd_shuffle_xor" } else { "simd_broadcast" };
         let lane = format!("ushort({lane})");
@@ -240,14 +236,6 @@ impl Dialect for Msl {
             GpuOpKind::AsyncCommit | GpuOpKind::AsyncWait { .. } => Ok(()),
             _ => Err(format!("{} has no MSL spelling", op.kind.name())),
         }
-    }
-
-    fn register_write(_: &mut BodyWriter<'_, Self>, _: RegId, _: u32, _: &Name, _: usize) -> bool {
-        false
-    }
-
-    fn make_vector(_: &mut BodyWriter<'_, Self>, _: &GpuOp, _: usize) -> EmitResult<bool> {
-        Ok(false)
     }
 }
 
