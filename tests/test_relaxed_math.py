@@ -60,3 +60,29 @@ def test_apple_targets_compile_the_exact_functions():
     traced = _frontend.specialize(softmax_row.fn, params, {"BLOCK": 256}, {})
     msl = _metile.compile_msl(traced)["msl"]
     assert "fast" not in msl.split("kernel void")[1]
+
+
+@metile.kernel
+def fast_functions(X, Y, Out, N, BLOCK: metile.constexpr):
+    cols = metile.arange(0, BLOCK)
+    x = metile.load(X + cols, mask=cols < N, other=0.0)
+    y = metile.load(Y + cols, mask=cols < N, other=1.0)
+    metile.store(Out + cols, metile.math.fast_expf(x) + metile.fast_dividef(x, y), mask=cols < N)
+
+
+def test_fast_functions_are_written_by_the_kernel_too(device):
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    n = 300
+    x = rng.uniform(-20, 20, n).astype(np.float32)
+    y = rng.uniform(0.5, 4, n).astype(np.float32) * rng.choice([-1, 1], n).astype(np.float32)
+    out = np.zeros(n, np.float32)
+    fast_functions[(1,)](x, y, out, n, BLOCK=512)
+    ref = np.exp(x.astype(np.float64)) + x.astype(np.float64) / y
+    # Within the approximations' error on NVIDIA GPUs (relative 2^-17 for exp at |x| = 20).
+    np.testing.assert_allclose(out, ref, rtol=2e-5, atol=1e-6)
+    params = [("X", "ptr", "f32"), ("Y", "ptr", "f32"), ("Out", "ptr", "f32"), ("N", "scalar", "i32")]
+    traced = _frontend.specialize(fast_functions.fn, params, {"BLOCK": 512}, {})
+    src = _metile.compile_cuda(traced, arch="sm_80")["cuda"]
+    assert "metile_fast_exp(" in src and "metile_fast_div(" in src

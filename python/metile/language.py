@@ -121,6 +121,8 @@ pow = _metile.pow
 fma = _metile.fma
 fdiv = _metile.fdiv
 div_rn = _metile.div_rn
+fast_dividef = _metile.fast_dividef
+fast_expf = _metile.fast_expf
 umulhi = _metile.umulhi
 clamp = _metile.clamp
 sigmoid = _metile.sigmoid
@@ -244,6 +246,8 @@ __all__ = [
     "device_assert",
     "device_print",
     "div_rn",
+    "fast_dividef",
+    "fast_expf",
     "dot",
     "erf",
     "exp",

@@ -81,30 +81,40 @@ pub(crate) trait Dialect: Sized {
     /// `space` is accessed (`constness` is `"const "` or empty).
     fn vector_pointer(space: MemSpace, constness: &str, d: DType, width: u8) -> String;
 
-    /// A single-precision C math function that is exact (`fabs`, `fmax`, `floor`, ...).
+    /// A single-precision C math function whose every spelling rounds alike
+    /// (`fabs`, `fmax`, `floor`, `fma`, ...).
     fn float_fn(name: &str) -> String;
     /// A correctly rounded (not fast-math) single-precision transcendental function.
     fn transcendental(name: &str) -> String;
     /// The helper that stands in for float function `u` where the language
     /// has none (its source is [`Dialect::helper_source`]).
-    fn float_function_helper(u: UnaryOp) -> Option<(Helper, &'static str)>;
+    fn float_function_helper(_u: UnaryOp) -> Option<(Helper, &'static str)> {
+        None
+    }
     /// The source of a helper the dialect defines itself, or `None` for the
     /// writer's own.
-    fn helper_source(h: Helper) -> Option<&'static str>;
+    fn helper_source(_h: Helper) -> Option<&'static str> {
+        None
+    }
     /// The function computing the approximate f32 op `name` (`fast_exp`,
     /// `fast_exp2`, `fast_div`: Tile IR's relaxed ops) with the GPU's own
     /// approximation, defined by the dialect's [`Helper::FastMath`]; `None`
-    /// where the dialect computes the exact op instead.
-    fn approximation(name: &str) -> Option<&'static str>;
+    /// (the default; MSL, whose `fast::` functions are unmeasured) where the
+    /// dialect computes the exact op instead.
+    fn approximation(_name: &str) -> Option<&'static str> {
+        None
+    }
     /// The high half of the unsigned product of `ua` and `ub`, both `uint`
     /// (or `ulong` when `wide`).
     fn mul_hi(ua: &str, ub: &str, wide: bool) -> String;
     /// A conversion of integer `a` (of dtype `from`) to `half` that the
     /// language needs spelled out, or `None` for the writer's `half(a)`.
-    fn int_to_half(from: DType, a: &str) -> Option<String>;
+    fn int_to_half(_from: DType, _a: &str) -> Option<String> {
+        None
+    }
 
-    /// The value of lane `lane ^ x` (`xor`) or of lane `lane` of value `x` of
-    /// dtype `d` over the simdgroup.
+    /// Value `x` (of dtype `d`) of the simdgroup's lane `own lane ^ lane`
+    /// (`xor`) or of lane `lane`.
     fn shuffle(xor: bool, x: &Name, lane: &Name, d: DType) -> EmitResult<String>;
     /// One printed line: C format `format` (without newline) and `args`
     /// (each preceded by `, `).
@@ -136,14 +146,18 @@ pub(crate) trait Dialect: Sized {
     /// Writes `reg[index] = value` where the dialect has its own statement for
     /// it, returning whether it did.
     fn register_write(
-        w: &mut BodyWriter<'_, Self>,
-        reg: RegId,
-        index: u32,
-        value: &Name,
-        depth: usize,
-    ) -> bool;
+        _w: &mut BodyWriter<'_, Self>,
+        _reg: RegId,
+        _index: u32,
+        _value: &Name,
+        _depth: usize,
+    ) -> bool {
+        false
+    }
     /// Defines a vector value the dialect builds its own way, returning whether it did.
-    fn make_vector(w: &mut BodyWriter<'_, Self>, op: &GpuOp, depth: usize) -> EmitResult<bool>;
+    fn make_vector(_w: &mut BodyWriter<'_, Self>, _op: &GpuOp, _depth: usize) -> EmitResult<bool> {
+        Ok(false)
+    }
 }
 
 /// The identifiers an emitted kernel uses for itself and its parameters.

@@ -2,8 +2,8 @@
 //! wrapping form `as_type<int>(as_type<uint>(a) + as_type<uint>(b))`.
 //!
 //! GPU IR integer arithmetic wraps (the Tile IR's semantics), but signed
-//! overflow is undefined behaviour in MSL (it is C++), which the Metal compiler
-//! may exploit. Arithmetic is therefore printed in a wrapping form unless this
+//! overflow is undefined behaviour in C++ (MSL and CUDA C++ alike), which their
+//! compilers may exploit. Arithmetic is therefore printed in a wrapping form unless this
 //! analysis proves the result fits: constants, the builtin indices and what is
 //! computed from them (thread offsets, coordinates, loop counters with known
 //! bounds) do; kernel scalars, program ids and loaded values are unknown.

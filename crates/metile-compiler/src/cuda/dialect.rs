@@ -9,9 +9,9 @@
 
 use crate::cfamily::names::scalar_type;
 use crate::cfamily::writer::c_string;
-use crate::cfamily::{BodyWriter, Dialect, EmitResult, Helper, Name, Rmw};
+use crate::cfamily::{BodyWriter, Dialect, EmitResult, Name, Rmw};
 use metile_ir::gpu_ir::*;
-use metile_ir::{DType, MemScope, MemSem, UnaryOp};
+use metile_ir::{DType, MemScope, MemSem};
 use std::collections::HashMap;
 
 /// CUDA C++, as NVRTC compiles it with the emitter's prelude (`prelude.cuh`).
@@ -125,10 +125,6 @@ impl Dialect for Cuda {
     // libdevice's single-precision functions, never the fast intrinsics (`__expf`).
     fn transcendental(name: &str) -> String {
         format!("{name}f")
-    }
-
-    fn float_function_helper(_: UnaryOp) -> Option<(Helper, &'static str)> {
-        None
     }
 
     fn helper_source(h: Helper) -> Option<&'static str> {

@@ -136,17 +136,8 @@ impl Dialect for Msl {
         math_helper_source(h)
     }
 
-    /// Metal's `fast::` functions are unmeasured here: MSL computes the exact ones.
-    fn approximation(_: &str) -> Option<&'static str> {
-        None
-    }
-
     fn mul_hi(ua: &str, ub: &str, _wide: bool) -> String {
         format!("mulhi({ua}, {ub})")
-    }
-
-    fn int_to_half(_: DType, _: &str) -> Option<String> {
-        None
     }
 
     fn shuffle(xor: bool, x: &Name, lane: &Name, d: DType) -> EmitResult<String> {
@@ -245,14 +236,6 @@ impl Dialect for Msl {
             GpuOpKind::AsyncCommit | GpuOpKind::AsyncWait { .. } => Ok(()),
             _ => Err(format!("{} has no MSL spelling", op.kind.name())),
         }
-    }
-
-    fn register_write(_: &mut BodyWriter<'_, Self>, _: RegId, _: u32, _: &Name, _: usize) -> bool {
-        false
-    }
-
-    fn make_vector(_: &mut BodyWriter<'_, Self>, _: &GpuOp, _: usize) -> EmitResult<bool> {
-        Ok(false)
     }
 }
 

@@ -105,6 +105,7 @@ unary_functions!(
     round => Round,
     rint => Rint,
     sqrt_rn => Sqrt,
+    fast_expf => FastExp,
 );
 
 /// `pow(x, y)`: `x ** y` on floats (integers compute in f32).
@@ -117,6 +118,13 @@ pub fn pow(py: Python<'_>, x: Obj<'_, '_>, y: Obj<'_, '_>) -> PyResult<Py<PyAny>
 #[pyfunction]
 pub fn atan2(py: Python<'_>, y: Obj<'_, '_>, x: Obj<'_, '_>) -> PyResult<Py<PyAny>> {
     elementwise(py, "metile.atan2()", BinaryOp::Atan2, y, x)
+}
+
+/// `fast_dividef(x, y)`: `x / y` within 2 ulp (the GPU's approximation on
+/// NVIDIA GPUs, the exact quotient elsewhere).
+#[pyfunction]
+pub fn fast_dividef(py: Python<'_>, x: Obj<'_, '_>, y: Obj<'_, '_>) -> PyResult<Py<PyAny>> {
+    elementwise(py, "metile.fast_dividef()", BinaryOp::FastDiv, x, y)
 }
 
 /// `umulhi(x, y)`: the high half of the unsigned double-width product.
@@ -478,9 +486,45 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         };
     }
     add!(
-        exp2, log2, log1p, expm1, sin, cos, tan, asin, acos, atan, sinh, cosh, erf, rsqrt, floor, ceil,
-        round, rint, sqrt_rn, pow, atan2, umulhi, fdiv, div_rn, fma, clamp, sigmoid, softmax, sum, max, min,
-        argmax, argmin, xor_sum, cumsum, cumprod, sort
+        exp2,
+        log2,
+        log1p,
+        expm1,
+        sin,
+        cos,
+        tan,
+        asin,
+        acos,
+        atan,
+        sinh,
+        cosh,
+        erf,
+        rsqrt,
+        floor,
+        ceil,
+        round,
+        rint,
+        sqrt_rn,
+        fast_expf,
+        pow,
+        atan2,
+        umulhi,
+        fdiv,
+        div_rn,
+        fast_dividef,
+        fma,
+        clamp,
+        sigmoid,
+        softmax,
+        sum,
+        max,
+        min,
+        argmax,
+        argmin,
+        xor_sum,
+        cumsum,
+        cumprod,
+        sort
     );
     Ok(())
 }
