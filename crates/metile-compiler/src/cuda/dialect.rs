@@ -9,7 +9,7 @@
 
 use crate::cfamily::names::scalar_type;
 use crate::cfamily::writer::c_string;
-use crate::cfamily::{BodyWriter, Dialect, EmitResult, Name, Rmw};
+use crate::cfamily::{BodyWriter, Dialect, EmitResult, Helper, Name, Rmw};
 use metile_ir::gpu_ir::*;
 use metile_ir::{DType, MemScope, MemSem};
 use std::collections::HashMap;
