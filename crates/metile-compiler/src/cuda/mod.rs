@@ -384,6 +384,22 @@ fn emit_error(reason: &str) -> CompileError {
     )
 }
 
+/// The values a thread holds in the two largest `wgmma` accumulator arrays
+/// together (0 without `wgmma`).
+fn wgmma_accumulators(f: &GpuFunction) -> usize {
+    let mut accs: Vec<RegId> = vec![];
+    f.walk(&mut |op| {
+        if let GpuOpKind::Wgmma { acc, .. } | GpuOpKind::WgmmaRegA { acc, .. } = op.kind {
+            if !accs.contains(&acc) {
+                accs.push(acc);
+            }
+        }
+    });
+    let mut lens: Vec<usize> = accs.iter().map(|r| f.regs[r.0 as usize].len as usize).collect();
+    lens.sort_unstable_by(|a, b| b.cmp(a));
+    lens.iter().take(2).sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -425,20 +441,4 @@ mod tests {
             "{err}"
         );
     }
-}
-
-/// The values a thread holds in the two largest `wgmma` accumulator arrays
-/// together (0 without `wgmma`).
-fn wgmma_accumulators(f: &GpuFunction) -> usize {
-    let mut accs: Vec<RegId> = vec![];
-    f.walk(&mut |op| {
-        if let GpuOpKind::Wgmma { acc, .. } | GpuOpKind::WgmmaRegA { acc, .. } = op.kind {
-            if !accs.contains(&acc) {
-                accs.push(acc);
-            }
-        }
-    });
-    let mut lens: Vec<usize> = accs.iter().map(|r| f.regs[r.0 as usize].len as usize).collect();
-    lens.sort_unstable_by(|a, b| b.cmp(a));
-    lens.iter().take(2).sum()
 }
