@@ -55,7 +55,8 @@ def _run(folder, refuse=False):
         **os.environ,
         "METILE_CACHE_DIR": str(folder / "cache"),
         "METILE_DEVICE": "cpu",
-        "PYTHONPATH": str(folder),
+        # The kernels' folder first, then whatever made metile importable here.
+        "PYTHONPATH": os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p),
         # Kernel files are rewritten within a second at the same size: no stale bytecode.
         "PYTHONDONTWRITEBYTECODE": "1",
     }
