@@ -86,13 +86,28 @@ impl<'f> Lowering<'f> {
         }
         let root = self.dot_scratch(dtype, len)?;
         let la = self.natural_layout(a)?;
-        let lb = self.natural_layout(b)?;
         let av = self.elems(a, la)?;
-        let bv = self.elems(b, lb)?;
+        // `b = x.T` (attention's `dot(q, k.T)`): `x` is `b` K-major, the
+        // layout `wgmma` also reads for 16-bit types, in which the threads'
+        // runs of `x`'s rows stay whole (16-byte stores, where `b`'s N-major
+        // placement would take them element by element).
+        let transposed = self.transposed_source(b).filter(|_| k_major_b_allowed(plan));
+        let (b_staged, b_k_major, lb, bv) = match transposed {
+            Some(x) => {
+                let lx = self.natural_layout(x)?;
+                let xv = self.elems(x, lx)?;
+                (k_major(sa, sb, plan.shape), true, lx, xv)
+            }
+            None => {
+                let lb = self.natural_layout(b)?;
+                let bv = self.elems(b, lb)?;
+                (sb, false, lb, bv)
+            }
+        };
         self.barrier()?;
         self.stage(root, sa, la, &av, None, None)?;
-        self.stage(root, sb, lb, &bv, None, None)?;
-        let (count, held) = self.wgmma_issue(plan, root, (sa, sb), None, reg)?;
+        self.stage(root, b_staged, lb, &bv, None, None)?;
+        let (count, held) = self.wgmma_issue_with(plan, root, (sa, b_staged), b_k_major, None, reg)?;
         // Held-back loads (the next iteration's operands) start while the
         // tensor cores work.
         self.flush_deferred()?;
@@ -110,7 +125,30 @@ impl<'f> Lowering<'f> {
         &mut self,
         plan: &AtomTiling,
         root: GpuValue,
+        places: (Staged, Staged),
+        stage: Option<(GpuValue, GpuValue, GpuValue)>,
+        reg: RegId,
+    ) -> CompileResult<(usize, Option<Held>)> {
+        self.wgmma_issue_with(plan, root, places, false, stage, reg)
+    }
+
+    /// The value whose transpose `v` is (`v = x.T`, a 2-D permute), if so.
+    fn transposed_source(&self, v: metile_ir::ValueId) -> Option<metile_ir::ValueId> {
+        let op = self.def_op[v.index()]?;
+        match &op.kind {
+            metile_ir::OpKind::Permute { dims } if dims.as_slice() == [1, 0] => Some(op.operands[0]),
+            _ => None,
+        }
+    }
+
+    /// [`Lowering::wgmma_issue`], with `b` placed K-major (`b_k_major`: staged
+    /// as its transpose, `N x K`, exactly as `a` is) or N-major.
+    pub(super) fn wgmma_issue_with(
+        &mut self,
+        plan: &AtomTiling,
+        root: GpuValue,
         (sa, sb): (Staged, Staged),
+        b_k_major: bool,
         stage: Option<(GpuValue, GpuValue, GpuValue)>,
         reg: RegId,
     ) -> CompileResult<(usize, Option<Held>)> {
@@ -147,18 +185,35 @@ impl<'f> Lowering<'f> {
             let held = self.wgmma_reg_a_issue(plan, (root, n, reg), (sa, operand_a, start_a), (sb, ob))?;
             return Ok((nc * reps_m * reps_n, held));
         }
-        let start_b = self.warpgroup_start(plan, (1, reps_n * an, k), stage.map(|(_, ob, _)| ob));
-        let operand_b = WgmmaOperand {
-            swizzle_bytes: swz_b.bytes as u16,
-            lbo: (k * swz_b.bytes) as u32,
-            sbo: (8 * swz_b.bytes) as u32,
-            mn_major: true,
+        // Column c of an N-major B (a multiple of its block width) starts at
+        // c * k; row c of a K-major one at c * ld, as A's rows.
+        let b_unit = if b_k_major { sb.ld } else { k };
+        let start_b = self.warpgroup_start(plan, (1, reps_n * an, b_unit), stage.map(|(_, ob, _)| ob));
+        let operand_b = if b_k_major {
+            WgmmaOperand {
+                swizzle_bytes: swz_b.bytes as u16,
+                lbo: 16,
+                sbo: (8 * swz_b.bytes) as u32,
+                mn_major: false,
+            }
+        } else {
+            WgmmaOperand {
+                swizzle_bytes: swz_b.bytes as u16,
+                lbo: (k * swz_b.bytes) as u32,
+                sbo: (8 * swz_b.bytes) as u32,
+                mn_major: true,
+            }
         };
         self.emit(GpuOpKind::WgmmaFence, ValueList::new(), vec![]);
         for k0 in (0..k).step_by(ak) {
             let b_indices: Vec<GpuValue> = (0..reps_n)
                 .map(|ni| {
-                    let b_at = self.const_i32(sb.index(k0, ni * an, size) as i32);
+                    let at = if b_k_major {
+                        sb.index(ni * an, k0, size)
+                    } else {
+                        sb.index(k0, ni * an, size)
+                    };
+                    let b_at = self.const_i32(at as i32);
                     self.binary(BinaryOp::Add, start_b, b_at)
                 })
                 .collect();
@@ -304,5 +359,22 @@ impl<'f> Lowering<'f> {
             vec![],
         );
         self.clobber_reg(reg);
+    }
+}
+
+/// Whether `b` may be read K-major: 16-bit operands on the shared-memory
+/// `wgmma` (tf32 reads `b` from registers).
+fn k_major_b_allowed(plan: &AtomTiling) -> bool {
+    matches!(plan.atom.kind, AtomKind::NvidiaWgmmaM64K16 { .. })
+}
+
+/// `b` (`K x N`) placed K-major: as its transpose, `N x K`, swizzled as `a`
+/// is, where the N-major placement `sb` was (same start, same length `K * N`).
+fn k_major(sa: Staged, sb: Staged, (_, n, _): (usize, usize, usize)) -> Staged {
+    let swizzle = sa.swizzle.map(|s| crate::dot_tiling::Swizzle { bytes: s.bytes, rows: n });
+    Staged {
+        base: sb.base,
+        ld: sa.ld,
+        swizzle,
     }
 }
