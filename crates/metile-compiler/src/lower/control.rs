@@ -146,6 +146,7 @@ impl<'f> Lowering<'f> {
             self.cast(end, DType::I32),
             self.cast(step, DType::I32),
         );
+        self.stage_invariant_operands(body)?;
         let outer_wgmma = std::mem::take(&mut self.pending_wgmma);
         let iv = self.push_block(&[I32])[0];
         self.set_home(body.args[0], Home::Uniform(iv))?;

@@ -85,6 +85,9 @@ enum CacheKey {
     InRange(usize, usize),
     Owner(LayoutId, Vec<(i64, i64)>),
     ConstI32(i32),
+    /// The threadgroup memory where a loop-invariant `wgmma` operand was staged
+    /// once before its loop (`wgmma.rs`).
+    StagedOperand(ValueId),
 }
 
 #[derive(Clone, Debug)]

@@ -17,10 +17,11 @@
 //! threadgroup operand and `b`'s fragments read into registers
 //! (`wgmma_reg_a_issue`), whose waits hold those registers.
 
-use super::Lowering;
+use super::{CacheKey, Cached, Lowering};
 use crate::atoms::AtomKind;
 use crate::dot_tiling::{wgmma_staging, AtomTiling, Staged};
 use crate::error::CompileResult;
+use crate::layout_assign::Class;
 use metile_ir::gpu_ir::*;
 use metile_ir::{BinaryOp, DType};
 
@@ -85,8 +86,11 @@ impl<'f> Lowering<'f> {
             return Ok(false);
         }
         let root = self.dot_scratch(dtype, len)?;
-        let la = self.natural_layout(a)?;
-        let av = self.elems(a, la)?;
+        // A loop-invariant `a` staged before the loop is read where it is.
+        let a_root = match self.cached(&CacheKey::StagedOperand(a), self.at) {
+            Some(Cached::One(r)) => Some(r),
+            _ => None,
+        };
         // `b = x.T` (attention's `dot(q, k.T)`): `x` is `b` K-major, the
         // layout `wgmma` also reads for 16-bit types, in which the threads'
         // runs of `x`'s rows stay whole (16-byte stores, where `b`'s N-major
@@ -104,10 +108,20 @@ impl<'f> Lowering<'f> {
                 (sb, false, lb, bv)
             }
         };
+        let a_values = match a_root {
+            Some(_) => None,
+            None => {
+                let la = self.natural_layout(a)?;
+                Some((la, self.elems(a, la)?))
+            }
+        };
         self.barrier()?;
-        self.stage(root, sa, la, &av, None, None)?;
+        if let Some((la, av)) = &a_values {
+            self.stage(root, sa, *la, av, None, None)?;
+        }
         self.stage(root, b_staged, lb, &bv, None, None)?;
-        let (count, held) = self.wgmma_issue_with(plan, root, (sa, b_staged), b_k_major, None, reg)?;
+        let roots = (a_root.unwrap_or(root), root);
+        let (count, held) = self.wgmma_issue_with(plan, roots, (sa, b_staged), b_k_major, None, reg)?;
         // Held-back loads (the next iteration's operands) start while the
         // tensor cores work.
         self.flush_deferred()?;
@@ -129,7 +143,56 @@ impl<'f> Lowering<'f> {
         stage: Option<(GpuValue, GpuValue, GpuValue)>,
         reg: RegId,
     ) -> CompileResult<(usize, Option<Held>)> {
-        self.wgmma_issue_with(plan, root, places, false, stage, reg)
+        self.wgmma_issue_with(plan, (root, root), places, false, stage, reg)
+    }
+
+    /// Stages, before the loop whose body is `body`, the `a` operand of each
+    /// `wgmma` `dot` of the body that is defined outside it (attention's `q`),
+    /// into threadgroup memory of its own, which the `dot`s then read in place
+    /// of staging it again every iteration. Only where that memory leaves the
+    /// `dot`'s own staging room.
+    pub(super) fn stage_invariant_operands(&mut self, body: &'f metile_ir::Block) -> CompileResult<()> {
+        let dots = || body.ops.iter().filter(|o| o.kind == metile_ir::OpKind::Dot);
+        // The largest staging of the body's `dot`s, which must still fit beside.
+        let staging = dots()
+            .filter_map(|op| {
+                let plan = self.a.dot_plans.get(&op.results[0])?;
+                let dtype = self.elem_dtype(op.operands[0]);
+                Some(wgmma_staging(plan, dtype)?.2 * dtype.size_bytes())
+            })
+            .max()
+            .unwrap_or(0);
+        for op in dots() {
+            let (a, r) = (op.operands[0], op.results[0]);
+            let defined_outside = self.homes[a.index()].is_some();
+            let staged = matches!(self.cached(&CacheKey::StagedOperand(a), self.at), Some(_));
+            let (Class::Fixed(lc), Some(plan)) = (self.a.class(r), self.a.dot_plans.get(&r).cloned()) else {
+                continue;
+            };
+            if !defined_outside || staged || self.layout(lc) != &plan.c || !k_major_b_allowed(&plan) {
+                continue;
+            }
+            let dtype = self.elem_dtype(a);
+            let Some((sa, _, _)) = wgmma_staging(&plan, dtype) else {
+                continue;
+            };
+            let (m, _, k) = plan.shape;
+            let size = dtype.size_bytes();
+            let own = (m * k * size).div_ceil(1024) * 1024;
+            // Room for this memory and, beside it, the body's staging and a
+            // 1024-byte alignment gap for each.
+            let free = self.dot_scratch_capacity(dtype) * size;
+            if own + staging + 2 * 1024 > free {
+                continue;
+            }
+            let own = own / size;
+            let root = self.b.add_threadgroup(dtype, own, TgPurpose::Scratch);
+            let la = self.natural_layout(a)?;
+            let av = self.elems(a, la)?;
+            self.stage(root, sa, la, &av, None, None)?;
+            self.cache(CacheKey::StagedOperand(a), Cached::One(root));
+        }
+        Ok(())
     }
 
     /// The value whose transpose `v` is (`v = x.T`, a 2-D permute), if so.
@@ -146,7 +209,7 @@ impl<'f> Lowering<'f> {
     pub(super) fn wgmma_issue_with(
         &mut self,
         plan: &AtomTiling,
-        root: GpuValue,
+        (root, root_b): (GpuValue, GpuValue),
         (sa, sb): (Staged, Staged),
         b_k_major: bool,
         stage: Option<(GpuValue, GpuValue, GpuValue)>,
@@ -231,7 +294,7 @@ impl<'f> Lowering<'f> {
                             acc: reg,
                             first: first as u32,
                         },
-                        [root, a_index, root, b_index],
+                        [root, a_index, root_b, b_index],
                         vec![],
                     );
                     self.clobber_reg(reg);
@@ -371,7 +434,10 @@ fn k_major_b_allowed(plan: &AtomTiling) -> bool {
 /// `b` (`K x N`) placed K-major: as its transpose, `N x K`, swizzled as `a`
 /// is, where the N-major placement `sb` was (same start, same length `K * N`).
 fn k_major(sa: Staged, sb: Staged, (_, n, _): (usize, usize, usize)) -> Staged {
-    let swizzle = sa.swizzle.map(|s| crate::dot_tiling::Swizzle { bytes: s.bytes, rows: n });
+    let swizzle = sa.swizzle.map(|s| crate::dot_tiling::Swizzle {
+        bytes: s.bytes,
+        rows: n,
+    });
     Staged {
         base: sb.base,
         ld: sa.ld,
