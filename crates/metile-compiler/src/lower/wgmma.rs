@@ -165,7 +165,7 @@ impl<'f> Lowering<'f> {
         for op in dots() {
             let (a, r) = (op.operands[0], op.results[0]);
             let defined_outside = self.homes[a.index()].is_some();
-            let staged = matches!(self.cached(&CacheKey::StagedOperand(a), self.at), Some(_));
+            let staged = self.cached(&CacheKey::StagedOperand(a), self.at).is_some();
             let (Class::Fixed(lc), Some(plan)) = (self.a.class(r), self.a.dot_plans.get(&r).cloned()) else {
                 continue;
             };
