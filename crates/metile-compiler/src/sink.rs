@@ -8,7 +8,7 @@
 //! arithmetic, so every f32 of `w`, `b` and `d` is live at once (206 registers
 //! a thread on sm_90 at 8 warps, where ptxas does not reorder enough). Sunk,
 //! each lane's loads, conversions and arithmetic come together and the live
-//! set is the packed loads and `d` (126 registers).
+//! set is little more than `d` (111 registers).
 //!
 //! What moves, and how far (never into or out of a region, never changing a
 //! result):
@@ -21,9 +21,11 @@
 //!   multiplications stays ahead and keeps hiding its latency;
 //! - register reads move as loads do, and also not across register writes.
 //!
-//! Ops that read one value keep their program order among themselves: the
-//! ops moved before one reader come in the order they had (each with what it
-//! needs just before it), so the result reads as the program did, lane by lane.
+//! The ops moved before one reader come in the order that reader reads them,
+//! each with what it needs just before it, as an expression is evaluated left
+//! to right; the two conversions to a 16-bit float that fill neighbouring lanes
+//! of one vector come together (see `narrowing_partners`). Ops nobody in the
+//! block reads stay where they are.
 
 use metile_ir::gpu_ir::{GpuBlock, GpuFunction, GpuOp, GpuOpKind, GpuType, GpuValue};
 use metile_ir::DType;
