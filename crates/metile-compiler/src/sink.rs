@@ -34,7 +34,8 @@ use metile_ir::DType;
 /// before their first reader (see the module's doc). Returns true when an op
 /// moved.
 pub fn sink_to_first_use(f: &mut GpuFunction) -> bool {
-    sink_block(&mut f.body, &f.values)
+    let mut defined_by = vec![NONE; f.values.len()];
+    sink_block(&mut f.body, &f.values, &mut defined_by)
 }
 
 /// How far an op may move.
@@ -88,14 +89,31 @@ fn register_read_crosses(kind: &GpuOpKind) -> bool {
     load_crosses(kind) && !matches!(kind, GpuOpKind::RegWrite { .. })
 }
 
-fn sink_block(b: &mut GpuBlock, values: &[GpuType]) -> bool {
+/// `defined_by` is scratch, `NONE` for every value on entry and on return
+/// (one allocation for all the blocks of a function).
+fn sink_block(b: &mut GpuBlock, values: &[GpuType], defined_by: &mut [usize]) -> bool {
     let mut changed = false;
     for op in &mut b.ops {
         for region in &mut op.regions {
-            changed |= sink_block(region, values);
+            changed |= sink_block(region, values, defined_by);
         }
     }
-    let order = sunk_order(&b.ops, values);
+    // The top-level op of this block that defines each value.
+    for (i, op) in b.ops.iter().enumerate() {
+        for r in &op.results {
+            if let Some(slot) = defined_by.get_mut(r.index()) {
+                *slot = i;
+            }
+        }
+    }
+    let order = sunk_order(&b.ops, values, defined_by);
+    for op in &b.ops {
+        for r in &op.results {
+            if let Some(slot) = defined_by.get_mut(r.index()) {
+                *slot = NONE;
+            }
+        }
+    }
     if order.iter().enumerate().any(|(at, &i)| at != i) {
         let mut slots: Vec<Option<GpuOp>> = std::mem::take(&mut b.ops).into_iter().map(Some).collect();
         b.ops = order.into_iter().filter_map(|i| slots[i].take()).collect();
@@ -194,22 +212,14 @@ impl Forest {
     }
 }
 
-/// The new order of `ops` (indices into it).
+/// The new order of `ops` (indices into it); `defined_by` gives the index in
+/// `ops` of the op that defines each value of this block, `NONE` for others.
 ///
 /// Walking backwards, the ops after `i` are placed before `i` is, and placing
 /// `i` (a new leaf) leaves their order as it was, so `i`'s first reader is the
 /// first of its readers in the post-order of the forest so far.
-fn sunk_order(ops: &[GpuOp], values: &[GpuType]) -> Vec<usize> {
+fn sunk_order(ops: &[GpuOp], values: &[GpuType], defined_by: &[usize]) -> Vec<usize> {
     let n = ops.len();
-    // The top-level op of this block that defines each value.
-    let mut defined_by = vec![NONE; values.len()];
-    for (i, op) in ops.iter().enumerate() {
-        for r in &op.results {
-            if let Some(slot) = defined_by.get_mut(r.index()) {
-                *slot = i;
-            }
-        }
-    }
     // The readers of each op's results (ops of this block that read them
     // themselves or inside their regions), each with its first slot.
     let mut readers: Vec<Vec<(usize, Slot)>> = vec![vec![]; n];
@@ -240,7 +250,7 @@ fn sunk_order(ops: &[GpuOp], values: &[GpuType]) -> Vec<usize> {
             i
         };
     }
-    let partner = narrowing_partners(ops, &defined_by, values);
+    let partner = narrowing_partners(ops, defined_by, values);
     let mut forest = Forest {
         parent: vec![NONE; n],
         slot: vec![0; n],
