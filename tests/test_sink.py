@@ -129,3 +129,12 @@ def test_results_are_the_same_with_the_pass_on_and_off(device, rng, dtype, n):
     np.testing.assert_allclose(outs[0][0].astype(np.float64), ref, rtol=tol, atol=tol * 4)
     e = np.exp(xf - xf.max(1, keepdims=True))
     np.testing.assert_allclose(outs[0][1].astype(np.float64), e / e.sum(1, keepdims=True), rtol=tol, atol=tol)
+
+
+def test_apple_targets_keep_the_lowered_order_unless_asked():
+    params = [("X", "ptr", "f16"), ("W", "ptr", "f16"), ("B", "ptr", "f16"), ("Out", "ptr", "f16"),
+              ("N", "scalar", "i32", 16), ("eps", "scalar", "f32")]
+    traced = _frontend.specialize(layernorm_row.fn, params, {"BLOCK": 256}, {})
+    default = _metile.compile_msl(traced, num_sgs=1)["msl"]
+    assert default == _metile.compile_msl(traced, num_sgs=1, sink=False)["msl"]
+    assert default != _metile.compile_msl(traced, num_sgs=1, sink=True)["msl"]

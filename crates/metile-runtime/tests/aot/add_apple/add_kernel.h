@@ -1,6 +1,6 @@
 /* meTile ahead-of-time artifact: kernel `add_kernel` for apple (MSL 3.1).
  * Written by `python -m metile compile`; manifest.json describes the same in full.
- * Source: add_kernel.metal (sha256 8c77a9e33cf31df0cb38f5cac57e502ca5c1068d185fb07daa99315a84fbe5c6). */
+ * Source: add_kernel.metal (sha256 c7225a91f4cf85e8efd69fb0ff88366dddaf9004d320e79032d04ca76f58df1d). */
 #ifndef METILE_AOT_ADD_KERNEL_H
 #define METILE_AOT_ADD_KERNEL_H
 

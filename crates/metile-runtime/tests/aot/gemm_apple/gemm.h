@@ -1,6 +1,6 @@
 /* meTile ahead-of-time artifact: kernel `gemm` for apple (MSL 3.1).
  * Written by `python -m metile compile`; manifest.json describes the same in full.
- * Source: gemm.metal (sha256 1c1c6f25579617cebd9072785596e121a88d49adc46452a2b73d3a10965ce6b5). */
+ * Source: gemm.metal (sha256 7679ba35edb47b61f9e945c66eac5d5216340221084531b301039c4ff9c6e808). */
 #ifndef METILE_AOT_GEMM_H
 #define METILE_AOT_GEMM_H
 

@@ -1,6 +1,6 @@
 /* meTile ahead-of-time artifact: kernel `neg_row_max` for apple (MSL 3.1).
  * Written by `python -m metile compile`; manifest.json describes the same in full.
- * Source: neg_row_max.metal (sha256 fb155d34a046e429332cda43ea434d29237d6402856ec30e3f18cc798bccfd30). */
+ * Source: neg_row_max.metal (sha256 97b5399986028405b07c283740c3e6c43ce7fda2e4f1d133fe5af4d049ea5d2b). */
 #ifndef METILE_AOT_NEG_ROW_MAX_H
 #define METILE_AOT_NEG_ROW_MAX_H
 
