@@ -29,7 +29,7 @@ use crate::layout_assign::{self, Assignment};
 use crate::msl::{self, MslKernel};
 use crate::policy::{Passes, Switches};
 use crate::target::{Target, TargetKind};
-use crate::{dot_tiling, gpu_passes, l2_order, lower, prefetch, tile_passes};
+use crate::{dot_tiling, gpu_passes, l2_order, lower, prefetch, sink, tile_passes};
 
 /// The most threadgroup buffers an asynchronous `dot` operand pipeline uses
 /// (tiles in flight plus the one being multiplied).
@@ -237,6 +237,14 @@ pub const STAGES: &[StageSpec] = &[
         switch: None,
         doc: "GPU IR dead-code elimination",
         run: run_gpu_dce,
+    },
+    StageSpec {
+        name: "sink_to_first_use",
+        level: Level::Gpu,
+        phase: Phase::Target,
+        switch: Some("sink"),
+        doc: "pure ops, loads and register reads moved down to just before their first reader",
+        run: run_sink,
     },
     StageSpec {
         name: "emit",
@@ -761,6 +769,11 @@ fn run_gpu_cse(w: &mut Work<'_>) -> CompileResult<Option<bool>> {
 fn run_gpu_dce(w: &mut Work<'_>) -> CompileResult<Option<bool>> {
     let gpu = w.gpu.as_mut().ok_or_else(|| missing("GPU IR"))?;
     Ok(Some(gpu_passes::eliminate_dead_code(gpu)))
+}
+
+fn run_sink(w: &mut Work<'_>) -> CompileResult<Option<bool>> {
+    let gpu = w.gpu.as_mut().ok_or_else(|| missing("GPU IR"))?;
+    Ok(Some(sink::sink_to_first_use(gpu)))
 }
 
 fn run_emit(w: &mut Work<'_>) -> CompileResult<Option<bool>> {

@@ -3,8 +3,8 @@
 
 use metile_compiler::layout_assign::{self, Assignment, Class};
 use metile_compiler::{
-    absent_lanes, cuda, dot_tiling, gpu_passes, l2_order, lower, msl, prefetch, relax_precision, split_k,
-    tile_passes, Passes, Switches, Target,
+    absent_lanes, cuda, dot_tiling, gpu_passes, l2_order, lower, msl, prefetch, relax_precision, sink,
+    split_k, tile_passes, Passes, Switches, Target,
 };
 use metile_ir::gpu_ir::GpuFunction;
 use metile_ir::{
@@ -73,7 +73,7 @@ impl Context {
 type Run = fn(&str, &Context) -> Result<String, String>;
 
 /// Every pass, by stage name.
-pub const PASSES: [(&str, Run); 16] = [
+pub const PASSES: [(&str, Run); 17] = [
     ("clean_up", |t, _| {
         tile_pass(t, |f| {
             tile_passes::clean_up(f).map(|_| ()).map_err(|e| e.to_string())
@@ -107,6 +107,9 @@ pub const PASSES: [(&str, Run); 16] = [
     }),
     ("eliminate_dead_code", |t, cx| {
         gpu_pass(t, cx, |f| ran(gpu_passes::eliminate_dead_code(f)))
+    }),
+    ("sink_to_first_use", |t, cx| {
+        gpu_pass(t, cx, |f| ran(sink::sink_to_first_use(f)))
     }),
     ("emit", run_emit),
     ("verify_gpu", run_verify_gpu),

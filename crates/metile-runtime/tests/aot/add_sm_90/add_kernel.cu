@@ -53,29 +53,29 @@ extern "C" __global__ void __launch_bounds__(64) add_kernel(
   int v9 = as_type<int>(as_type<uint>(v7) * 256u);
   int v10 = int(tid);
   int v12 = v10 * 4;
-  int v14 = v12 + 1;
-  int v16 = v12 + 2;
-  int v18 = v12 + 3;
   int v19 = as_type<int>(as_type<uint>(v9) + as_type<uint>(v12));
-  int v20 = as_type<int>(as_type<uint>(v9) + as_type<uint>(v14));
-  int v21 = as_type<int>(as_type<uint>(v9) + as_type<uint>(v16));
-  int v22 = as_type<int>(as_type<uint>(v9) + as_type<uint>(v18));
   bool v23 = v19 < N;
+  int v14 = v12 + 1;
+  int v20 = as_type<int>(as_type<uint>(v9) + as_type<uint>(v14));
   bool v24 = v20 < N;
-  bool v25 = v21 < N;
-  bool v26 = v22 < N;
   bool v27 = v23 && v24;
+  int v16 = v12 + 2;
+  int v21 = as_type<int>(as_type<uint>(v9) + as_type<uint>(v16));
+  bool v25 = v21 < N;
   bool v28 = v27 && v25;
+  int v18 = v12 + 3;
+  int v22 = as_type<int>(as_type<uint>(v9) + as_type<uint>(v18));
+  bool v26 = v22 < N;
   bool v29 = v28 && v26;
   if (v29) {
     metile_vec<float, 4> v30 = *((const metile_vec<float, 4>*)(X + v19));
     float v31 = v30.x;
-    float v32 = v30.y;
-    float v33 = v30.z;
-    float v34 = v30.w;
     r0[0] = v31;
+    float v32 = v30.y;
     r0[1] = v32;
+    float v33 = v30.z;
     r0[2] = v33;
+    float v34 = v30.w;
     r0[3] = v34;
   } else {
     float v35 = v23 ? float(X[v19]) : 0.0f;
@@ -94,12 +94,12 @@ extern "C" __global__ void __launch_bounds__(64) add_kernel(
   if (v29) {
     metile_vec<float, 4> v46 = *((const metile_vec<float, 4>*)(Y + v19));
     float v47 = v46.x;
-    float v48 = v46.y;
-    float v49 = v46.z;
-    float v50 = v46.w;
     r1[0] = v47;
+    float v48 = v46.y;
     r1[1] = v48;
+    float v49 = v46.z;
     r1[2] = v49;
+    float v50 = v46.w;
     r1[3] = v50;
   } else {
     float v51 = v23 ? float(Y[v19]) : 0.0f;
@@ -112,12 +112,12 @@ extern "C" __global__ void __launch_bounds__(64) add_kernel(
     r1[3] = v54;
   }
   float v55 = r1[0];
-  float v56 = r1[1];
-  float v57 = r1[2];
-  float v58 = r1[3];
   float v59 = v39 + v55;
+  float v56 = r1[1];
   float v60 = v40 + v56;
+  float v57 = r1[2];
   float v61 = v41 + v57;
+  float v58 = r1[3];
   float v62 = v42 + v58;
   if (v29) {
     metile_vec<float, 4> v66 = metile_vec<float, 4>(v59, v60, v61, v62);

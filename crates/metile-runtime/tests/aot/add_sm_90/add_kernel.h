@@ -1,6 +1,6 @@
 /* meTile ahead-of-time artifact: kernel `add_kernel` for sm_90 (CUDA C++ for sm_90).
  * Written by `python -m metile compile`; manifest.json describes the same in full.
- * Source: add_kernel.cu (sha256 719c3a6e0d897ed9801b5e67a1bbf9c8736170cba10f518e60b0a86b62c71a53). */
+ * Source: add_kernel.cu (sha256 8435050815eb49bdbf82348d9c4b35ad05d3ca300a8f6f979f4f9f5deb6fedd5). */
 #ifndef METILE_AOT_ADD_KERNEL_H
 #define METILE_AOT_ADD_KERNEL_H
 

@@ -1,6 +1,6 @@
 /* meTile ahead-of-time artifact: kernel `gemm` for sm_90 (CUDA C++ for sm_90a).
  * Written by `python -m metile compile`; manifest.json describes the same in full.
- * Source: gemm.cu (sha256 1f8cbc57b622b814f4912cbc50599c579828f5c59ce9b8fb3ca234664b0e3825). */
+ * Source: gemm.cu (sha256 ff1fd9c550c67f7a81495724cee928eea11852d6f331f31b57311a640ccc0786). */
 #ifndef METILE_AOT_GEMM_H
 #define METILE_AOT_GEMM_H
 

@@ -1,6 +1,6 @@
 /* meTile ahead-of-time artifact: kernel `neg_row_max` for sm_90 (CUDA C++ for sm_90).
  * Written by `python -m metile compile`; manifest.json describes the same in full.
- * Source: neg_row_max.cu (sha256 186b1e11b2619de14167c47e42301ddb23fecabb109588f026ebe23441b1a05f). */
+ * Source: neg_row_max.cu (sha256 37c53b21e0f00a232a5b1768c96f67267bebac2850f97a7d18a850abdf1245e2). */
 #ifndef METILE_AOT_NEG_ROW_MAX_H
 #define METILE_AOT_NEG_ROW_MAX_H
 
