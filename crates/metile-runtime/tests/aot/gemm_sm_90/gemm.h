@@ -1,6 +1,6 @@
 /* meTile ahead-of-time artifact: kernel `gemm` for sm_90 (CUDA C++ for sm_90a).
  * Written by `python -m metile compile`; manifest.json describes the same in full.
- * Source: gemm.cu (sha256 ff1fd9c550c67f7a81495724cee928eea11852d6f331f31b57311a640ccc0786). */
+ * Source: gemm.cu (sha256 e633ffaf16b4420319d09d35fde53c23456edfbd1852fdfa3a4888eb130edc3a). */
 #ifndef METILE_AOT_GEMM_H
 #define METILE_AOT_GEMM_H
 
