@@ -150,21 +150,8 @@ impl Analysis<'_> {
 
     /// Records what `op`, whose result has demand `result`, needs of its operands.
     fn place(&mut self, op: &Op, result: Demand) {
-        // What operands that pass the result's demand on need.
-        let passed = result;
-        // What the terms of a sum need: the result's demand when no term can
-        // cancel another.
-        let terms_nonneg = op.operands.iter().all(|&v| self.nn(v));
-        let summed = if terms_nonneg { result } else { Demand::Full };
-        let narrow_cast = op.kind == OpKind::Cast
-            && self.f.ty(op.operands[0]).elem.dtype() == Some(DType::F32)
-            && op
-                .results
-                .first()
-                .and_then(|&r| self.f.ty(r).elem.dtype())
-                .is_some_and(|d| matches!(d, DType::F16 | DType::BF16) || d.is_fp8());
         let each = match &op.kind {
-            OpKind::Cast if narrow_cast => passed.min(Demand::Low),
+            OpKind::Cast if self.rounds_f32_to_narrow_float(op) => result.min(Demand::Low),
             OpKind::Binary(
                 BinaryOp::Mul | BinaryOp::Div | BinaryOp::FastDiv | BinaryOp::Max | BinaryOp::Min,
             )
@@ -177,16 +164,18 @@ impl Analysis<'_> {
             | OpKind::Reduce {
                 op: ReduceOp::Max | ReduceOp::Min,
                 ..
-            } => passed,
+            } => result,
+            // The terms of a sum need the result's demand only when no term
+            // can cancel another.
             OpKind::Binary(BinaryOp::Add)
             | OpKind::Fma
             | OpKind::Reduce {
                 op: ReduceOp::Sum, ..
-            } => summed,
+            } if op.operands.iter().all(|&v| self.nn(v)) => result,
             OpKind::Select => {
                 self.need(op.operands[0], Demand::Full);
                 for &v in &op.operands[1..] {
-                    self.need(v, passed);
+                    self.need(v, result);
                 }
                 return;
             }
@@ -195,6 +184,17 @@ impl Analysis<'_> {
         for &v in &op.operands {
             self.need(v, each);
         }
+    }
+
+    /// Whether the cast `op` rounds an f32 to a 16-bit or 8-bit float.
+    fn rounds_f32_to_narrow_float(&self, op: &Op) -> bool {
+        let dtype = |v: ValueId| self.f.ty(v).elem.dtype();
+        dtype(op.operands[0]) == Some(DType::F32)
+            && op
+                .results
+                .first()
+                .and_then(|&r| dtype(r))
+                .is_some_and(|d| matches!(d, DType::F16 | DType::BF16) || d.is_fp8())
     }
 }
 

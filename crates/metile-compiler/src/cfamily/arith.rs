@@ -123,10 +123,12 @@ impl<D: Dialect> BodyWriter<'_, D> {
             // f16/bf16 ops other than native + - * / compute in float and round once.
             let narrow = scalar_type(d);
             let [trunc, fmod, fmax, fmin] = ["trunc", "fmod", "fmax", "fmin"].map(D::float_fn);
-            let fast_div = D::approximation("fast_div").filter(|_| d == DType::F32);
-            match op {
+            if let Some(f) = self.fast_division(x).filter(|_| op == BinaryOp::FastDiv) {
                 // The caller asked for the helper.
-                BinaryOp::FastDiv if fast_div.is_some() => w!("{}({a}, {b})", fast_div.unwrap_or_default()),
+                w!("{f}({a}, {b})");
+                return Ok(());
+            }
+            match op {
                 // Elsewhere the approximate division is the exact one.
                 BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::FastDiv
                     if native =>
@@ -200,6 +202,12 @@ impl<D: Dialect> BodyWriter<'_, D> {
             },
         }
         Ok(())
+    }
+
+    /// The dialect's approximate division of `x` by another value of its
+    /// dtype, where it has one for that dtype (f32).
+    pub(super) fn fast_division(&self, x: GpuValue) -> Option<&'static str> {
+        D::approximation("fast_div").filter(|_| self.dtype(x) == DType::F32)
     }
 
     pub(super) fn compare(&mut self, c: CmpOp, x: GpuValue, y: GpuValue) -> EmitResult<String> {

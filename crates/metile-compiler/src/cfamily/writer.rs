@@ -294,10 +294,7 @@ impl<'a, D: Dialect> BodyWriter<'a, D> {
             }
             GpuOpKind::Binary(b) => {
                 let (x, y) = (op.operands[0], op.operands[1]);
-                if *b == BinaryOp::FastDiv
-                    && self.dtype(x) == DType::F32
-                    && D::approximation("fast_div").is_some()
-                {
+                if *b == BinaryOp::FastDiv && self.fast_division(x).is_some() {
                     self.helpers.insert(Helper::FastMath);
                 }
                 self.define_with(depth, op.results[0], |w, out| w.binary(out, *b, x, y))?;

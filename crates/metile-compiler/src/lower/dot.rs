@@ -19,6 +19,7 @@
 //! fit is the op refused.
 
 use super::{Home, Lowering};
+use crate::dot_tiling::AtomTiling;
 use crate::error::CompileResult;
 use crate::layout_assign::{Class, LayoutId};
 use metile_ir::gpu_ir::*;
@@ -47,8 +48,8 @@ impl<'f> Lowering<'f> {
                 reg
             }
         };
-        match self.a.dot_plans.get(&r).cloned() {
-            Some(plan) if self.layout(lc) == &plan.c && self.atom_dot(op, &plan, reg)? => {}
+        match self.atom_plan(r) {
+            Some(plan) if self.atom_dot(op, &plan, reg)? => {}
             _ => self.generic_dot(op, lc, reg)?,
         }
 
@@ -59,6 +60,19 @@ impl<'f> Lowering<'f> {
             })
             .collect();
         self.set_home(r, Home::Regs { layout: lc, elems })
+    }
+
+    /// The matrix-atom plan of the `dot` whose result is `r`, where the
+    /// result's layout is the plan's accumulator layout.
+    pub(super) fn atom_plan(&self, r: ValueId) -> Option<AtomTiling> {
+        let Class::Fixed(lc) = self.a.class(r) else {
+            return None;
+        };
+        self.a
+            .dot_plans
+            .get(&r)
+            .filter(|p| self.layout(lc) == &p.c)
+            .cloned()
     }
 
     /// The generic path: every thread accumulates its own registers of `lc`.

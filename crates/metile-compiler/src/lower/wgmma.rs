@@ -19,9 +19,8 @@
 
 use super::{CacheKey, Cached, Lowering};
 use crate::atoms::AtomKind;
-use crate::dot_tiling::{wgmma_staging, AtomTiling, Staged};
+use crate::dot_tiling::{wgmma_staging, AtomTiling, Staged, Swizzle};
 use crate::error::CompileResult;
-use crate::layout_assign::Class;
 use metile_ir::gpu_ir::*;
 use metile_ir::{BinaryOp, DType};
 
@@ -163,13 +162,13 @@ impl<'f> Lowering<'f> {
             .max()
             .unwrap_or(0);
         for op in dots() {
-            let (a, r) = (op.operands[0], op.results[0]);
+            let a = op.operands[0];
             let defined_outside = self.homes[a.index()].is_some();
             let staged = self.cached(&CacheKey::StagedOperand(a), self.at).is_some();
-            let (Class::Fixed(lc), Some(plan)) = (self.a.class(r), self.a.dot_plans.get(&r).cloned()) else {
+            let Some(plan) = self.atom_plan(op.results[0]) else {
                 continue;
             };
-            if !defined_outside || staged || self.layout(lc) != &plan.c || !k_major_b_allowed(&plan) {
+            if !defined_outside || staged || !k_major_b_allowed(&plan) {
                 continue;
             }
             let dtype = self.elem_dtype(a);
@@ -237,12 +236,7 @@ impl<'f> Lowering<'f> {
         // Row r starts at r * ld in A's blocks; column c of B (a multiple of
         // its block width) at c * k.
         let start_a = self.warpgroup_start(plan, (0, reps_m * am, sa.ld), stage.map(|(oa, _, _)| oa));
-        let operand_a = WgmmaOperand {
-            swizzle_bytes: swz_a.bytes as u16,
-            lbo: 16,
-            sbo: (8 * swz_a.bytes) as u32,
-            mn_major: false,
-        };
+        let operand_a = k_major_operand(swz_a);
         if let AtomKind::NvidiaWgmmaM64K8Tf32 { n } = plan.atom.kind {
             let ob = stage.map(|(_, ob, _)| ob);
             let held = self.wgmma_reg_a_issue(plan, (root, n, reg), (sa, operand_a, start_a), (sb, ob))?;
@@ -253,12 +247,7 @@ impl<'f> Lowering<'f> {
         let b_unit = if b_k_major { sb.ld } else { k };
         let start_b = self.warpgroup_start(plan, (1, reps_n * an, b_unit), stage.map(|(_, ob, _)| ob));
         let operand_b = if b_k_major {
-            WgmmaOperand {
-                swizzle_bytes: swz_b.bytes as u16,
-                lbo: 16,
-                sbo: (8 * swz_b.bytes) as u32,
-                mn_major: false,
-            }
+            k_major_operand(swz_b)
         } else {
             WgmmaOperand {
                 swizzle_bytes: swz_b.bytes as u16,
@@ -425,6 +414,17 @@ impl<'f> Lowering<'f> {
     }
 }
 
+/// How `wgmma` reads a swizzled K-major operand (A, or B placed as its
+/// transpose): rows of K one after the other, 8-row groups `8 * bytes` apart.
+fn k_major_operand(swizzle: Swizzle) -> WgmmaOperand {
+    WgmmaOperand {
+        swizzle_bytes: swizzle.bytes as u16,
+        lbo: 16,
+        sbo: (8 * swizzle.bytes) as u32,
+        mn_major: false,
+    }
+}
+
 /// Whether `b` may be read K-major: 16-bit operands on the shared-memory
 /// `wgmma` (tf32 reads `b` from registers).
 fn k_major_b_allowed(plan: &AtomTiling) -> bool {
@@ -434,7 +434,7 @@ fn k_major_b_allowed(plan: &AtomTiling) -> bool {
 /// `b` (`K x N`) placed K-major: as its transpose, `N x K`, swizzled as `a`
 /// is, where the N-major placement `sb` was (same start, same length `K * N`).
 fn k_major(sa: Staged, sb: Staged, (_, n, _): (usize, usize, usize)) -> Staged {
-    let swizzle = sa.swizzle.map(|s| crate::dot_tiling::Swizzle {
+    let swizzle = sa.swizzle.map(|s| Swizzle {
         bytes: s.bytes,
         rows: n,
     });
