@@ -11,6 +11,10 @@ timings are medians of `triton.testing.do_bench` (CUDA events). The Triton
 kernel is the usual tiled GEMM with grouped program order and masked edges,
 written here, searched over the same kind of configs as meTile.
 
+`--linear` adds a table of the linear layer's product `x @ w.T` (the weight stored N x K, as
+torch keeps it), written `dot(x, w.T)` with `tile_load`, beside cuBLAS on the same transposed
+operand and meTile's `x @ w` on a K x N weight (which the ring reads N-major).
+
 A second table switches meTile's GEMM passes one at a time away from the
 target's default on the fp16 4096^3 product (launch options, also `metile.Config`
 keys), each ratio against the defaults, a third those that act on rows of odd
@@ -83,6 +87,19 @@ TR_CONFIGS = [  # (BM, BN, BK, warps, stages)
 ]
 
 
+@metile.kernel
+def mt_linear(X, W, Y, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr, BLOCK_K: metile.constexpr):
+    """Y = X @ W.T with W stored (N, K): a linear layer's product."""
+    pid_m = metile.program_id(0)
+    pid_n = metile.program_id(1)
+    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype=metile.float32)
+    for k in metile.range(0, K, BLOCK_K):
+        x = metile.tile_load(X, pid_m * BLOCK_M, k, K, (BLOCK_M, BLOCK_K), bounds=(M, K))
+        w = metile.tile_load(W, pid_n * BLOCK_N, k, K, (BLOCK_N, BLOCK_K), bounds=(N, K))
+        acc = metile.dot(x, w.T, acc)
+    metile.tile_store(Y, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N), bounds=(M, N))
+
+
 def median_ms(fn):
     return triton.testing.do_bench(fn, warmup=10, rep=60, return_mode="median")
 
@@ -151,6 +168,36 @@ def row(shape, dtype, configs):
             f"| {tr_ms / mt_ms:.2f} | {mt_err:.1e} | {mt_cfg} |")
 
 
+LINEAR_TILES = [(128, 128, 64, 8), (128, 256, 64, 8), (256, 128, 64, 8), (128, 128, 64, 4)]
+
+
+def linear_row(shape, dtype):
+    M, N, K = shape
+    x = torch.randn(M, K, device="cuda", dtype=dtype)
+    w = torch.randn(N, K, device="cuda", dtype=dtype)
+    y = torch.full((M, N), float("nan"), device="cuda", dtype=dtype)
+
+    def make(cfg):
+        bm, bn, bk, sgs = cfg
+        grid = (triton.cdiv(M, bm), triton.cdiv(N, bn))
+        return lambda: mt_linear[grid](x, w, y, M, N, K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_sgs=sgs)
+
+    ms, cfg = best_of(make, LINEAR_TILES)
+    make(cfg)()
+    err = check(f"meTile linear {M}x{N}x{K}", y, x, w.t(), 1e-2)
+    wt = w.t().contiguous()
+    c = torch.empty_like(y)
+    nn_ms, _ = best_of(lambda t: mt_run(x, wt, c, (*t, {})), LINEAR_TILES)
+    cu_ms = median_ms(lambda: torch.nn.functional.linear(x, w))
+    flop = 2 * M * N * K
+    tf = lambda t: flop / t / 1e9  # noqa: E731
+    return (f"| {M}x{N}x{K} | {tf(ms):.1f} | {tf(cu_ms):.1f} | {tf(nn_ms):.1f} | {cu_ms / ms:.2f} "
+            f"| {nn_ms / ms:.2f} | {err:.1e} | {cfg} |")
+
+
+LINEAR_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4000, 3000, 2000)]
+
+
 # Each switched away from the target's default (on NVIDIA register prefetch is off by default; with
 # the asynchronous ring on it finds nothing left to prefetch).
 PASSES = [("wgmma", False), ("tma", False), ("stage_stores", False), ("matrix_atoms", False), ("async_copy", False),
@@ -215,6 +262,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="two shapes, fp16 only")
     ap.add_argument("--dtypes", default="fp16,bf16,tf32", help="comma-separated: fp16, bf16, tf32")
     ap.add_argument("--no-tables", action="store_true", help="skip the pass and split_k tables")
+    ap.add_argument("--linear", action="store_true", help="add the linear layer's x @ w.T table")
     args = ap.parse_args()
     metile.set_device("cuda")
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -231,6 +279,16 @@ def main():
         for shape in shapes:
             lines.append(row(shape, dtype, configs))
             print(lines[-1], flush=True)
+    if args.linear:
+        for dtype in dtypes:
+            if dtype == torch.float32:
+                continue
+            lines += ["", f"| {str(dtype).replace('torch.', '')} linear x @ w.T, M x N x K | meTile TFLOP/s "
+                          "| cuBLAS | meTile x @ w | meTile / cuBLAS | meTile / its x @ w | rel. error | config |",
+                      "|---|---|---|---|---|---|---|---|"]
+            for shape in LINEAR_SHAPES:
+                lines.append(linear_row(shape, dtype))
+                print(lines[-1], flush=True)
     if not args.no_tables:
         lines += ["", "| fp16 4096^3, 128x128x64, 8 warps | TFLOP/s | vs defaults |", "|---|---|---|"]
         lines += passes_rows()

@@ -219,6 +219,27 @@ def test_apple_runs_both_products_on_matrix_atoms(HEAD_DIM, arch):
     assert len(atom_lines) == 2, atom_lines
 
 
+@pytest.mark.parametrize("HEAD_DIM, BLOCK_N", [(64, 64), (128, 128)])
+def test_hopper_reads_p_from_registers(HEAD_DIM, BLOCK_N):
+    # On sm_90 the second product takes P as wgmma's register A (four packed pairs per k16 step)
+    # instead of staging it; with the switch off it is staged. cuda runs check the results.
+    from metile import _metile
+    from metile._frontend import specialize
+    from metile.testing import reference_attention
+
+    params = [("Q", "ptr", "f16"), ("K", "ptr", "f16"), ("V", "ptr", "f16"), ("Out", "ptr", "f16"),
+              ("M", "ptr", "f32"), ("sm_scale", "scalar", "f32"), ("N_CTX", "scalar", "i32")]
+    traced = specialize(reference_attention.attention_fwd.fn, params,
+                        {"HEAD_DIM": HEAD_DIM, "BLOCK_M": 128, "BLOCK_N": BLOCK_N, "CAUSAL": False},
+                        {"threads_per_group": 256})
+    register_a = re.compile(r"k16\.f32\.f16\.f16 \{[^}]*\}, \{%\d+, %\d+, %\d+, %\d+\}")
+    src = _metile.compile_cuda(traced, num_sgs=8, arch="sm_90")["cuda"]
+    assert len(register_a.findall(src)) == 2 * BLOCK_N // 16  # the unmasked and the masked key loop
+    assert "metile_pack2(" in src
+    staged = _metile.compile_cuda(traced, num_sgs=8, arch="sm_90", wgmma_register_a=False)["cuda"]
+    assert not register_a.search(staged)
+
+
 # ------------------------------------------------------------ refusals
 
 

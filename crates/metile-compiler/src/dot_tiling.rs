@@ -145,6 +145,70 @@ pub fn wgmma_staging(plan: &AtomTiling, dtype: DType) -> Option<(Staged, Staged,
     Some((a, b, (b.base + k * n).div_ceil(align) * align))
 }
 
+/// Whether `b` may be read K-major: 16-bit operands on the shared-memory
+/// `wgmma` (tf32 reads `b` from registers).
+pub fn reads_k_major_b(plan: &AtomTiling) -> bool {
+    matches!(plan.atom.kind, AtomKind::NvidiaWgmmaM64K16 { .. })
+}
+
+/// `b` (`K x N`) placed K-major: as its transpose, `N x K`, swizzled as `a`
+/// is, where the N-major placement `sb` was (same start, same length `K * N`).
+pub fn k_major_b(sa: Staged, sb: Staged, (_, n, _): (usize, usize, usize)) -> Staged {
+    let swizzle = sa.swizzle.map(|s| Swizzle {
+        bytes: s.bytes,
+        rows: n,
+    });
+    Staged {
+        base: sb.base,
+        ld: sa.ld,
+        swizzle,
+    }
+}
+
+/// The layout in which a 16-bit `wgmma` `dot` of `plan` reads its `a` from
+/// registers: the accumulator layout of an `m x k` `wgmma` product with the
+/// same warpgroups along M, so that the values of a chained product's
+/// accumulator (attention's `p = exp2(q k^T - m)`, rounded to 16 bits) are
+/// the next product's A fragments as they are, `8` per `k16` step. `None`
+/// where the plan's warpgroups also split N (each would need all of `a`'s
+/// rows) or no such product exists.
+pub fn wgmma_register_a(
+    plan: &AtomTiling,
+    target: &Target,
+    switches: &Switches,
+    threads: usize,
+) -> Option<DistLayout> {
+    let AtomKind::NvidiaWgmmaM64K16 { .. } = plan.atom.kind else {
+        return None;
+    };
+    let (m, _, k) = plan.shape;
+    if plan.warps.1 != 1 || plan.reps.1 == 0 {
+        return None;
+    }
+    let atom = MatrixAtom::nvidia_wgmma_m64k16(plan.atom.operand, k)?;
+    let producer = plan_on(target, switches, (m, k, atom.shape.2), atom, threads)?;
+    (producer.warps == plan.warps && producer.reps.0 == plan.reps.0 && producer.reps.1 == 1)
+        .then_some(producer.c)
+}
+
+/// Threadgroup bytes of one ring stage of a `dot` of `shape` and `dtype` on
+/// `threads` threads, and its accumulators per thread (`prefetch::StageBytes`):
+/// `None` without a matrix-atom plan, or where `b` is the transpose of the
+/// loaded tile (held K-major) and the plan's atom does not read that.
+pub fn ring_stage_bytes(
+    (target, switches, threads): (&Target, &Switches, usize),
+    shape: (usize, usize, usize),
+    dtype: DType,
+    b_transposed: bool,
+) -> Option<(usize, usize)> {
+    let plan = plan(target, switches, shape, dtype, threads)?;
+    if b_transposed && !reads_k_major_b(&plan) {
+        return None;
+    }
+    let bytes = ring_stage(&plan, target, switches, dtype).2 * dtype.size_bytes();
+    Some((bytes, plan.c.values()))
+}
+
 /// One stage of an asynchronous operand ring (`lower/async_ring.rs`): the
 /// whole `k` of `a` and `b`, placed and padded like [`staging`], and the
 /// stage's length in elements (a multiple of 16 bytes, so every stage starts

@@ -21,7 +21,7 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use metile_ir::gpu_ir::GpuFunction;
-use metile_ir::{print_function, print_gpu_function, verify, verify_gpu, DType, Function, IrError};
+use metile_ir::{print_function, print_gpu_function, verify, verify_gpu, Function, IrError};
 
 use crate::cuda::{self, CudaKernel};
 use crate::error::{CompileError, CompileResult};
@@ -720,10 +720,8 @@ fn run_l2_order(w: &mut Work<'_>) -> CompileResult<Option<bool>> {
 
 fn run_prefetch_async(w: &mut Work<'_>) -> CompileResult<Option<bool>> {
     let ((target, switches), threads) = (w.machine()?, w.threads as usize);
-    let stage_bytes = |shape: (usize, usize, usize), dtype: DType| {
-        let plan = dot_tiling::plan(target, &switches, shape, dtype, threads)?;
-        let bytes = dot_tiling::ring_stage(&plan, target, &switches, dtype).2 * dtype.size_bytes();
-        Some((bytes, plan.c.values()))
+    let stage_bytes = |shape, dtype, b_transposed| {
+        dot_tiling::ring_stage_bytes((target, &switches, threads), shape, dtype, b_transposed)
     };
     let asynchronous = prefetch::Carry::Async {
         stage_bytes: &stage_bytes,

@@ -133,6 +133,10 @@ switch_table! {
     /// f16 and bf16 `dot` on NVIDIA's warpgroup MMA (`wgmma`, sm_90a), its
     /// operands read by the tensor cores from swizzled shared memory.
     wgmma: stage "layout_assign", apple false, nvidia true, needs has_wgmma;
+    /// A 16-bit `wgmma` `dot` whose `a` is already held as its A fragments (a
+    /// chained product's accumulator, attention's `p`) reads it from the
+    /// registers instead of threadgroup memory (`dot_tiling::wgmma_register_a`).
+    wgmma_register_a: stage "lower", apple false, nvidia true, needs has_wgmma;
     /// `wgmma` operand rings filled by the tensor memory accelerator (one
     /// thread's `cp.async.bulk.tensor` per tile, completing on a memory
     /// barrier per stage) where the runtime can describe the matrix (sm_90).

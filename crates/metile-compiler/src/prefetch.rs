@@ -56,8 +56,9 @@ use rustc_hash::{FxHashMap, FxHashSet};
 mod inductions;
 
 /// Threadgroup bytes of one ring stage of a `dot` (`(m, n, k)`, operand
-/// dtype) and its accumulators per thread, or `None` without a matrix-atom plan.
-pub type StageBytes<'a> = dyn Fn((usize, usize, usize), DType) -> Option<(usize, usize)> + 'a;
+/// dtype, whether `b` is the transpose of a loaded tile) and its accumulators
+/// per thread, or `None` without a matrix-atom plan whose ring can hold it.
+pub type StageBytes<'a> = dyn Fn((usize, usize, usize), DType, bool) -> Option<(usize, usize)> + 'a;
 
 /// How far ahead, and which operands, the pass carries.
 pub enum Carry<'a> {
@@ -196,6 +197,30 @@ fn slice_of(v: ValueId, body: &Block, defs: &FxHashMap<ValueId, usize>, iv: Valu
     let mut slice: Vec<usize> = seen.into_iter().collect();
     slice.sort_unstable();
     has_load.then_some(slice)
+}
+
+/// `x` where `v = x.T` (a 2-D permute) is computed in the loop body from a
+/// value `x` that nothing else in the body reads.
+fn transposed_load(v: ValueId, body: &Block, defs: &FxHashMap<ValueId, usize>) -> Option<ValueId> {
+    let op = &body.ops[*defs.get(&v)?];
+    let OpKind::Permute { dims } = &op.kind else {
+        return None;
+    };
+    let x = op.operands[0];
+    let read_elsewhere = body
+        .ops
+        .iter()
+        .filter(|o| o.operands.contains(&x) || o.regions.iter().any(|r| reads(r, x)))
+        .count()
+        > 1;
+    (dims.as_slice() == [1, 0] && !read_elsewhere).then_some(x)
+}
+
+/// True when an op of `b` (nested regions included) reads `v`.
+fn reads(b: &Block, v: ValueId) -> bool {
+    b.ops
+        .iter()
+        .any(|o| o.operands.contains(&v) || o.regions.iter().any(|r| reads(r, v)))
 }
 
 struct Emitter<'a> {
@@ -361,14 +386,20 @@ fn select(
                 }
             }
             Carry::Async { stage_bytes, .. } => {
-                let one_load = |v: &ValueId| {
-                    defs.get(v).is_some_and(|&i| {
+                let one_load = |v: ValueId| {
+                    defs.get(&v).is_some_and(|&i| {
                         matches!(body.ops[i].kind, OpKind::Load { .. } | OpKind::TileLoad { .. })
                     })
                 };
-                if operands[0] == operands[1]
-                    || !operands.iter().all(one_load)
-                    || operands.iter().any(|v| prefetched.contains(v))
+                // `b = x.T` of a loaded `x` (`dot(x, w.T)` of a linear layer,
+                // attention's `dot(q, k.T)`): `x` is carried, the transpose
+                // stays in the body, and the ring holds `x`'s tile as a
+                // K-major `b` where the plan's atom reads one.
+                let transposed = transposed_load(operands[1], body, defs);
+                let loaded = [operands[0], transposed.unwrap_or(operands[1])];
+                if loaded[0] == loaded[1]
+                    || !loaded.iter().all(|&v| one_load(v))
+                    || loaded.iter().any(|v| prefetched.contains(v))
                 {
                     continue;
                 }
@@ -377,17 +408,19 @@ fn select(
                     continue;
                 };
                 let shape = (ta.shape[0], tb.shape[1], ta.shape[1]);
-                let Some((bytes, accumulators)) = stage_bytes(shape, da).filter(|_| da == db) else {
+                let Some((bytes, accumulators)) =
+                    stage_bytes(shape, da, transposed.is_some()).filter(|_| da == db)
+                else {
                     continue;
                 };
                 max_accumulators = max_accumulators.max(accumulators);
                 let (Some(sa), Some(sb)) = (
-                    slice_of(operands[0], body, defs, iv),
-                    slice_of(operands[1], body, defs, iv),
+                    slice_of(loaded[0], body, defs, iv),
+                    slice_of(loaded[1], body, defs, iv),
                 ) else {
                     continue;
                 };
-                prefetched.extend_from_slice(operands);
+                prefetched.extend_from_slice(&loaded);
                 slice.extend(sa);
                 slice.extend(sb);
                 stage_total += bytes;

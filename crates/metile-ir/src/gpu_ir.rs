@@ -324,16 +324,23 @@ pub enum GpuOpKind {
         acc: RegId,
         first: u32,
     },
-    /// `(b: threadgroup f32 ptr, b_index: int)`: starts the tf32
-    /// `wgmma.mma_async` of shape `m64 n k8` whose A (`64 x 8`) is in
-    /// registers `a[a_first .. a_first + 4]` of an f32 register array, this
-    /// thread's four values in the order of the hardware's fragment (lane
-    /// `l` of warp `w` holds rows `16w + l / 4` and `+ 8`, columns `l % 4`
-    /// and `+ 4`, row first), and whose B (`8 x n`) is read K-major from
-    /// threadgroup memory at the index as [`WgmmaOperand`] says; `acc` as for
-    /// [`GpuOpKind::Wgmma`]. The tensor cores read the registers' tf32 bits
-    /// later too: they may be written again only after a
-    /// [`GpuOpKind::WgmmaWait`] that holds them.
+    /// `(b: threadgroup ptr, b_index: int)`: starts a `wgmma.mma_async`
+    /// whose A is in registers of a register array of B's dtype and whose B
+    /// is read from threadgroup memory at the index as [`WgmmaOperand`] says;
+    /// `acc` as for [`GpuOpKind::Wgmma`].
+    ///
+    /// * f32 (tf32, shape `m64 n k8`): A (`64 x 8`) is `a[a_first ..
+    ///   a_first + 4]`, this thread's four values in the order of the
+    ///   hardware's fragment (lane `l` of warp `w` holds rows `16w + l / 4`
+    ///   and `+ 8`, columns `l % 4` and `+ 4`, row first); B is K-major.
+    ///   The tensor cores read the registers' tf32 bits later too: they may
+    ///   be written again only after a [`GpuOpKind::WgmmaWait`] that holds them.
+    /// * f16 and bf16 (shape `m64 n k16`): A (`64 x 16`) is `a[a_first ..
+    ///   a_first + 8]`, in the order of a 16-bit `wgmma` accumulator's first
+    ///   8 values (lane `l` of warp `w`: rows `16w + l / 4` and `+ 8`,
+    ///   columns `2 (l % 4)`, `+ 1`, `+ 8`, `+ 9`; pairs along a row first,
+    ///   then the row 8 below, then the columns 8 right), which the emitter
+    ///   packs into the instruction's four 32-bit registers; B either major.
     WgmmaRegA {
         n: u16,
         b: WgmmaOperand,

@@ -549,18 +549,24 @@ impl<'f> GpuVerifier<'f> {
                 a_first,
             } => {
                 arity(2, 0)?;
-                if ins[0] != GpuType::Ptr(DType::F32, MemSpace::Threadgroup)
-                    || !int_scalar(ins[1])
-                    || b.mn_major
-                    || !(8..=256).contains(n)
-                    || n % 8 != 0
-                {
-                    return fail("(f32 threadgroup ptr, int), B K-major, n a multiple of 8 in 8..=256");
+                let operand = match ins[0] {
+                    GpuType::Ptr(d @ (DType::F32 | DType::F16 | DType::BF16), MemSpace::Threadgroup) => d,
+                    _ => return fail("B is read from a threadgroup ptr of f32, f16 or bf16"),
+                };
+                let tf32 = operand == DType::F32;
+                if !int_scalar(ins[1]) || (tf32 && b.mn_major) || !(8..=256).contains(n) || n % 8 != 0 {
+                    return fail("(threadgroup ptr, int), a tf32 B K-major, n a multiple of 8 in 8..=256");
                 }
-                if !self.f32_registers(*acc, *first, u32::from(*n) / 2)
-                    || !self.f32_registers(*a, *a_first, 4)
-                {
-                    return fail("the accumulators (n/2) and A (4) must be registers of f32 register arrays");
+                let a_values = if tf32 { 4 } else { 8 };
+                let a_ok = self
+                    .f
+                    .regs
+                    .get(a.0 as usize)
+                    .is_some_and(|r| r.dtype == operand && a_first + a_values <= r.len);
+                if !self.f32_registers(*acc, *first, u32::from(*n) / 2) || !a_ok {
+                    return fail(
+                        "the accumulators (n/2 f32) and A (4 tf32 or 8 16-bit values of B's dtype) must lie in register arrays",
+                    );
                 }
             }
             GpuOpKind::WgmmaWait { acc, count, held, .. } => {

@@ -118,9 +118,11 @@ impl BodyWriter<'_, Cuda> {
         Ok(())
     }
 
-    /// The tf32 `wgmma` with A in registers (`GpuOpKind::WgmmaRegA`): the
+    /// The `wgmma` with A in registers (`GpuOpKind::WgmmaRegA`). tf32: the
     /// register array's elements themselves are the operands, so the
-    /// registers the tensor cores read are the ones the wait holds.
+    /// registers the tensor cores read are the ones the wait holds. f16 and
+    /// bf16: pairs of the array's values packed into 32-bit operands, values
+    /// the kernel never writes again, so nothing needs holding.
     pub(super) fn wgmma_reg_a(
         &mut self,
         op: &GpuOp,
@@ -130,19 +132,42 @@ impl BodyWriter<'_, Cuda> {
         depth: usize,
     ) -> EmitResult<()> {
         let desc = self.descriptor(op, 0, b)?;
-        let fragment = (a_first..a_first + 4)
-            .map(|i| {
-                let mut r = String::new();
-                self.reg(a, i).push_to(&mut r);
-                format!("\"r\"(__float_as_uint({r}))")
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
+        let reg = |w: &Self, i: u32| {
+            let mut r = String::new();
+            w.reg(a, i).push_to(&mut r);
+            r
+        };
+        let (shape, fragment) = match self.dtype(op.operands[0]) {
+            DType::F32 => (
+                "k8.f32.tf32.tf32".to_string(),
+                (a_first..a_first + 4)
+                    .map(|i| format!("\"r\"(__float_as_uint({}))", reg(self, i)))
+                    .collect::<Vec<_>>(),
+            ),
+            d @ (DType::F16 | DType::BF16) => {
+                let ty = if d == DType::F16 { "f16" } else { "bf16" };
+                (
+                    format!("k16.f32.{ty}.{ty}"),
+                    (a_first..a_first + 8)
+                        .step_by(2)
+                        .map(|i| format!("\"r\"(metile_pack2({}, {}))", reg(self, i), reg(self, i + 1)))
+                        .collect(),
+                )
+            }
+            d => return Err(format!("wgmma does not take {d} from registers")),
+        };
+        let tf32 = shape.contains("tf32");
         let nc = usize::from(n) / 2;
         let regs = placeholders(nc);
+        // tf32 takes no transpose immediate; 16-bit types take B's.
+        let trans_b = if tf32 {
+            String::new()
+        } else {
+            format!(", {}", u8::from(b.mn_major))
+        };
         let text = format!(
-            "{{ .reg .pred p; setp.ne.b32 p, %{}, 0; wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 \
-             {{{regs}}}, {{%{}, %{}, %{}, %{}}}, %{}, p, 1, 1; }}",
+            "{{ .reg .pred p; setp.ne.b32 p, %{}, 0; wgmma.mma_async.sync.aligned.m64n{n}{shape} \
+             {{{regs}}}, {{%{}, %{}, %{}, %{}}}, %{}, p, 1, 1{trans_b}; }}",
             nc + 5,
             nc,
             nc + 1,
@@ -151,6 +176,7 @@ impl BodyWriter<'_, Cuda> {
             nc + 4,
         );
         let outs = self.accumulator_operands(acc, first, nc as u32);
+        let fragment = fragment.join(", ");
         self.line_fmt(
             depth,
             format_args!(

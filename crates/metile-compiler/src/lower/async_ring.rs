@@ -35,7 +35,7 @@
 use super::ring_barriers::RingBarriers;
 use super::{Home, Lowering};
 use crate::dist_layout::DistLayout;
-use crate::dot_tiling::{ring_stage, AtomTiling, Staged};
+use crate::dot_tiling::{k_major_b, reads_k_major_b, ring_stage, AtomTiling, Staged};
 use crate::error::CompileResult;
 use crate::layout_assign::{Class, LayoutId};
 use metile_ir::gpu_ir::*;
@@ -49,6 +49,9 @@ pub(super) struct Ring {
     stages: usize,
     /// Placement of `a` and `b` within a stage.
     places: [Staged; 2],
+    /// `b` is the transpose of the loaded tile (`dot(x, w.T)`): the stage
+    /// holds `w`'s tile as it is, which is `b` K-major.
+    b_k_major: bool,
     /// The loop body's carried values of `a`'s tiles (their stage offsets).
     carried: Vec<ValueId>,
     /// With `wgmma`, whose reads of an iteration's stage still run during the
@@ -153,8 +156,15 @@ impl<'f> Lowering<'f> {
         if self.layout(lc) != &plan.c {
             return Ok(());
         }
-        let chains: Vec<Chain> = match (0..2)
-            .map(|p| self.chain(block, li, dot.operands[p]))
+        // `b = x.T` with `x` carried (the prefetch pass carries `x`, not its
+        // transpose): the ring holds `x`'s tiles, `wgmma`'s K-major `b`.
+        let b_source = self
+            .transposed_source(dot.operands[1])
+            .filter(|_| self.uses[dot.operands[1].index()] == 1 && reads_k_major_b(&plan));
+        let sources = [dot.operands[0], b_source.unwrap_or(dot.operands[1])];
+        let chains: Vec<Chain> = match sources
+            .iter()
+            .map(|&v| self.chain(block, li, v))
             .collect::<Option<Vec<_>>>()
         {
             Some(c) => c,
@@ -174,6 +184,10 @@ impl<'f> Lowering<'f> {
         }
         let dtype = self.elem_dtype(dot.operands[0]);
         let (sa, sb, stage_len) = ring_stage(&plan, &self.a.target, &self.a.switches, dtype);
+        let sb = match b_source {
+            Some(_) => k_major_b(sa, sb, plan.shape),
+            None => sb,
+        };
         let stage_bytes = stage_len * dtype.size_bytes();
         let carried = ca.positions.len();
         let max_bytes = self.a.target.max_threadgroup_bytes;
@@ -219,6 +233,7 @@ impl<'f> Lowering<'f> {
             stage_len,
             stages,
             places: [sa, sb],
+            b_k_major: b_source.is_some(),
             carried: ca.positions.iter().map(|&c| body.args[c + 1]).collect(),
             previous,
             barriers,
@@ -587,7 +602,8 @@ impl<'f> Lowering<'f> {
             let sync = self.filled_by_threads(bars, base_a, ring.stage_len);
             let places = (ring.places[0], ring.places[1]);
             let stage = Some((base_a, base_b, sync));
-            let (count, held) = self.wgmma_issue(plan, ring.root, places, stage, reg)?;
+            let roots = (super::wgmma::OperandA::Staged(ring.root), ring.root);
+            let (count, held) = self.wgmma_issue_with(plan, roots, places, ring.b_k_major, stage, reg)?;
             // Register operands are waited for where they are issued.
             if held.is_none() {
                 self.wgmma_wait(reg, count, 1, None);
@@ -613,6 +629,23 @@ impl<'f> Lowering<'f> {
             k,
             reg,
         )
+    }
+
+    /// `b = x.T` of a ring tile `x` held K-major (`Ring::b_k_major`): `b`
+    /// is the same stage, read as `b` by the ring's `dot`. `false` for
+    /// any other op.
+    pub(super) fn ring_transpose(&mut self, op: &Op) -> CompileResult<bool> {
+        if !matches!(&op.kind, OpKind::Permute { dims } if dims.as_slice() == [1, 0]) {
+            return Ok(false);
+        }
+        let Some(Home::Staged { ring, base }) = self.homes[op.operands[0].index()] else {
+            return Ok(false);
+        };
+        if !self.rings[ring].b_k_major {
+            return Err(self.internal("a transposed ring tile in a ring that holds it as it is"));
+        }
+        self.set_home(op.results[0], Home::Staged { ring, base })?;
+        Ok(true)
     }
 
     /// Closes the copy group of an `if` that filled ring slots.

@@ -698,6 +698,7 @@ impl<'f> Lowering<'f> {
                 let v = self.builtin(Builtin::ThreadgroupsPerGrid(*axis));
                 self.set_home(op.results[0], Home::Uniform(v))
             }
+            OpKind::Permute { .. } if self.ring_transpose(op)? => Ok(()),
             OpKind::Arange { .. }
             | OpKind::Broadcast
             | OpKind::ExpandDims { .. }

@@ -19,7 +19,9 @@
 
 use super::{CacheKey, Cached, Lowering};
 use crate::atoms::AtomKind;
-use crate::dot_tiling::{wgmma_staging, AtomTiling, Staged, Swizzle};
+use crate::dot_tiling::{
+    k_major_b, reads_k_major_b, wgmma_register_a, wgmma_staging, AtomTiling, Staged, Swizzle,
+};
 use crate::error::CompileResult;
 use metile_ir::gpu_ir::*;
 use metile_ir::{BinaryOp, DType};
@@ -27,6 +29,15 @@ use metile_ir::{BinaryOp, DType};
 /// Registers a `wgmma` group reads (register array, first, count), held by
 /// the wait that retires it.
 pub(super) type Held = (RegId, u32, u32);
+
+/// Where a `wgmma`'s A comes from.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum OperandA {
+    /// Threadgroup memory (this root), placed as the plan's staging says.
+    Staged(GpuValue),
+    /// A register array in the layout of `dot_tiling::wgmma_register_a`.
+    Registers(RegId),
+}
 
 impl<'f> Lowering<'f> {
     /// The index of element `(row, col)` of an operand placed at `at`
@@ -94,12 +105,12 @@ impl<'f> Lowering<'f> {
         // layout `wgmma` also reads for 16-bit types, in which the threads'
         // runs of `x`'s rows stay whole (16-byte stores, where `b`'s N-major
         // placement would take them element by element).
-        let transposed = self.transposed_source(b).filter(|_| k_major_b_allowed(plan));
+        let transposed = self.transposed_source(b).filter(|_| reads_k_major_b(plan));
         let (b_staged, b_k_major, lb, bv) = match transposed {
             Some(x) => {
                 let lx = self.natural_layout(x)?;
                 let xv = self.elems(x, lx)?;
-                (k_major(sa, sb, plan.shape), true, lx, xv)
+                (k_major_b(sa, sb, plan.shape), true, lx, xv)
             }
             None => {
                 let lb = self.natural_layout(b)?;
@@ -114,35 +125,34 @@ impl<'f> Lowering<'f> {
                 Some((la, self.elems(a, la)?))
             }
         };
+        // An `a` already in the registers of the A fragments (a chained
+        // product's accumulator) is read from them, not staged.
+        let a_registers = match &a_values {
+            Some((la, av)) if self.reads_a_from_registers(plan, *la) => {
+                let regs = self.b.add_reg(dtype, av.len() as u32);
+                for (i, &x) in av.iter().enumerate() {
+                    self.reg_write(regs, i as u32, x);
+                }
+                Some(regs)
+            }
+            _ => None,
+        };
         self.barrier()?;
-        if let Some((la, av)) = &a_values {
+        if let (Some((la, av)), None) = (&a_values, a_registers) {
             self.stage(root, sa, *la, av, None, None)?;
         }
         self.stage(root, b_staged, lb, &bv, None, None)?;
-        let roots = (a_root.unwrap_or(root), root);
-        let (count, held) = self.wgmma_issue_with(plan, roots, (sa, b_staged), b_k_major, None, reg)?;
+        let a_operand = match a_registers {
+            Some(regs) => OperandA::Registers(regs),
+            None => OperandA::Staged(a_root.unwrap_or(root)),
+        };
+        let (count, held) =
+            self.wgmma_issue_with(plan, (a_operand, root), (sa, b_staged), b_k_major, None, reg)?;
         // Held-back loads (the next iteration's operands) start while the
         // tensor cores work.
         self.flush_deferred()?;
         self.wgmma_wait(reg, count, 0, held);
         Ok(true)
-    }
-
-    /// The multiplication of operands staged at `places` (plus the stage
-    /// offsets `stage`, in a ring): fences and a barrier (in a ring, where
-    /// `stage`'s flag says the threads wrote some of it), the `wgmma`s of
-    /// every `k` step and their commit. Returns the accumulators they write
-    /// and the register operands the last group reads (the caller waits,
-    /// holding them).
-    pub(super) fn wgmma_issue(
-        &mut self,
-        plan: &AtomTiling,
-        root: GpuValue,
-        places: (Staged, Staged),
-        stage: Option<(GpuValue, GpuValue, GpuValue)>,
-        reg: RegId,
-    ) -> CompileResult<(usize, Option<Held>)> {
-        self.wgmma_issue_with(plan, (root, root), places, false, stage, reg)
     }
 
     /// Stages, before the loop whose body is `body`, the `a` operand of each
@@ -168,7 +178,7 @@ impl<'f> Lowering<'f> {
             let Some(plan) = self.atom_plan(op.results[0]) else {
                 continue;
             };
-            if !defined_outside || staged || !k_major_b_allowed(&plan) {
+            if !defined_outside || staged || !reads_k_major_b(&plan) {
                 continue;
             }
             let dtype = self.elem_dtype(a);
@@ -194,8 +204,16 @@ impl<'f> Lowering<'f> {
         Ok(())
     }
 
+    /// Whether `a`, held in layout `la`, is already the A fragments of
+    /// `plan`'s 16-bit `wgmma` (`dot_tiling::wgmma_register_a`).
+    fn reads_a_from_registers(&self, plan: &AtomTiling, la: crate::layout_assign::LayoutId) -> bool {
+        self.a.switches.wgmma_register_a
+            && wgmma_register_a(plan, &self.a.target, &self.a.switches, self.a.threads as usize)
+                .is_some_and(|l| &l == self.layout(la))
+    }
+
     /// The value whose transpose `v` is (`v = x.T`, a 2-D permute), if so.
-    fn transposed_source(&self, v: metile_ir::ValueId) -> Option<metile_ir::ValueId> {
+    pub(super) fn transposed_source(&self, v: metile_ir::ValueId) -> Option<metile_ir::ValueId> {
         let op = self.def_op[v.index()]?;
         match &op.kind {
             metile_ir::OpKind::Permute { dims } if dims.as_slice() == [1, 0] => Some(op.operands[0]),
@@ -203,18 +221,23 @@ impl<'f> Lowering<'f> {
         }
     }
 
-    /// [`Lowering::wgmma_issue`], with `b` placed K-major (`b_k_major`: staged
-    /// as its transpose, `N x K`, exactly as `a` is) or N-major.
+    /// The multiplication of operands staged at `places` (plus the stage
+    /// offsets `stage`, in a ring), `b` placed K-major (`b_k_major`: staged
+    /// as its transpose, `N x K`, exactly as `a` is) or N-major: fences and
+    /// a barrier (in a ring, where `stage`'s flag says the threads wrote some
+    /// of it), the `wgmma`s of every `k` step and their commit. Returns the
+    /// accumulators they write and the register operands the last group
+    /// reads (the caller waits, holding them).
     pub(super) fn wgmma_issue_with(
         &mut self,
         plan: &AtomTiling,
-        (root, root_b): (GpuValue, GpuValue),
+        (a_operand, root_b): (OperandA, GpuValue),
         (sa, sb): (Staged, Staged),
         b_k_major: bool,
         stage: Option<(GpuValue, GpuValue, GpuValue)>,
         reg: RegId,
     ) -> CompileResult<(usize, Option<Held>)> {
-        let dtype = self.dtype_of(root);
+        let dtype = self.dtype_of(root_b);
         let size = dtype.size_bytes();
         let (Some(swz_a), Some(swz_b)) = (sa.swizzle, sb.swizzle) else {
             return Err(self.internal("wgmma operands without a swizzled placement"));
@@ -235,9 +258,17 @@ impl<'f> Lowering<'f> {
         }
         // Row r starts at r * ld in A's blocks; column c of B (a multiple of
         // its block width) at c * k.
-        let start_a = self.warpgroup_start(plan, (0, reps_m * am, sa.ld), stage.map(|(oa, _, _)| oa));
         let operand_a = k_major_operand(swz_a);
+        let start_a = match a_operand {
+            OperandA::Staged(_) => {
+                self.warpgroup_start(plan, (0, reps_m * am, sa.ld), stage.map(|(oa, _, _)| oa))
+            }
+            OperandA::Registers(_) => self.const_i32(0),
+        };
         if let AtomKind::NvidiaWgmmaM64K8Tf32 { n } = plan.atom.kind {
+            let OperandA::Staged(root) = a_operand else {
+                return Err(self.internal("a tf32 wgmma with its A in registers"));
+            };
             let ob = stage.map(|(_, ob, _)| ob);
             let held = self.wgmma_reg_a_issue(plan, (root, n, reg), (sa, operand_a, start_a), (sb, ob))?;
             return Ok((nc * reps_m * reps_n, held));
@@ -274,18 +305,35 @@ impl<'f> Lowering<'f> {
                 let a_at = self.const_i32(a_at as i32);
                 let a_index = self.binary(BinaryOp::Add, start_a, a_at);
                 for (ni, &b_index) in b_indices.iter().enumerate() {
-                    let first = nc * (ni + reps_n * mi);
-                    self.emit(
-                        GpuOpKind::Wgmma {
-                            n: an as u16,
-                            a: operand_a,
-                            b: operand_b,
-                            acc: reg,
-                            first: first as u32,
-                        },
-                        [root, a_index, root_b, b_index],
-                        vec![],
-                    );
+                    let first = (nc * (ni + reps_n * mi)) as u32;
+                    let n = an as u16;
+                    match a_operand {
+                        OperandA::Staged(root) => self.emit(
+                            GpuOpKind::Wgmma {
+                                n,
+                                a: operand_a,
+                                b: operand_b,
+                                acc: reg,
+                                first,
+                            },
+                            [root, a_index, root_b, b_index],
+                            vec![],
+                        ),
+                        // The `m x k` accumulator layout holds `k / 2` values
+                        // a thread per row block, 8 per `k16` step.
+                        OperandA::Registers(regs) => self.emit(
+                            GpuOpKind::WgmmaRegA {
+                                n,
+                                b: operand_b,
+                                acc: reg,
+                                first,
+                                a: regs,
+                                a_first: (mi * k / 2 + k0 / 2) as u32,
+                            },
+                            [root_b, b_index],
+                            vec![],
+                        ),
+                    };
                     self.clobber_reg(reg);
                 }
             }
@@ -422,25 +470,5 @@ fn k_major_operand(swizzle: Swizzle) -> WgmmaOperand {
         lbo: 16,
         sbo: (8 * swizzle.bytes) as u32,
         mn_major: false,
-    }
-}
-
-/// Whether `b` may be read K-major: 16-bit operands on the shared-memory
-/// `wgmma` (tf32 reads `b` from registers).
-fn k_major_b_allowed(plan: &AtomTiling) -> bool {
-    matches!(plan.atom.kind, AtomKind::NvidiaWgmmaM64K16 { .. })
-}
-
-/// `b` (`K x N`) placed K-major: as its transpose, `N x K`, swizzled as `a`
-/// is, where the N-major placement `sb` was (same start, same length `K * N`).
-fn k_major(sa: Staged, sb: Staged, (_, n, _): (usize, usize, usize)) -> Staged {
-    let swizzle = sa.swizzle.map(|s| Swizzle {
-        bytes: s.bytes,
-        rows: n,
-    });
-    Staged {
-        base: sb.base,
-        ld: sa.ld,
-        swizzle,
     }
 }

@@ -8,8 +8,7 @@ use metile_compiler::{
 };
 use metile_ir::gpu_ir::GpuFunction;
 use metile_ir::{
-    parse_function, parse_gpu_function, print_function, print_gpu_function, verify, verify_gpu, DType,
-    Function,
+    parse_function, parse_gpu_function, print_function, print_gpu_function, verify, verify_gpu, Function,
 };
 use std::collections::BTreeMap;
 
@@ -158,10 +157,8 @@ fn prefetch_async(text: &str, cx: &Context) -> Result<String, String> {
     let (target, switches) = (&cx.target, cx.switches());
     let threads = cx.threads_for(&parse_tile(text)?)?;
     tile_pass(text, |f| {
-        let stage_bytes = |shape: (usize, usize, usize), dtype: DType| {
-            let plan = dot_tiling::plan(target, &switches, shape, dtype, threads as usize)?;
-            let bytes = dot_tiling::ring_stage(&plan, target, &switches, dtype).2 * dtype.size_bytes();
-            Some((bytes, plan.c.values()))
+        let stage_bytes = |shape, dtype, b_transposed| {
+            dot_tiling::ring_stage_bytes((target, &switches, threads as usize), shape, dtype, b_transposed)
         };
         let carry = prefetch::Carry::Async {
             stage_bytes: &stage_bytes,
