@@ -23,6 +23,7 @@
 use crate::atoms::{AtomKind, MatrixAtom};
 use crate::dist_layout::{DistLayout, Leaf};
 use crate::policy::Switches;
+use crate::prefetch::RingOperands;
 use crate::target::Target;
 use metile_ir::DType;
 use metile_layout::{Layout, LayoutError};
@@ -191,22 +192,37 @@ pub fn wgmma_register_a(
         .then_some(producer.c)
 }
 
-/// Threadgroup bytes of one ring stage of a `dot` of `shape` and `dtype` on
-/// `threads` threads, and its accumulators per thread (`prefetch::StageBytes`):
-/// `None` without a matrix-atom plan, or where `b` is the transpose of the
-/// loaded tile (held K-major) and the plan's atom does not read that.
+/// Threadgroup bytes of a `dot`'s tiles in one ring stage, for `dot` of
+/// `shape` and `dtype` on `threads` threads, and its accumulators per thread
+/// (`prefetch::StageBytes`). `None` without a matrix-atom plan, or where the
+/// ring would hold `b` K-major (the transpose of the loaded tile) or `b` alone
+/// (`a` read from elsewhere) and the plan's atom is not a 16-bit `wgmma`,
+/// which reads both operands from memory.
 pub fn ring_stage_bytes(
     (target, switches, threads): (&Target, &Switches, usize),
     shape: (usize, usize, usize),
     dtype: DType,
-    b_transposed: bool,
+    held: RingOperands,
 ) -> Option<(usize, usize)> {
     let plan = plan(target, switches, shape, dtype, threads)?;
-    if b_transposed && !reads_k_major_b(&plan) {
+    if (held.b_transposed || !held.a) && !reads_k_major_b(&plan) {
         return None;
     }
-    let bytes = ring_stage(&plan, target, switches, dtype).2 * dtype.size_bytes();
-    Some((bytes, plan.c.values()))
+    let elems = match held.a {
+        true => ring_stage(&plan, target, switches, dtype).2,
+        false => b_alone_stage(&plan, dtype)?.1,
+    };
+    Some((elems * dtype.size_bytes(), plan.c.values()))
+}
+
+/// A ring stage that holds only `b` (a 16-bit `wgmma` plan): `b`'s swizzled
+/// placement at the stage's start and the stage's length in elements, a
+/// whole number of 1024-byte swizzle periods.
+pub fn b_alone_stage(plan: &AtomTiling, dtype: DType) -> Option<(Staged, usize)> {
+    let (_, sb, _) = wgmma_staging(plan, dtype)?;
+    let (_, n, k) = plan.shape;
+    let period = 1024 / dtype.size_bytes();
+    Some((Staged { base: 0, ..sb }, (k * n).div_ceil(period) * period))
 }
 
 /// One stage of an asynchronous operand ring (`lower/async_ring.rs`): the

@@ -55,10 +55,18 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 mod inductions;
 
-/// Threadgroup bytes of one ring stage of a `dot` (`(m, n, k)`, operand
-/// dtype, whether `b` is the transpose of a loaded tile) and its accumulators
-/// per thread, or `None` without a matrix-atom plan whose ring can hold it.
-pub type StageBytes<'a> = dyn Fn((usize, usize, usize), DType, bool) -> Option<(usize, usize)> + 'a;
+/// Threadgroup bytes of a `dot`'s tiles in one ring stage (`(m, n, k)`,
+/// operand dtype, which operands the ring holds) and its accumulators per
+/// thread, or `None` without a matrix-atom plan whose ring can hold them.
+pub type StageBytes<'a> = dyn Fn((usize, usize, usize), DType, RingOperands) -> Option<(usize, usize)> + 'a;
+
+/// Which tiles of a `dot` a ring stage holds: `b` always (the transpose of a
+/// loaded tile where `b_transposed`), `a` too where it is a load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingOperands {
+    pub a: bool,
+    pub b_transposed: bool,
+}
 
 /// How far ahead, and which operands, the pass carries.
 pub enum Carry<'a> {
@@ -371,6 +379,7 @@ fn select(
     let mut slice: Vec<usize> = vec![];
     let mut stage_total = 0;
     let mut max_accumulators = 0;
+    let mut held_pairs: Option<bool> = None;
     for o in body.ops.iter().filter(|o| matches!(o.kind, OpKind::Dot)) {
         let operands = &o.operands[..2];
         match carry {
@@ -396,11 +405,27 @@ fn select(
                 // stays in the body, and the ring holds `x`'s tile as a
                 // K-major `b` where the plan's atom reads one.
                 let transposed = transposed_load(operands[1], body, defs);
-                let loaded = [operands[0], transposed.unwrap_or(operands[1])];
-                if loaded[0] == loaded[1]
+                let b = transposed.unwrap_or(operands[1]);
+                // An `a` that is no load (loop-invariant, or computed in the
+                // loop: attention's `p`) stays where it is and the ring holds
+                // `b` alone, where the plan's atom reads `a` from elsewhere.
+                let loaded: Vec<ValueId> = match one_load(operands[0]) {
+                    true => vec![operands[0], b],
+                    false => vec![b],
+                };
+                if loaded.first() == loaded.get(1)
                     || !loaded.iter().all(|&v| one_load(v))
                     || loaded.iter().any(|v| prefetched.contains(v))
                 {
+                    continue;
+                }
+                let held = RingOperands {
+                    a: loaded.len() == 2,
+                    b_transposed: transposed.is_some(),
+                };
+                // A loop's ring holds either GEMM operand pairs or `b`s alone
+                // (`lower/b_ring.rs`), never both.
+                if held_pairs.is_some_and(|pairs| pairs != held.a) {
                     continue;
                 }
                 let (ta, tb) = (&values[operands[0].index()], &values[operands[1].index()]);
@@ -408,22 +433,21 @@ fn select(
                     continue;
                 };
                 let shape = (ta.shape[0], tb.shape[1], ta.shape[1]);
-                let Some((bytes, accumulators)) =
-                    stage_bytes(shape, da, transposed.is_some()).filter(|_| da == db)
+                let Some((bytes, accumulators)) = stage_bytes(shape, da, held).filter(|_| da == db) else {
+                    continue;
+                };
+                let Some(slices) = loaded
+                    .iter()
+                    .map(|&v| slice_of(v, body, defs, iv))
+                    .collect::<Option<Vec<_>>>()
                 else {
                     continue;
                 };
                 max_accumulators = max_accumulators.max(accumulators);
-                let (Some(sa), Some(sb)) = (
-                    slice_of(loaded[0], body, defs, iv),
-                    slice_of(loaded[1], body, defs, iv),
-                ) else {
-                    continue;
-                };
                 prefetched.extend_from_slice(&loaded);
-                slice.extend(sa);
-                slice.extend(sb);
+                slice.extend(slices.into_iter().flatten());
                 stage_total += bytes;
+                held_pairs = Some(held.a);
             }
         }
     }

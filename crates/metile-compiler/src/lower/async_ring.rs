@@ -41,30 +41,44 @@ use crate::layout_assign::{Class, LayoutId};
 use metile_ir::gpu_ir::*;
 use metile_ir::{BinaryOp, Block, Literal, Op, OpKind, ValueId};
 
-/// One ring: its threadgroup memory and where the operands sit in a stage.
+/// One ring: its threadgroup memory and where the tiles sit in a stage.
 #[derive(Clone, Debug)]
 pub(super) struct Ring {
-    root: GpuValue,
-    stage_len: usize,
-    stages: usize,
-    /// Placement of `a` and `b` within a stage.
-    places: [Staged; 2],
-    /// `b` is the transpose of the loaded tile (`dot(x, w.T)`): the stage
-    /// holds `w`'s tile as it is, which is `b` K-major.
-    b_k_major: bool,
-    /// The loop body's carried values of `a`'s tiles (their stage offsets).
-    carried: Vec<ValueId>,
+    pub root: GpuValue,
+    pub stage_len: usize,
+    pub stages: usize,
+    /// The tiles of a stage: a GEMM ring's `a` and `b` of one `dot`, or the
+    /// `b`s of the `dot`s of a chained product (`b_ring.rs`).
+    pub tiles: Vec<RingTile>,
+    /// The `dot`s (results) that multiply the ring's tiles, in program order.
+    pub dots: Vec<ValueId>,
+    /// The stages hold only `b` tiles (`b_ring.rs`).
+    pub b_only: bool,
+    /// The loop body's carried values of the first tile (their stage offsets).
+    pub carried: Vec<ValueId>,
     /// With `wgmma`, whose reads of an iteration's stage still run during the
     /// next iteration: the stage the previous iteration multiplied (its
     /// offset), which that iteration releases once they are done.
-    previous: Option<RegId>,
+    pub previous: Option<RegId>,
     /// With `wgmma`, the stages' memory barriers (`tma.rs`).
-    barriers: Option<RingBarriers>,
+    pub barriers: Option<RingBarriers>,
     /// While the loop's refill is lowered: the empty barrier's parity to wait for.
-    refill: Option<GpuValue>,
+    pub refill: Option<GpuValue>,
     /// A result of the ring's loop: once it has a home, the loop has been
     /// lowered and the code that follows may take the ring's memory.
-    loop_result: ValueId,
+    pub loop_result: ValueId,
+    /// The block (its address) and index of the ring's loop.
+    pub site: (usize, usize),
+}
+
+/// One tile of a ring stage.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct RingTile {
+    /// Where it sits within a stage.
+    pub place: Staged,
+    /// The tile is the transpose of its `dot`'s `b` (`dot(x, w.T)`): the
+    /// stage holds `w`'s tile as it is, which is `b` K-major.
+    pub k_major: bool,
 }
 
 /// Which stage a ring value's tile is in.
@@ -82,20 +96,20 @@ pub(super) enum RingSlot {
 #[derive(Clone, Copy, Debug)]
 pub(super) struct RingValue {
     pub ring: usize,
-    /// 0 for `a`, 1 for `b`.
-    pub operand: usize,
+    /// Which of the ring's tiles (`Ring::tiles`).
+    pub tile: usize,
     pub slot: RingSlot,
 }
 
 /// The chain of one `dot` operand through a pipelined loop.
-struct Chain {
+pub(super) struct Chain {
     /// Carried positions (0-based, without the induction variable), this
     /// iteration's first.
-    positions: Vec<usize>,
+    pub positions: Vec<usize>,
     /// The loop body's `if` (op index) and its result index.
-    ahead: (usize, usize),
+    pub ahead: (usize, usize),
     /// Per prologue stage: the `if` before the loop (op index) and result index.
-    prologue: Vec<(usize, usize)>,
+    pub prologue: Vec<(usize, usize)>,
 }
 
 /// The value an `if`'s then-region yields at `index`, when it is the result
@@ -131,6 +145,9 @@ impl<'f> Lowering<'f> {
                 continue;
             }
             let Some(body) = op.regions.first() else { continue };
+            if self.b_ring_for(block, li)? {
+                continue;
+            }
             for (di, dot) in body.ops.iter().enumerate() {
                 if matches!(dot.kind, OpKind::Dot) {
                     self.ring_for(block, li, di)?;
@@ -204,7 +221,7 @@ impl<'f> Lowering<'f> {
         };
         // A loop the register prefetch carried may not fit as a ring; it then
         // stays in registers.
-        let used: usize = self.b.func().threadgroup.iter().map(|t| t.bytes()).sum();
+        let used: usize = self.b.func().threadgroup.iter().map(|t| t.footprint()).sum();
         if used + stages * stage_bytes + barrier_bytes > max_bytes {
             return Ok(());
         }
@@ -214,6 +231,7 @@ impl<'f> Lowering<'f> {
         let ring = self.rings.len();
         let previous = wgmma.then(|| self.b.add_reg(metile_ir::DType::I32, 1));
         let barriers = wgmma.then(|| RingBarriers {
+            arrivals: 2,
             bars: self
                 .b
                 .add_threadgroup(metile_ir::DType::I64, 2 * stages, TgPurpose::Scratch),
@@ -232,17 +250,39 @@ impl<'f> Lowering<'f> {
             root,
             stage_len,
             stages,
-            places: [sa, sb],
-            b_k_major: b_source.is_some(),
+            tiles: vec![
+                RingTile {
+                    place: sa,
+                    k_major: false,
+                },
+                RingTile {
+                    place: sb,
+                    k_major: b_source.is_some(),
+                },
+            ],
+            dots: vec![r],
+            b_only: false,
             carried: ca.positions.iter().map(|&c| body.args[c + 1]).collect(),
             previous,
             barriers,
             refill: None,
             loop_result: lp.results[ca.positions[0]],
+            site: (block as *const Block as usize, li),
         });
-        for (operand, chain) in chains.iter().enumerate() {
+        for (tile, chain) in chains.iter().enumerate() {
+            self.mark_chain(block, li, chain, (ring, tile));
+        }
+        Ok(())
+    }
+
+    /// Records the values of `chain` (of the loop at `block.ops[li]`) as tile
+    /// `tile` of ring `ring`.
+    pub(super) fn mark_chain(&mut self, block: &'f Block, li: usize, chain: &Chain, (ring, tile): (usize, usize)) {
+        let lp = &block.ops[li];
+        let body = &lp.regions[0];
+        {
             let mark = |this: &mut Self, v: ValueId, slot: RingSlot| {
-                this.ring_values.insert(v, RingValue { ring, operand, slot });
+                this.ring_values.insert(v, RingValue { ring, tile, slot });
             };
             for (j, &c) in chain.positions.iter().enumerate() {
                 mark(self, body.args[c + 1], RingSlot::Carried);
@@ -253,12 +293,11 @@ impl<'f> Lowering<'f> {
             let (ai, ar) = chain.ahead;
             mark(self, body.ops[ai].results[ar], RingSlot::Free);
         }
-        Ok(())
     }
 
     /// The chain of the dot operand `x` (a carried value of the loop at
     /// `block.ops[li]`), when every link is used only by the next one.
-    fn chain(&self, block: &Block, li: usize, x: ValueId) -> Option<Chain> {
+    pub(super) fn chain(&self, block: &Block, li: usize, x: ValueId) -> Option<Chain> {
         let lp = &block.ops[li];
         let body = lp.regions.first()?;
         let yields = &body.ops.last()?.operands;
@@ -385,7 +424,7 @@ impl<'f> Lowering<'f> {
         let r = op.results[0];
         let ring = self.rings[rv.ring].clone();
         if let Some(bars) = ring.barriers {
-            let place = ring.places[rv.operand];
+            let place = ring.tiles[rv.tile].place;
             let dtype = self.elem_dtype(r);
             let shape = match self.f.ty(r).shape[..] {
                 [rows, cols] => (rows, cols),
@@ -409,7 +448,14 @@ impl<'f> Lowering<'f> {
         } else {
             self.ring_copy(op, rv, base)?;
         }
-        self.set_home(r, Home::Staged { ring: rv.ring, base })
+        self.set_home(
+            r,
+            Home::Staged {
+                ring: rv.ring,
+                tile: rv.tile,
+                base,
+            },
+        )
     }
 
     /// A ring load by the threads themselves: copies or loads and stores.
@@ -420,7 +466,7 @@ impl<'f> Lowering<'f> {
         };
         let dtype = self.elem_dtype(r);
         let ring = self.rings[rv.ring].clone();
-        let place = ring.places[rv.operand];
+        let place = ring.tiles[rv.tile].place;
         let src_root = self.root_value(op.operands[0])?;
         let mask = match op.kind {
             OpKind::Load { has_mask: true, .. } => Some(op.operands[1]),
@@ -573,7 +619,7 @@ impl<'f> Lowering<'f> {
     /// The ring stage offsets of a `dot`'s operands, when both live in one ring.
     pub(super) fn ring_operands(&self, op: &Op) -> Option<(usize, GpuValue, GpuValue)> {
         let home = |v: ValueId| match self.homes[v.index()] {
-            Some(Home::Staged { ring, base }) => Some((ring, base)),
+            Some(Home::Staged { ring, base, .. }) => Some((ring, base)),
             _ => None,
         };
         let (ra, a) = home(op.operands[0])?;
@@ -600,10 +646,11 @@ impl<'f> Lowering<'f> {
             // loads then refill.
             self.wait_ring_stage(bars, base_a, ring.stage_len);
             let sync = self.filled_by_threads(bars, base_a, ring.stage_len);
-            let places = (ring.places[0], ring.places[1]);
-            let stage = Some((base_a, base_b, sync));
+            let places = (ring.tiles[0].place, ring.tiles[1].place);
+            let stage = Some((Some(base_a), Some(base_b), sync));
             let roots = (super::wgmma::OperandA::Staged(ring.root), ring.root);
-            let (count, held) = self.wgmma_issue_with(plan, roots, places, ring.b_k_major, stage, reg)?;
+            let k_major = ring.tiles[1].k_major;
+            let (count, held) = self.wgmma_issue_with(plan, roots, places, k_major, stage, reg)?;
             // Register operands are waited for where they are issued.
             if held.is_none() {
                 self.wgmma_wait(reg, count, 1, None);
@@ -623,7 +670,7 @@ impl<'f> Lowering<'f> {
         self.atom_steps(
             (ring.root, ring.root),
             plan,
-            (ring.places[0], ring.places[1]),
+            (ring.tiles[0].place, ring.tiles[1].place),
             (Some(base_a), Some(base_b)),
             (frag_a, frag_b),
             k,
@@ -631,20 +678,20 @@ impl<'f> Lowering<'f> {
         )
     }
 
-    /// `b = x.T` of a ring tile `x` held K-major (`Ring::b_k_major`): `b`
+    /// `b = x.T` of a ring tile `x` held K-major (`RingTile::k_major`): `b`
     /// is the same stage, read as `b` by the ring's `dot`. `false` for
     /// any other op.
     pub(super) fn ring_transpose(&mut self, op: &Op) -> CompileResult<bool> {
         if !matches!(&op.kind, OpKind::Permute { dims } if dims.as_slice() == [1, 0]) {
             return Ok(false);
         }
-        let Some(Home::Staged { ring, base }) = self.homes[op.operands[0].index()] else {
+        let Some(Home::Staged { ring, tile, base }) = self.homes[op.operands[0].index()] else {
             return Ok(false);
         };
-        if !self.rings[ring].b_k_major {
+        if !self.rings[ring].tiles[tile].k_major {
             return Err(self.internal("a transposed ring tile in a ring that holds it as it is"));
         }
-        self.set_home(op.results[0], Home::Staged { ring, base })?;
+        self.set_home(op.results[0], Home::Staged { ring, tile, base })?;
         Ok(true)
     }
 
@@ -662,7 +709,9 @@ impl<'f> Lowering<'f> {
             .filter(|r| self.homes[r.loop_result.index()].is_some())
             .filter_map(|r| {
                 let tensor_copies = r.barriers.is_some_and(|b| b.release_counts.is_some());
-                Some((r.root, allocation(r.root)?.bytes(), tensor_copies))
+                // A ring sharing an earlier ring's memory (`b_ring.rs`) is found as that one.
+                let own = allocation(r.root).filter(|a| !matches!(a.purpose, TgPurpose::Alias(_)))?;
+                Some((r.root, own.bytes(), tensor_copies))
             })
             .max_by_key(|&(_, bytes, _)| bytes)
     }

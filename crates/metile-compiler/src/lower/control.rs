@@ -38,10 +38,12 @@ enum Slot {
     RingCarried {
         reg: RegId,
         ring: usize,
+        tile: usize,
     },
     /// A ring tile an `if` fills: its stage offset, chosen before the `if`.
     RingFilled {
         ring: usize,
+        tile: usize,
         base: GpuValue,
     },
 }
@@ -50,7 +52,11 @@ impl<'f> Lowering<'f> {
     fn slot_for(&mut self, result: ValueId) -> CompileResult<Slot> {
         if let Some(rv) = self.in_ring(result) {
             let reg = self.b.add_reg(DType::I32, 1);
-            return Ok(Slot::RingCarried { reg, ring: rv.ring });
+            return Ok(Slot::RingCarried {
+                reg,
+                ring: rv.ring,
+                tile: rv.tile,
+            });
         }
         let class = self.a.class(result);
         let dtype = self.elem_dtype(result);
@@ -103,11 +109,11 @@ impl<'f> Lowering<'f> {
                 let x = self.reg_read(reg, 0, dtype);
                 self.set_home(v, Home::Uniform(x))
             }
-            Slot::RingCarried { reg, ring } => {
+            Slot::RingCarried { reg, ring, tile } => {
                 let base = self.reg_read(reg, 0, DType::I32);
-                self.set_home(v, Home::Staged { ring, base })
+                self.set_home(v, Home::Staged { ring, tile, base })
             }
-            Slot::RingFilled { ring, base } => self.set_home(v, Home::Staged { ring, base }),
+            Slot::RingFilled { ring, tile, base } => self.set_home(v, Home::Staged { ring, tile, base }),
         }
     }
 
@@ -231,6 +237,7 @@ impl<'f> Lowering<'f> {
             slots.push(match (base, self.in_ring(r)) {
                 (Some(base), Some(rv)) => Slot::RingFilled {
                     ring: rv.ring,
+                    tile: rv.tile,
                     base: *base,
                 },
                 _ => self.slot_for(r)?,

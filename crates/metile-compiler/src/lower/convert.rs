@@ -32,7 +32,7 @@ impl<'f> Lowering<'f> {
             .threadgroup
             .iter()
             .filter(|a| Some(a.value) != own)
-            .map(|a| rounded(a.bytes()))
+            .map(|a| a.footprint())
             .sum()
     }
 
@@ -73,7 +73,7 @@ impl<'f> Lowering<'f> {
         if self.deferred.is_empty() {
             return self.scratch(dtype, len);
         }
-        let used: usize = self.b.func().threadgroup.iter().map(|a| rounded(a.bytes())).sum();
+        let used: usize = self.b.func().threadgroup.iter().map(|a| a.footprint()).sum();
         let need = rounded(len * dtype.size_bytes());
         let max_bytes = self.a.target.max_threadgroup_bytes;
         if used + need > max_bytes {
@@ -90,7 +90,7 @@ impl<'f> Lowering<'f> {
         if self.deferred.is_empty() {
             return self.scratch_capacity(dtype);
         }
-        let used: usize = self.b.func().threadgroup.iter().map(|a| rounded(a.bytes())).sum();
+        let used: usize = self.b.func().threadgroup.iter().map(|a| a.footprint()).sum();
         self.a.target.max_threadgroup_bytes.saturating_sub(used) / dtype.size_bytes()
     }
 

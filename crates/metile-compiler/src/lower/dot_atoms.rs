@@ -27,6 +27,10 @@ impl<'f> Lowering<'f> {
     /// one atom step of both operands fits the free threadgroup memory, so the
     /// generic path, which stages one `k` at a time, takes the op instead.
     pub(super) fn atom_dot(&mut self, op: &'f Op, plan: &AtomTiling, reg: RegId) -> CompileResult<bool> {
+        if let Some(ring) = self.b_ring_of(op) {
+            self.b_ring_dot(op, plan, ring, reg)?;
+            return Ok(true);
+        }
         if let Some(ring) = self.ring_operands(op) {
             self.ring_dot(plan, ring, reg)?;
             return Ok(true);

@@ -23,6 +23,7 @@
 
 mod async_ring;
 mod atomic;
+mod b_ring;
 mod block_access;
 mod control;
 mod convert;
@@ -65,10 +66,11 @@ enum Home {
         elems: Vec<GpuValue>,
     },
     Flexible,
-    /// A `dot` operand tile in threadgroup ring `ring`, at stage offset
-    /// `base` (a uniform i32; see `async_ring.rs`).
+    /// A `dot` operand tile in threadgroup ring `ring`, its tile `tile` of
+    /// the stage at offset `base` (a uniform i32; see `async_ring.rs`).
     Staged {
         ring: usize,
+        tile: usize,
         base: GpuValue,
     },
 }

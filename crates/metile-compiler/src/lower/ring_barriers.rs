@@ -2,7 +2,7 @@
 //!
 //! A `wgmma` ring (whichever way it is filled) synchronises through memory
 //! barriers, two per stage. The *full* barrier expects one arrival per
-//! operand: the thread starting a tile's tensor copies arrives with the bytes
+//! tile: the thread starting a tile's tensor copies arrives with the bytes
 //! to expect, the first thread of a fill the threads copied themselves
 //! without. Every thread waits on it before multiplying the stage; a stage
 //! the threads wrote (a register bit per stage says so) also takes a proxy
@@ -30,6 +30,8 @@ use metile_ir::{BinaryOp, CmpOp, DType};
 /// The memory barriers of a `wgmma` operand ring.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct RingBarriers {
+    /// Arrivals that complete a full barrier's phase: one per tile of a stage.
+    pub arrivals: u32,
     /// `2 * stages` i64 memory barriers in threadgroup memory: stage `s`'s
     /// "full" barrier at `s` (its tiles have landed), its "empty" one at
     /// `stages + s` (every warp is done multiplying it).
@@ -65,7 +67,7 @@ impl Lowering<'_> {
     }
 
     /// Thread 0 initialises the ring's barriers (before the prologue's
-    /// barrier): a full barrier takes one arrival per operand, an empty one
+    /// barrier): a full barrier takes one arrival per tile, an empty one
     /// one per warp.
     pub(super) fn init_ring_barriers(&mut self, bars: RingBarriers) -> CompileResult<()> {
         let first = self.first_thread();
@@ -75,7 +77,11 @@ impl Lowering<'_> {
             |t| {
                 for s in 0..bars.stages {
                     let full = t.const_i32(s as i32);
-                    t.emit(GpuOpKind::MbarrierInit { count: 2 }, [bars.bars, full], vec![]);
+                    t.emit(
+                        GpuOpKind::MbarrierInit { count: bars.arrivals },
+                        [bars.bars, full],
+                        vec![],
+                    );
                     let empty = t.const_i32((bars.stages + s) as i32);
                     t.emit(
                         GpuOpKind::MbarrierInit { count: warps },

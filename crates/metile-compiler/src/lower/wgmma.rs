@@ -206,7 +206,7 @@ impl<'f> Lowering<'f> {
 
     /// Whether `a`, held in layout `la`, is already the A fragments of
     /// `plan`'s 16-bit `wgmma` (`dot_tiling::wgmma_register_a`).
-    fn reads_a_from_registers(&self, plan: &AtomTiling, la: crate::layout_assign::LayoutId) -> bool {
+    pub(super) fn reads_a_from_registers(&self, plan: &AtomTiling, la: crate::layout_assign::LayoutId) -> bool {
         self.a.switches.wgmma_register_a
             && wgmma_register_a(plan, &self.a.target, &self.a.switches, self.a.threads as usize)
                 .is_some_and(|l| &l == self.layout(la))
@@ -234,7 +234,7 @@ impl<'f> Lowering<'f> {
         (a_operand, root_b): (OperandA, GpuValue),
         (sa, sb): (Staged, Staged),
         b_k_major: bool,
-        stage: Option<(GpuValue, GpuValue, GpuValue)>,
+        stage: Option<(Option<GpuValue>, Option<GpuValue>, GpuValue)>,
         reg: RegId,
     ) -> CompileResult<(usize, Option<Held>)> {
         let dtype = self.dtype_of(root_b);
@@ -261,7 +261,7 @@ impl<'f> Lowering<'f> {
         let operand_a = k_major_operand(swz_a);
         let start_a = match a_operand {
             OperandA::Staged(_) => {
-                self.warpgroup_start(plan, (0, reps_m * am, sa.ld), stage.map(|(oa, _, _)| oa))
+                self.warpgroup_start(plan, (0, reps_m * am, sa.ld), stage.and_then(|(oa, _, _)| oa))
             }
             OperandA::Registers(_) => self.const_i32(0),
         };
@@ -269,14 +269,14 @@ impl<'f> Lowering<'f> {
             let OperandA::Staged(root) = a_operand else {
                 return Err(self.internal("a tf32 wgmma with its A in registers"));
             };
-            let ob = stage.map(|(_, ob, _)| ob);
+            let ob = stage.and_then(|(_, ob, _)| ob);
             let held = self.wgmma_reg_a_issue(plan, (root, n, reg), (sa, operand_a, start_a), (sb, ob))?;
             return Ok((nc * reps_m * reps_n, held));
         }
         // Column c of an N-major B (a multiple of its block width) starts at
         // c * k; row c of a K-major one at c * ld, as A's rows.
         let b_unit = if b_k_major { sb.ld } else { k };
-        let start_b = self.warpgroup_start(plan, (1, reps_n * an, b_unit), stage.map(|(_, ob, _)| ob));
+        let start_b = self.warpgroup_start(plan, (1, reps_n * an, b_unit), stage.and_then(|(_, ob, _)| ob));
         let operand_b = if b_k_major {
             k_major_operand(swz_b)
         } else {

@@ -157,8 +157,8 @@ fn prefetch_async(text: &str, cx: &Context) -> Result<String, String> {
     let (target, switches) = (&cx.target, cx.switches());
     let threads = cx.threads_for(&parse_tile(text)?)?;
     tile_pass(text, |f| {
-        let stage_bytes = |shape, dtype, b_transposed| {
-            dot_tiling::ring_stage_bytes((target, &switches, threads as usize), shape, dtype, b_transposed)
+        let stage_bytes = |shape, dtype, held| {
+            dot_tiling::ring_stage_bytes((target, &switches, threads as usize), shape, dtype, held)
         };
         let carry = prefetch::Carry::Async {
             stage_bytes: &stage_bytes,
