@@ -1,12 +1,14 @@
 //! Executing a compiler's launch plan (`metile_compiler::launch_plan`): each
 //! kernel compiled by the device, then per launch the steps in order, each
 //! over its grid, with the plan's workspace (from a pool, one per device)
-//! passed as the last argument of every kernel.
+//! passed as the last argument of every kernel. A step with a repack step is
+//! run by its kernel's backend, which evaluates the launch's conditions for
+//! each operand and copies or skips it before launching the kernel.
 
 use crate::device::{check_grid, CompileOptions, CompiledKernel, Device};
 use crate::error::RuntimeError;
 use crate::workspace::WorkspacePool;
-use metile_compiler::launch_plan::{LaunchPlan, Step, StepGrid, Workspace};
+use metile_compiler::launch_plan::{LaunchPlan, Repack, Step, StepGrid, Workspace};
 use metile_interp::KernelArg;
 use std::sync::Arc;
 
@@ -19,20 +21,22 @@ static WORKSPACES: WorkspacePool = WorkspacePool::new();
 pub struct CompiledPlan {
     kernels: Vec<Arc<dyn CompiledKernel>>,
     steps: Vec<Step>,
+    /// Each step's repack step (its kernel's), if it has one.
+    repacks: Vec<Option<Repack>>,
     workspace: Option<Workspace>,
     main: usize,
 }
 
 impl CompiledPlan {
-    /// Compiles every kernel of `plan` on `device`.
+    /// Compiles every kernel of `plan` on `device`, and gives each kernel's
+    /// steps the repack step the compiler planned for the compiled kernel.
     pub fn compile(
-        plan: LaunchPlan,
+        mut plan: LaunchPlan,
         device: &Arc<dyn Device>,
         options: &CompileOptions,
     ) -> Result<CompiledPlan, RuntimeError> {
         let main = plan.main_kernel();
-        let kernels = plan
-            .kernels
+        let kernels = std::mem::take(&mut plan.kernels)
             .into_iter()
             .map(|k| device.compile(Arc::new(k), options))
             .collect::<Result<Vec<_>, _>>()?;
@@ -41,12 +45,24 @@ impl CompiledPlan {
                 "internal error: a launch plan names a kernel it does not have".into(),
             ));
         }
+        plan.add_repack_steps(|k| kernels[k].repack().cloned());
+        let repacks = plan
+            .steps
+            .iter()
+            .map(|s| plan.repack_of(s.kernel).cloned())
+            .collect();
         Ok(CompiledPlan {
             kernels,
             steps: plan.steps,
+            repacks,
             workspace: plan.workspace,
             main,
         })
+    }
+
+    /// The steps, in the order they run, each with its repack step.
+    pub fn steps(&self) -> impl Iterator<Item = (&Step, Option<&Repack>)> {
+        self.steps.iter().zip(self.repacks.iter().map(Option::as_ref))
     }
 
     /// The kernel launched over the launch's own grid: its limits and
@@ -84,9 +100,14 @@ impl CompiledPlan {
             None => 0,
             Some(w) => {
                 let programs = grid.iter().map(|&g| u64::from(g)).product::<u64>();
+                let Workspace::PartialTiles { splits, tile_elems } = w else {
+                    return Err(RuntimeError::InvalidLaunch(
+                        "internal error: a launch plan shares a workspace that is sized only by its copies"
+                            .into(),
+                    ));
+                };
                 let elems = w.elems(programs);
                 if elems > MAX_WORKSPACE_ELEMS {
-                    let Workspace::PartialTiles { splits, tile_elems } = w;
                     return Err(RuntimeError::InvalidLaunch(format!(
                         "split_k={splits} over {programs} programs of {tile_elems} accumulator elements needs \
                          {elems} f32 partial sums; at most {MAX_WORKSPACE_ELEMS} are addressable, so use a \
@@ -110,8 +131,9 @@ impl CompiledPlan {
         device: &Arc<dyn Device>,
     ) -> Result<(), RuntimeError> {
         if self.workspace.is_none() && self.steps.len() == 1 {
+            let kernel = self.kernels[self.steps[0].kernel].as_ref();
             // SAFETY: forwarded from the caller's contract.
-            return unsafe { self.kernels[self.steps[0].kernel].launch(args, grid) };
+            return unsafe { run_step(kernel, self.repacks[0].as_ref(), args, grid) };
         }
         let (grids, elems) = self.grids(grid, device.name())?;
         let workspace = match self.workspace {
@@ -124,11 +146,11 @@ impl CompiledPlan {
             all.push(w.f32_arg(elems));
         }
         let mut launched = Ok(());
-        for (step, g) in self.steps.iter().zip(grids) {
+        for ((step, repack), g) in self.steps().zip(grids) {
             // SAFETY: the caller's arguments, and the workspace, which lives
             // until it goes back to the pool (later launches reuse it only
             // after these).
-            launched = unsafe { self.kernels[step.kernel].launch(&all, g) };
+            launched = unsafe { run_step(self.kernels[step.kernel].as_ref(), repack, &all, g) };
             if launched.is_err() {
                 break;
             }
@@ -138,4 +160,37 @@ impl CompiledPlan {
         }
         launched
     }
+}
+
+/// One kernel step: the kernel over `grid`, after its repack step if it has one.
+///
+/// # Safety
+/// As [`CompiledKernel::launch`] for `args`.
+unsafe fn run_step(
+    kernel: &dyn CompiledKernel,
+    repack: Option<&Repack>,
+    args: &[KernelArg],
+    grid: [u32; 3],
+) -> Result<(), RuntimeError> {
+    // SAFETY: forwarded from the caller's contract.
+    unsafe {
+        match repack {
+            Some(repack) => kernel.launch_repacking(repack, args, grid),
+            None => kernel.launch(args, grid),
+        }
+    }
+}
+
+/// A one-kernel plan over the launch's grid, with the repack step the
+/// compiler planned for the kernel: what an ahead-of-time artifact's launch runs.
+///
+/// # Safety
+/// As [`CompiledKernel::launch`] for `args`.
+pub unsafe fn launch_alone(
+    kernel: &dyn CompiledKernel,
+    args: &[KernelArg],
+    grid: [u32; 3],
+) -> Result<(), RuntimeError> {
+    // SAFETY: forwarded from the caller's contract.
+    unsafe { run_step(kernel, kernel.repack(), args, grid) }
 }
