@@ -194,3 +194,166 @@ pub unsafe fn launch_alone(
     // SAFETY: forwarded from the caller's contract.
     unsafe { run_step(kernel, kernel.repack(), args, grid) }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metile_compiler::launch_plan::{RepackOperand, Workspace};
+    use metile_ir::gpu_ir::{LaunchValue, TensorMapSpec};
+    use metile_ir::{Builder, DType, Function};
+    use std::sync::Mutex;
+
+    type Log = Arc<Mutex<Vec<String>>>;
+
+    fn repack() -> Repack {
+        let spec = TensorMapSpec {
+            buffer: 0,
+            dtype: DType::F16,
+            rows: LaunchValue::Arg(1),
+            cols: LaunchValue::Arg(2),
+            stride: LaunchValue::Arg(2),
+            box_rows: 128,
+            box_cols: 64,
+            swizzle_bytes: 128,
+        };
+        Repack {
+            operands: vec![RepackOperand { map: 0, spec }],
+            workspace: Workspace::AlignedRows,
+        }
+    }
+
+    /// Records how each launch ran: a kernel with tensor maps (named
+    /// `mapped*`) has the repack step `repack()`.
+    struct Recording {
+        name: String,
+        repack: Option<Repack>,
+        log: Log,
+    }
+
+    impl CompiledKernel for Recording {
+        unsafe fn launch(&self, _args: &[KernelArg], grid: [u32; 3]) -> Result<(), RuntimeError> {
+            self.log.lock().unwrap().push(format!("{} {grid:?}", self.name));
+            Ok(())
+        }
+
+        fn repack(&self) -> Option<&Repack> {
+            self.repack.as_ref()
+        }
+
+        unsafe fn launch_repacking(
+            &self,
+            repack: &Repack,
+            _args: &[KernelArg],
+            grid: [u32; 3],
+        ) -> Result<(), RuntimeError> {
+            let operands = repack.operands.len();
+            let line = format!("{} {grid:?} after repacking {operands}", self.name);
+            self.log.lock().unwrap().push(line);
+            Ok(())
+        }
+    }
+
+    struct Fake {
+        log: Log,
+    }
+
+    impl Device for Fake {
+        fn name(&self) -> &'static str {
+            "fake"
+        }
+
+        fn compile(
+            &self,
+            func: Arc<Function>,
+            _options: &CompileOptions,
+        ) -> Result<Arc<dyn CompiledKernel>, RuntimeError> {
+            Ok(Arc::new(Recording {
+                name: func.name.clone(),
+                repack: func.name.starts_with("mapped").then(repack),
+                log: self.log.clone(),
+            }))
+        }
+
+        fn synchronize(&self) -> Result<(), RuntimeError> {
+            Ok(())
+        }
+    }
+
+    fn function(name: &str) -> Function {
+        Builder::new(name).finish().unwrap()
+    }
+
+    fn run(plan: LaunchPlan, grid: [u32; 3]) -> (CompiledPlan, Vec<String>) {
+        let log = Log::default();
+        let device: Arc<dyn Device> = Arc::new(Fake { log: log.clone() });
+        let compiled = CompiledPlan::compile(plan, &device, &CompileOptions::default()).unwrap();
+        // SAFETY: no argument; the fake kernels read nothing.
+        unsafe { compiled.launch(&[], grid, &device) }.unwrap();
+        let lines = log.lock().unwrap().clone();
+        (compiled, lines)
+    }
+
+    #[test]
+    fn a_compiled_kernel_with_a_repack_step_runs_it_before_each_launch() {
+        let (compiled, log) = run(LaunchPlan::single(function("mapped")), [3, 2, 1]);
+        let steps: Vec<_> = compiled.steps().map(|(s, r)| (s.kernel, r.cloned())).collect();
+        assert_eq!(steps, [(0, Some(repack()))]);
+        assert_eq!(log, ["mapped [3, 2, 1] after repacking 1"]);
+        let (_, log) = run(LaunchPlan::single(function("plain")), [3, 2, 1]);
+        assert_eq!(log, ["plain [3, 2, 1]"]);
+    }
+
+    #[test]
+    fn each_step_of_a_plan_gets_its_own_kernels_repack_step() {
+        // As split-K's: the partial kernel (tensor maps) over axis 2 times the
+        // splits, then the finishing one (none) over the launch's grid.
+        let plan = LaunchPlan {
+            kernels: vec![function("mapped_partial"), function("finish")],
+            steps: vec![
+                Step {
+                    kernel: 0,
+                    grid: StepGrid::SplitAxis2 { splits: 4 },
+                },
+                Step {
+                    kernel: 1,
+                    grid: StepGrid::Launch,
+                },
+            ],
+            workspace: Some(Workspace::PartialTiles {
+                splits: 4,
+                tile_elems: 16,
+            }),
+            repacks: Vec::new(),
+        };
+        let (_, log) = run(plan, [2, 2, 1]);
+        assert_eq!(
+            log,
+            ["mapped_partial [2, 2, 4] after repacking 1", "finish [2, 2, 1]"]
+        );
+    }
+
+    #[test]
+    fn an_artifact_launch_runs_its_kernels_repack_step() {
+        let log = Log::default();
+        let kernel = Recording {
+            name: "mapped".into(),
+            repack: Some(repack()),
+            log: log.clone(),
+        };
+        // SAFETY: no argument; the fake kernel reads nothing.
+        unsafe { launch_alone(&kernel, &[], [5, 1, 1]) }.unwrap();
+        assert_eq!(*log.lock().unwrap(), ["mapped [5, 1, 1] after repacking 1"]);
+    }
+
+    #[test]
+    fn a_shared_workspace_sized_by_copies_is_an_internal_error() {
+        let log = Log::default();
+        let device: Arc<dyn Device> = Arc::new(Fake { log });
+        let mut plan = LaunchPlan::single(function("plain"));
+        plan.workspace = Some(Workspace::AlignedRows);
+        let compiled = CompiledPlan::compile(plan, &device, &CompileOptions::default()).unwrap();
+        // SAFETY: no argument; the fake kernel reads nothing.
+        let e = unsafe { compiled.launch(&[], [1, 1, 1], &device) }.unwrap_err();
+        assert!(e.to_string().contains("sized only by its copies"), "{e}");
+    }
+}
