@@ -33,6 +33,7 @@ pub mod policy;
 pub mod portability;
 pub mod prefetch;
 pub mod relax_precision;
+pub mod repack;
 pub mod sink;
 pub mod split_k;
 pub mod target;

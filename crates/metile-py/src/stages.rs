@@ -226,9 +226,10 @@ fn nvidia_target(arch: &str) -> PyResult<metile_compiler::Target> {
     }
 }
 
-/// `{"cuda": str, "kernel_name": str, "threads_per_group": int, "shared_bytes": int}`
-/// for a traced kernel: the CUDA C++ the cuda backend hands NVRTC for `arch`
-/// (no GPU needed).
+/// `{"cuda": str, "kernel_name": str, "threads_per_group": int, "shared_bytes": int,
+/// "repack": list}` for a traced kernel: the CUDA C++ the cuda backend hands
+/// NVRTC for `arch` (no GPU needed), and the repack step a launch plan runs
+/// before it.
 #[pyfunction]
 #[pyo3(name = "compile_cuda", signature = (func, num_sgs=None, arch="sm_90", **passes))]
 pub fn compile_cuda_py<'py>(
@@ -256,11 +257,41 @@ pub fn compile_cuda_py<'py>(
         })?;
     let k = compiled.kernel;
     let d = pyo3::types::PyDict::new(py);
+    d.set_item("repack", repack_step(py, &k)?)?;
     d.set_item("cuda", k.source)?;
     d.set_item("kernel_name", k.kernel_name)?;
     d.set_item("threads_per_group", k.threads_per_group)?;
     d.set_item("shared_bytes", k.shared_bytes)?;
     Ok(d)
+}
+
+/// The kernel's repack step in a launch plan (`launch_plan::plan_repack`): one
+/// dict per operand a launch may copy into aligned rows (its tensor map's
+/// number, buffer, dtype, extent and stride as `("arg", i)` or
+/// `("const", n)`, and box); empty where the kernel has none.
+fn repack_step<'py>(
+    py: Python<'py>,
+    kernel: &metile_compiler::CudaKernel,
+) -> PyResult<Bound<'py, pyo3::types::PyList>> {
+    use metile_ir::gpu_ir::LaunchValue;
+    let launch_value = |v: LaunchValue| match v {
+        LaunchValue::Arg(i) => ("arg", i as i64),
+        LaunchValue::Const(c) => ("const", c),
+    };
+    let list = pyo3::types::PyList::empty(py);
+    let operands = metile_compiler::launch_plan::plan_repack(kernel).map_or_else(Vec::new, |r| r.operands);
+    for o in operands {
+        let d = pyo3::types::PyDict::new(py);
+        d.set_item("map", o.map)?;
+        d.set_item("buffer", o.buffer())?;
+        d.set_item("dtype", o.spec.dtype.name())?;
+        d.set_item("rows", launch_value(o.spec.rows))?;
+        d.set_item("cols", launch_value(o.spec.cols))?;
+        d.set_item("stride", launch_value(o.spec.stride))?;
+        d.set_item("box", (o.spec.box_rows, o.spec.box_cols))?;
+        list.append(d)?;
+    }
+    Ok(list)
 }
 
 /// The pass switches (launch options, `metile.Config` keys), from the

@@ -6,6 +6,7 @@
 
 use crate::error::RuntimeError;
 use crate::shared_memory::SharedMemory;
+use metile_compiler::launch_plan::Repack;
 use metile_interp::KernelArg;
 use metile_ir::Function;
 use std::sync::Arc;
@@ -44,6 +45,31 @@ pub trait CompiledKernel: Send + Sync {
     /// Buffer arguments must point to live allocations of the stated length that
     /// no one else mutates during the launch.
     unsafe fn launch(&self, args: &[KernelArg], grid: [u32; 3]) -> Result<(), RuntimeError>;
+
+    /// The repack step the compiler planned for this kernel
+    /// (`metile_compiler::launch_plan::plan_repack`), which a launch plan
+    /// puts on the kernel's steps; none on targets without tensor maps.
+    fn repack(&self) -> Option<&Repack> {
+        None
+    }
+
+    /// Runs a kernel step with a repack step: for each of its operands the
+    /// launch's conditions decide whether it is copied into aligned rows
+    /// before the kernel runs, which then reads the copies. A target without
+    /// tensor maps skips the copies.
+    ///
+    /// # Safety
+    /// As [`CompiledKernel::launch`].
+    unsafe fn launch_repacking(
+        &self,
+        repack: &Repack,
+        args: &[KernelArg],
+        grid: [u32; 3],
+    ) -> Result<(), RuntimeError> {
+        let _ = repack;
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { self.launch(args, grid) }
+    }
 
     /// The largest grid, per axis, this kernel can be launched over on its
     /// target. Program ids are i32, so no axis exceeds 2^31 - 1 anywhere.

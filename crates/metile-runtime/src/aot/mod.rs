@@ -454,7 +454,7 @@ impl Artifact {
             return Ok(());
         }
         // SAFETY: the caller's contract.
-        unsafe { kernel.launch(args, grid) }
+        unsafe { crate::launch_plan::launch_alone(kernel.as_ref(), args, grid) }
     }
 }
 

@@ -27,11 +27,12 @@ use crate::disk_cache::{cache_key, DiskCache};
 use crate::error::RuntimeError;
 use cudarc::driver::sys as cu;
 use driver::{check, describe, is_sticky};
+use metile_compiler::launch_plan::Repack;
 use metile_compiler::{CompileError, CudaKernel, CudaParam, Target};
 use metile_interp::{KernelArg, ScalarValue};
 use metile_ir::gpu_ir::TensorMapSpec;
 use metile_ir::Function;
-use repack::{Plan, Repacked, Repacker};
+use repack::{Copies, Repacked, Repacker};
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -384,8 +385,10 @@ struct CudaLaunchable {
     alignment: usize,
     last_kernel: Arc<Mutex<Arc<str>>>,
     grid_limits: [u32; 3],
-    /// Copies misaligned tensor-map operands into aligned rows, where the
-    /// kernel has tensor maps and `repack_operands` is on.
+    /// The repack step the compiler planned for the kernel, which launch
+    /// plans put on its steps.
+    repack: Option<Repack>,
+    /// Runs repack steps: loaded where the kernel has one.
     repacker: Option<Arc<Repacker>>,
     /// `METILE_DEBUG=repack`: the first launch that copies operands says so
     /// (set at compile time; cleared once said).
@@ -412,17 +415,10 @@ type Maps = Vec<cu::CUtensorMap>;
 type Built = Vec<(TensorMapSpec, bool)>;
 
 impl CudaLaunchable {
-    /// Whether the kernel writes the buffer of Tile IR parameter `index`.
-    fn writes(&self, index: usize) -> bool {
-        self.params.iter().any(|p| {
-            matches!(p, CudaParam::Buffer { tile_param_index, written: true, .. } if *tile_param_index == index)
-        })
-    }
-
-    /// The launch's tensor maps; where the hardware refuses a matrix only for
-    /// its alignment and a copy pays, the map is of a copy in aligned rows,
-    /// enqueued here (its workspace returned, to hold until the kernel is
-    /// enqueued).
+    /// The launch's tensor maps; under a repack step, where the hardware
+    /// refuses a candidate's matrix only for its alignment and a copy pays,
+    /// the map is of a copy in aligned rows, enqueued here (its workspace
+    /// returned, to hold until the kernel is enqueued).
     /// Nothing allocates for a kernel without maps.
     ///
     /// # Safety
@@ -431,30 +427,33 @@ impl CudaLaunchable {
         &self,
         args: &[KernelArg],
         grid: [u32; 3],
+        repack: Option<&Repack>,
     ) -> Result<(Maps, Built, Option<Repacked>), RuntimeError> {
         let mut maps = Maps::new();
         let mut built = Built::new();
-        let mut plan = Plan::default();
+        let mut copies = Copies::default();
         let mut to_copy: Vec<(usize, usize)> = Vec::new();
+        let candidates = repack.map_or(&[][..], |r| r.operands.as_slice());
         for p in &self.params {
             let CudaParam::TensorMap(spec) = p else { continue };
             let matrix = tensor_map::matrix(spec, args);
             let map = matrix.and_then(|m| tensor_map::encode_matrix(spec, &m));
             if let (None, Some(m), Some(_)) = (map, matrix, &self.repacker) {
-                if tensor_map::box_supported(spec) && !self.writes(spec.buffer) {
-                    if let Some(copy) = plan.add(spec, &m, grid) {
-                        to_copy.push((maps.len(), copy));
+                let slot = maps.len();
+                if candidates.iter().any(|o| o.map == slot && o.spec == *spec) {
+                    if let Some(copy) = copies.add(spec, &m, grid) {
+                        to_copy.push((slot, copy));
                     }
                 }
             }
             built.push((*spec, map.is_some()));
             maps.push(map.unwrap_or(cu::CUtensorMap { opaque: [0; 16] }));
         }
-        let Some(repacker) = self.repacker.as_ref().filter(|_| !plan.is_empty()) else {
+        let Some(repacker) = self.repacker.as_ref().filter(|_| !copies.is_empty()) else {
             return Ok((maps, built, None));
         };
-        // SAFETY: the planned sources are buffer arguments (the caller's promise).
-        let Some(repacked) = (unsafe { repacker.run(&plan)? }) else {
+        // SAFETY: the copies' sources are buffer arguments (the caller's promise).
+        let Some(repacked) = (unsafe { repacker.run(&copies)? }) else {
             return Ok((maps, built, None));
         };
         let report = self.report_repack.swap(false, Ordering::Relaxed);
@@ -465,7 +464,7 @@ impl CudaLaunchable {
                 built[slot].1 = true;
             }
             if report {
-                let from = plan.source(copy);
+                let from = copies.source(copy);
                 eprintln!(
                     "// {}: argument {} ({} x {} {}, rows {} bytes apart) copied into rows {} bytes apart \
                      for its tensor copies",
@@ -475,13 +474,21 @@ impl CudaLaunchable {
         }
         Ok((maps, built, Some(repacked)))
     }
-}
 
-impl CompiledKernel for CudaLaunchable {
-    unsafe fn launch(&self, args: &[KernelArg], grid: [u32; 3]) -> Result<(), RuntimeError> {
+    /// Launches the kernel, after the copies of `repack`'s operands that this
+    /// launch calls for.
+    ///
+    /// # Safety
+    /// As [`CompiledKernel::launch`].
+    unsafe fn launch_step(
+        &self,
+        repack: Option<&Repack>,
+        args: &[KernelArg],
+        grid: [u32; 3],
+    ) -> Result<(), RuntimeError> {
         let mut values: Vec<u64> = Vec::with_capacity(self.params.len());
         // SAFETY: the caller's promise covers the buffers the copies read.
-        let (mut maps, built, repacked) = unsafe { self.tensor_maps(args, grid)? };
+        let (mut maps, built, repacked) = unsafe { self.tensor_maps(args, grid, repack)? };
         for p in &self.params {
             let (index, is_buffer) = match p {
                 CudaParam::Buffer { tile_param_index, .. } => (*tile_param_index, true),
@@ -579,6 +586,27 @@ impl CompiledKernel for CudaLaunchable {
             unsafe { fflush(std::ptr::null_mut()) };
         }
         Ok(())
+    }
+}
+
+impl CompiledKernel for CudaLaunchable {
+    unsafe fn launch(&self, args: &[KernelArg], grid: [u32; 3]) -> Result<(), RuntimeError> {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { self.launch_step(None, args, grid) }
+    }
+
+    fn repack(&self) -> Option<&Repack> {
+        self.repack.as_ref()
+    }
+
+    unsafe fn launch_repacking(
+        &self,
+        repack: &Repack,
+        args: &[KernelArg],
+        grid: [u32; 3],
+    ) -> Result<(), RuntimeError> {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { self.launch_step(Some(repack), args, grid) }
     }
 
     fn max_grid(&self) -> [u32; 3] {

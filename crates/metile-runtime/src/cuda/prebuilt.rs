@@ -6,7 +6,8 @@ use super::{compile_error, debug_enabled, load_libraries, nvrtc, nvrtc_error, Cu
 use crate::debug::compile_reporting;
 use crate::device::{CompileOptions, CompiledKernel};
 use crate::error::RuntimeError;
-use metile_compiler::{CompileError, CudaKernel, CudaParam, Kernel, Target, TargetKind};
+use metile_compiler::launch_plan::plan_repack;
+use metile_compiler::{CompileError, CudaKernel, Kernel, Target, TargetKind};
 use metile_ir::Function;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -51,10 +52,8 @@ impl CudaDevice {
         cubin: Option<&[u8]>,
     ) -> Result<Arc<dyn CompiledKernel>, RuntimeError> {
         let loaded = self.load(&kernel, cubin)?;
-        let maps = kernel.params.iter().any(|p| matches!(p, CudaParam::TensorMap(_)));
-        let repacker = (maps && kernel.repack_operands)
-            .then(|| self.repacker())
-            .transpose()?;
+        let repack = plan_repack(&kernel);
+        let repacker = repack.is_some().then(|| self.repacker()).transpose()?;
         Ok(Arc::new(CudaLaunchable {
             context: self.context.clone(),
             loaded,
@@ -65,6 +64,7 @@ impl CudaDevice {
             alignment: kernel.buffer_alignment.max(1),
             last_kernel: self.last_kernel.clone(),
             grid_limits: self.target.grid_limits(kernel.threads_per_group),
+            repack,
             repacker,
             report_repack: AtomicBool::new(debug_enabled("repack")),
             prints: kernel.prints,

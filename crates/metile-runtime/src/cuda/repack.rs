@@ -1,25 +1,28 @@
-//! Repacked operands (the `repack_operands` pass). A `dot` operand whose
-//! tensor map the hardware refuses only for alignment (f16 rows of odd
-//! length: a row pitch that is no multiple of 16 bytes; a matrix starting
-//! mid-allocation) would leave the kernel copying it element by element
-//! through registers. Instead the launch first copies the matrix into rows
-//! padded to 16 bytes in a workspace, with one small kernel for every such
-//! operand, on the same stream (so the copy lands before the kernel reads it),
-//! and gives the kernel a tensor map of the copy.
+//! Repack steps of launch plans (the `repack_operands` pass): the copy
+//! kernel, its pooled workspace, and the launch-time half of the decision.
+//! The compiler lists, per kernel, the `dot` operands a launch may copy into
+//! rows padded to 16 bytes (`metile_compiler::repack`: tensor-map operands the
+//! kernel only reads, whose box the hardware copies); here a launch that runs
+//! the step copies a candidate only where its tensor map of the operand itself
+//! is refused for alignment (f16 rows of odd length: a row pitch that is no
+//! multiple of 16 bytes; a matrix starting mid-allocation), where a copy would
+//! give one, and where the copy pays. One small kernel copies every such
+//! operand, on the launch's stream (so the copy lands before the kernel reads
+//! it), and the kernel gets a tensor map of the copy.
 //!
 //! The copy costs one read and one write of the operand, so it pays where the
 //! kernel reads each element several times, as a GEMM reads A once per column
 //! of output tiles. A launch copies a matrix only when its grid has at least
 //! [`MIN_REUSE`] times as many blocks as the matrix has boxes along its longer
 //! side (a lower bound of the reuse of a `dot` operand that every block walks
-//! along its K loop), never a buffer the kernel writes (it must read its own
-//! writes), and never where the copy would not give a tensor map either.
+//! along its K loop).
 //!
-//! The workspace stays with the device between launches in a `WorkspacePool`,
-//! as split-K's does: a launch takes it, and gives it back once the kernel is
-//! enqueued; the next launch's copy runs after this kernel in stream order.
-//! Where the workspace cannot be allocated, the launch goes ahead without the
-//! copies (the kernel's threads copy those operands, as with the pass off).
+//! The workspace (the plan's `Workspace::AlignedRows`) stays with the device
+//! between launches in a `WorkspacePool`, as split-K's does: a launch takes
+//! it, and gives it back once the kernel is enqueued; the next launch's copy
+//! runs after this kernel in stream order. Where the workspace cannot be
+//! allocated, the launch goes ahead without the copies (the kernel's threads
+//! copy those operands, as with the pass off).
 
 use super::driver::check;
 use super::tensor_map::Matrix;
@@ -138,15 +141,15 @@ impl Copy {
 
 /// The copies one launch makes before its kernel runs.
 #[derive(Debug, Default)]
-pub(super) struct Plan {
+pub(super) struct Copies {
     copies: Vec<Copy>,
     bytes: u64,
 }
 
-impl Plan {
-    /// Plans the copy of `m`, which `spec` reads, and returns its index (a
-    /// matrix read by several maps is copied once), or `None` where a copy
-    /// would not pay or not help.
+impl Copies {
+    /// Adds the copy of `m`, which the candidate `spec` reads, and returns
+    /// its index (a matrix read by several maps is copied once), or `None`
+    /// where a copy would not pay or not help.
     pub fn add(&mut self, spec: &TensorMapSpec, m: &Matrix, grid: [u32; 3]) -> Option<usize> {
         if m.aligned() || !worth_copying(spec, m, grid) {
             return None;
@@ -207,7 +210,7 @@ pub(super) struct Repacked {
     repacker: Arc<Repacker>,
     device: Arc<dyn Device>,
     space: Option<Workspace>,
-    /// Each planned copy as a matrix of the workspace.
+    /// Each copy as a matrix of the workspace.
     pub matrices: Vec<Matrix>,
 }
 
@@ -229,17 +232,17 @@ impl Repacker {
         }
     }
 
-    /// Enqueues `plan`'s copies on the launch stream; `None` where
-    /// the workspace cannot be allocated (the kernel then copies the
-    /// operands with its threads, as without the pass).
+    /// Enqueues `copies` on the launch stream; `None` where the workspace
+    /// cannot be allocated (the kernel then copies the operands with its
+    /// threads, as without the pass).
     ///
     /// # Safety
-    /// Every planned matrix must lie in a live device allocation.
-    pub unsafe fn run(self: &Arc<Self>, plan: &Plan) -> Result<Option<Repacked>, RuntimeError> {
+    /// Every matrix copied must lie in a live device allocation.
+    pub unsafe fn run(self: &Arc<Self>, copies: &Copies) -> Result<Option<Repacked>, RuntimeError> {
         let Some(device) = self.device.upgrade() else {
             return Ok(None);
         };
-        let Some(space) = usize::try_from(plan.bytes)
+        let Some(space) = usize::try_from(copies.bytes)
             .ok()
             .and_then(|bytes| self.pool.take(&device, bytes).ok())
         else {
@@ -253,7 +256,7 @@ impl Repacker {
             space: Some(space),
             matrices: Vec::new(),
         };
-        repacked.matrices = plan
+        repacked.matrices = copies
             .copies
             .iter()
             .map(|c| Matrix {
@@ -264,7 +267,7 @@ impl Repacker {
             })
             .collect();
         self.context.bind()?;
-        for batch in plan.copies.chunks(MAX_JOBS) {
+        for batch in copies.copies.chunks(MAX_JOBS) {
             let mut jobs = Jobs {
                 job: [Job::default(); MAX_JOBS],
             };
@@ -345,7 +348,7 @@ mod tests {
 
     #[test]
     fn odd_rows_are_copied_into_16_byte_rows_once() {
-        let mut plan = Plan::default();
+        let mut plan = Copies::default();
         let a = f16_matrix(1023, 999);
         // 8 x 9 output tiles of 128 x 128: A's 16 boxes along K are read by 9 columns of tiles.
         assert_eq!(plan.add(&spec(128, 64), &a, [8, 9, 1]), Some(0));
@@ -364,7 +367,7 @@ mod tests {
 
     #[test]
     fn aligned_matrices_and_little_reuse_are_left_alone() {
-        let mut plan = Plan::default();
+        let mut plan = Copies::default();
         assert_eq!(plan.add(&spec(128, 64), &f16_matrix(1024, 1000), [8, 8, 1]), None);
         // One row of output tiles reads B once: a copy would only add traffic.
         assert_eq!(

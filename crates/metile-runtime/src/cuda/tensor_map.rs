@@ -6,10 +6,11 @@
 //! Where the arguments do not allow a map (a base address or row pitch not a
 //! multiple of 16 bytes, an extent past what the hardware addresses), the
 //! kernel's flag parameter is 0 and it copies the way it would without TMA,
-//! unless the runtime first copies a misaligned matrix into aligned rows
-//! (`repack.rs`) and maps the copy.
+//! unless the launch plan's repack step first copies a misaligned matrix into
+//! aligned rows (`repack.rs`) and the map is of the copy.
 
 use cudarc::driver::sys as cu;
+use metile_compiler::repack::tensor_copy_box_supported;
 use metile_interp::{KernelArg, ScalarValue};
 use metile_ir::gpu_ir::{LaunchValue, TensorMapSpec};
 use metile_ir::DType;
@@ -89,20 +90,10 @@ pub fn matrix(spec: &TensorMapSpec, args: &[KernelArg]) -> Option<Matrix> {
     })
 }
 
-/// Whether the hardware can copy `spec`'s boxes of its element type, from a
-/// matrix aligned as it needs.
-pub fn box_supported(spec: &TensorMapSpec) -> bool {
-    let size = spec.dtype.size_bytes() as i64;
-    data_type(spec.dtype).is_some()
-        && swizzle(spec.swizzle_bytes).is_some()
-        && i64::from(spec.box_cols) * size <= i64::from(spec.swizzle_bytes)
-        && (1..=256).contains(&spec.box_rows)
-}
-
 /// The tensor map of `spec`'s box over `m` (a launch's matrix, or its copy in
 /// aligned rows), or `None` when the hardware cannot describe it.
 pub fn encode_matrix(spec: &TensorMapSpec, m: &Matrix) -> Option<cu::CUtensorMap> {
-    if !m.aligned() || !box_supported(spec) {
+    if !m.aligned() || !tensor_copy_box_supported(spec) {
         return None;
     }
     let global_dim = [m.cols as u64, m.rows as u64];
