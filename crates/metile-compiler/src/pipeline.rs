@@ -720,9 +720,8 @@ fn run_l2_order(w: &mut Work<'_>) -> CompileResult<Option<bool>> {
 
 fn run_prefetch_async(w: &mut Work<'_>) -> CompileResult<Option<bool>> {
     let ((target, switches), threads) = (w.machine()?, w.threads as usize);
-    let stage_bytes = |shape, dtype, held| {
-        dot_tiling::ring_stage_bytes((target, &switches, threads), shape, dtype, held)
-    };
+    let stage_bytes =
+        |shape, dtype, held| dot_tiling::ring_stage_bytes((target, &switches, threads), shape, dtype, held);
     let asynchronous = prefetch::Carry::Async {
         stage_bytes: &stage_bytes,
         budget: target.max_threadgroup_bytes,

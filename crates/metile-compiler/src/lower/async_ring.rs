@@ -277,7 +277,13 @@ impl<'f> Lowering<'f> {
 
     /// Records the values of `chain` (of the loop at `block.ops[li]`) as tile
     /// `tile` of ring `ring`.
-    pub(super) fn mark_chain(&mut self, block: &'f Block, li: usize, chain: &Chain, (ring, tile): (usize, usize)) {
+    pub(super) fn mark_chain(
+        &mut self,
+        block: &'f Block,
+        li: usize,
+        chain: &Chain,
+        (ring, tile): (usize, usize),
+    ) {
         let lp = &block.ops[li];
         let body = &lp.regions[0];
         {

@@ -90,7 +90,11 @@ impl<'f> Lowering<'f> {
         let same_ifs = members.iter().all(|m| {
             m.chain.ahead.0 == ahead
                 && m.chain.positions.len() == first.chain.positions.len()
-                && m.chain.prologue.iter().zip(&first.chain.prologue).all(|(x, y)| x.0 == y.0)
+                && m.chain
+                    .prologue
+                    .iter()
+                    .zip(&first.chain.prologue)
+                    .all(|(x, y)| x.0 == y.0)
         });
         let only_members = body.ops[ahead + 1..=first.at]
             .iter()
@@ -106,11 +110,16 @@ impl<'f> Lowering<'f> {
         let mut tiles = vec![];
         let mut stage_len = 0;
         for m in &members {
-            let (Some((sa, _, _)), Some((sb, len))) = (wgmma_staging(&m.plan, dtype), b_alone_stage(&m.plan, dtype))
+            let (Some((sa, _, _)), Some((sb, len))) =
+                (wgmma_staging(&m.plan, dtype), b_alone_stage(&m.plan, dtype))
             else {
                 return Ok(false);
             };
-            let place = if m.k_major { k_major_b(sa, sb, m.plan.shape) } else { sb };
+            let place = if m.k_major {
+                k_major_b(sa, sb, m.plan.shape)
+            } else {
+                sb
+            };
             tiles.push(RingTile {
                 place: Staged {
                     base: stage_len,
@@ -122,7 +131,12 @@ impl<'f> Lowering<'f> {
         }
         let stages = first.chain.positions.len() + 1;
         let tensor_copies = members.iter().all(|m| self.tensor_copies_pay(&m.plan));
-        let barrier_bytes = 16 * stages + if tensor_copies { (4 * stages).div_ceil(16) * 16 } else { 0 };
+        let barrier_bytes = 16 * stages
+            + if tensor_copies {
+                (4 * stages).div_ceil(16) * 16
+            } else {
+                0
+            };
         let ring_bytes = stages * stage_len * dtype.size_bytes();
         let root = match self.earlier_ring_memory(block, li, ring_bytes) {
             Some(earlier) => self
@@ -139,9 +153,7 @@ impl<'f> Lowering<'f> {
         };
         let barriers = RingBarriers {
             arrivals: tiles.len() as u32,
-            bars: self
-                .b
-                .add_threadgroup(DType::I64, 2 * stages, TgPurpose::Scratch),
+            bars: self.b.add_threadgroup(DType::I64, 2 * stages, TgPurpose::Scratch),
             stages,
             full_phases: self.b.add_reg(DType::I32, 1),
             empty_phases: self.b.add_reg(DType::I32, 1),
@@ -189,7 +201,9 @@ impl<'f> Lowering<'f> {
     /// The `b` ring whose `dot`s include `op`.
     pub(super) fn b_ring_of(&self, op: &Op) -> Option<usize> {
         let r = op.results[0];
-        self.rings.iter().position(|ring| ring.b_only && ring.dots.contains(&r))
+        self.rings
+            .iter()
+            .position(|ring| ring.b_only && ring.dots.contains(&r))
     }
 
     /// A `dot` of a `b` ring: each multiplies its `b` tile with its `a`
@@ -199,7 +213,13 @@ impl<'f> Lowering<'f> {
     /// iteration multiplied (done with: every product waits) and lowers the
     /// held-back refill into it, so the tiles `depth` iterations ahead load
     /// while this iteration computes.
-    pub(super) fn b_ring_dot(&mut self, op: &'f Op, plan: &AtomTiling, ring: usize, reg: RegId) -> CompileResult<()> {
+    pub(super) fn b_ring_dot(
+        &mut self,
+        op: &'f Op,
+        plan: &AtomTiling,
+        ring: usize,
+        reg: RegId,
+    ) -> CompileResult<()> {
         let ring = self.rings[ring].clone();
         let (Some(bars), Some(previous)) = (ring.barriers, ring.previous) else {
             return Err(self.internal("a b ring without memory barriers"));
@@ -222,7 +242,8 @@ impl<'f> Lowering<'f> {
         let a = self.b_ring_a(plan, op.operands[0], sa)?;
         let t = ring.tiles[tile];
         let stage = Some((None, Some(base), sync));
-        let (count, held) = self.wgmma_issue_with(plan, (a, ring.root), (sa, t.place), t.k_major, stage, reg)?;
+        let (count, held) =
+            self.wgmma_issue_with(plan, (a, ring.root), (sa, t.place), t.k_major, stage, reg)?;
         if first {
             let released = self.reg_read(previous, 0, DType::I32);
             self.release_stage(bars, released, ring.stage_len)?;

@@ -206,7 +206,11 @@ impl<'f> Lowering<'f> {
 
     /// Whether `a`, held in layout `la`, is already the A fragments of
     /// `plan`'s 16-bit `wgmma` (`dot_tiling::wgmma_register_a`).
-    pub(super) fn reads_a_from_registers(&self, plan: &AtomTiling, la: crate::layout_assign::LayoutId) -> bool {
+    pub(super) fn reads_a_from_registers(
+        &self,
+        plan: &AtomTiling,
+        la: crate::layout_assign::LayoutId,
+    ) -> bool {
         self.a.switches.wgmma_register_a
             && wgmma_register_a(plan, &self.a.target, &self.a.switches, self.a.threads as usize)
                 .is_some_and(|l| &l == self.layout(la))

@@ -378,7 +378,7 @@ mod tests {
         let mut f = pointer_gemm(false);
         let before = metile_ir::print_function(&f);
         // Async needs matrix-atom plans; none here, so nothing is selected.
-        let no_plan = |_: (usize, usize, usize), _: DType, _: super::RingOperands| None;
+        let no_plan = |_: (usize, usize, usize), _: DType, _: crate::prefetch::RingOperands| None;
         let carry = Carry::Async {
             stage_bytes: &no_plan,
             budget: 1 << 16,
