@@ -351,6 +351,13 @@ fn select(
         match carry {
             Carry::Registers => {
                 for &v in operands {
+                    // An fp8 operand's conversion to f16 stays in the loop:
+                    // the fp8 tile takes half the registers, and a target
+                    // with an fp8 atom multiplies it as it is (`fp8_dot`).
+                    let v = defs
+                        .get(&v)
+                        .and_then(|&i| crate::fp8_dot::cast_source(&body.ops[i], values))
+                        .unwrap_or(v);
                     if prefetched.contains(&v) || !defs.contains_key(&v) {
                         continue;
                     }

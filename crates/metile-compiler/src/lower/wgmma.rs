@@ -21,6 +21,7 @@ use super::{CacheKey, Cached, Lowering};
 use crate::atoms::AtomKind;
 use crate::dot_tiling::{wgmma_staging, AtomTiling, Staged, Swizzle};
 use crate::error::CompileResult;
+use crate::layout_assign::LayoutId;
 use metile_ir::gpu_ir::*;
 use metile_ir::{BinaryOp, DType};
 
@@ -76,6 +77,9 @@ impl<'f> Lowering<'f> {
         plan: &AtomTiling,
         reg: RegId,
     ) -> CompileResult<bool> {
+        if plan.atom.operand.is_fp8() {
+            return self.wgmma_fp8_dot(op, plan, reg);
+        }
         let (a, b) = (op.operands[0], op.operands[1]);
         let dtype = self.elem_dtype(a);
         let Some((sa, sb, len)) = wgmma_staging(plan, dtype) else {
@@ -126,6 +130,72 @@ impl<'f> Lowering<'f> {
         self.flush_deferred()?;
         self.wgmma_wait(reg, count, 0, held);
         Ok(true)
+    }
+
+    /// `dot` on an fp8 `wgmma` plan: the f16 operands' fp8 sources
+    /// (`fp8_dot`) are stored K-major into swizzled scratch, each in a
+    /// scratch array of its own format, then multiplied `k32` at a time.
+    /// `b = x.T` is staged from `x`'s registers as they are; any other `b`
+    /// (`K x N`) is stored transposed, element by element.
+    fn wgmma_fp8_dot(&mut self, op: &'f metile_ir::Op, plan: &AtomTiling, reg: RegId) -> CompileResult<bool> {
+        let sources = |v: metile_ir::ValueId| {
+            let def = self.def_op[v.index()]?;
+            crate::fp8_dot::cast_source(def, &self.f.values)
+        };
+        let (Some(xa), Some(xb)) = (sources(op.operands[0]), sources(op.operands[1])) else {
+            return Err(self.internal("an fp8 wgmma plan on operands that are not fp8 conversions"));
+        };
+        let (dtype_a, dtype_b) = (self.elem_dtype(xa), self.elem_dtype(xb));
+        let Some((sa, sb, len)) = wgmma_staging(plan, dtype_a) else {
+            return Ok(false);
+        };
+        let need = if dtype_a == dtype_b { len } else { 2 * len };
+        if need > self.dot_scratch_capacity(dtype_a) {
+            return Ok(false);
+        }
+        let root_a = self.dot_scratch(dtype_a, len)?;
+        let root_b = match dtype_a == dtype_b {
+            true => root_a,
+            false => self.dot_scratch(dtype_b, len)?,
+        };
+        let la = self.natural_layout(xa)?;
+        let av = self.elems(xa, la)?;
+        let (b_source, b_transposed) = match self.transposed_source(xb) {
+            Some(x) => (x, false),
+            None => (xb, true),
+        };
+        let lb = self.natural_layout(b_source)?;
+        let bv = self.elems(b_source, lb)?;
+        self.barrier()?;
+        self.stage(root_a, sa, la, &av, None, None)?;
+        match b_transposed {
+            true => self.stage_transposed(root_b, sb, lb, &bv)?,
+            false => self.stage(root_b, sb, lb, &bv, None, None)?,
+        }
+        let (count, held) = self.wgmma_issue_with(plan, (root_a, root_b), (sa, sb), true, None, reg)?;
+        self.flush_deferred()?;
+        self.wgmma_wait(reg, count, 0, held);
+        Ok(true)
+    }
+
+    /// Writes the elements a thread holds of a `K x N` tile in layout `l`
+    /// at their transposed place: element `(k, n)` at `at.index(n, k)`.
+    fn stage_transposed(
+        &mut self,
+        root: GpuValue,
+        at: Staged,
+        l: LayoutId,
+        xs: &[GpuValue],
+    ) -> CompileResult<()> {
+        let dtype = self.dtype_of(root);
+        let owner = self.owner(l);
+        for (v, &x) in xs.iter().enumerate() {
+            let k = self.coord(l, 0, v);
+            let n = self.coord(l, 1, v);
+            let index = self.staged_index(at, n, k, dtype);
+            self.mem_store(root, index, x, 1, owner);
+        }
+        Ok(())
     }
 
     /// The multiplication of operands staged at `places` (plus the stage
