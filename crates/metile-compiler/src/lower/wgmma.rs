@@ -138,12 +138,13 @@ impl<'f> Lowering<'f> {
     /// `b = x.T` is staged from `x`'s registers as they are; any other `b`
     /// (`K x N`) is stored transposed, element by element.
     fn wgmma_fp8_dot(&mut self, op: &'f metile_ir::Op, plan: &AtomTiling, reg: RegId) -> CompileResult<bool> {
-        let sources = |v: metile_ir::ValueId| {
-            let def = self.def_op[v.index()]?;
-            crate::fp8_dot::cast_source(def, &self.f.values)
-        };
-        let (Some(xa), Some(xb)) = (sources(op.operands[0]), sources(op.operands[1])) else {
+        let (Some(xa), Some(xb)) = (self.fp8_source(op.operands[0]), self.fp8_source(op.operands[1])) else {
             return Err(self.internal("an fp8 wgmma plan on operands that are not fp8 conversions"));
+        };
+        // A loop-invariant `a` staged before the loop is read where it is.
+        let a_root = match self.cached(&CacheKey::StagedOperand(xa), self.at) {
+            Some(Cached::One(r)) => Some(r),
+            _ => None,
         };
         let (dtype_a, dtype_b) = (self.elem_dtype(xa), self.elem_dtype(xb));
         let Some((sa, sb, len)) = wgmma_staging(plan, dtype_a) else {
@@ -158,8 +159,13 @@ impl<'f> Lowering<'f> {
             true => root_a,
             false => self.dot_scratch(dtype_b, len)?,
         };
-        let la = self.natural_layout(xa)?;
-        let av = self.elems(xa, la)?;
+        let a_values = match a_root {
+            Some(_) => None,
+            None => {
+                let la = self.natural_layout(xa)?;
+                Some((la, self.elems(xa, la)?))
+            }
+        };
         let (b_source, b_transposed) = match self.transposed_source(xb) {
             Some(x) => (x, false),
             None => (xb, true),
@@ -167,12 +173,15 @@ impl<'f> Lowering<'f> {
         let lb = self.natural_layout(b_source)?;
         let bv = self.elems(b_source, lb)?;
         self.barrier()?;
-        self.stage(root_a, sa, la, &av, None, None)?;
+        if let Some((la, av)) = &a_values {
+            self.stage(root_a, sa, *la, av, None, None)?;
+        }
         match b_transposed {
             true => self.stage_transposed(root_b, sb, lb, &bv)?,
             false => self.stage(root_b, sb, lb, &bv, None, None)?,
         }
-        let (count, held) = self.wgmma_issue_with(plan, (root_a, root_b), (sa, sb), true, None, reg)?;
+        let roots = (a_root.unwrap_or(root_a), root_b);
+        let (count, held) = self.wgmma_issue_with(plan, roots, (sa, sb), true, None, reg)?;
         self.flush_deferred()?;
         self.wgmma_wait(reg, count, 0, held);
         Ok(true)
@@ -222,23 +231,32 @@ impl<'f> Lowering<'f> {
     /// `dot`'s own staging room.
     pub(super) fn stage_invariant_operands(&mut self, body: &'f metile_ir::Block) -> CompileResult<()> {
         let dots = || body.ops.iter().filter(|o| o.kind == metile_ir::OpKind::Dot);
-        // The largest staging of the body's `dot`s, which must still fit beside.
+        // The largest staging of the body's `dot`s, which must still fit
+        // beside (fp8 plans stage fp8 tiles: the plan's operand dtype).
         let staging = dots()
             .filter_map(|op| {
                 let plan = self.a.dot_plans.get(&op.results[0])?;
-                let dtype = self.elem_dtype(op.operands[0]);
+                let dtype = plan.atom.operand;
                 Some(wgmma_staging(plan, dtype)?.2 * dtype.size_bytes())
             })
             .max()
             .unwrap_or(0);
         for op in dots() {
-            let a = op.operands[0];
-            let defined_outside = self.homes[a.index()].is_some();
-            let staged = self.cached(&CacheKey::StagedOperand(a), self.at).is_some();
             let Some(plan) = self.atom_plan(op.results[0]) else {
                 continue;
             };
-            if !defined_outside || staged || !k_major_b_allowed(&plan) {
+            // An fp8 plan stages the fp8 tile the operand converts.
+            let fp8 = matches!(plan.atom.kind, AtomKind::NvidiaWgmmaM64K32F8 { .. });
+            let a = match fp8 {
+                true => match self.fp8_source(op.operands[0]) {
+                    Some(x) => x,
+                    None => continue,
+                },
+                false => op.operands[0],
+            };
+            let defined_outside = self.homes[a.index()].is_some();
+            let staged = self.cached(&CacheKey::StagedOperand(a), self.at).is_some();
+            if !defined_outside || staged || !(fp8 || k_major_b_allowed(&plan)) {
                 continue;
             }
             let dtype = self.elem_dtype(a);
@@ -262,6 +280,11 @@ impl<'f> Lowering<'f> {
             self.cache(CacheKey::StagedOperand(a), Cached::One(root));
         }
         Ok(())
+    }
+
+    /// The fp8 tile that `v` (an f16 `dot` operand) converts, if it does.
+    fn fp8_source(&self, v: metile_ir::ValueId) -> Option<metile_ir::ValueId> {
+        crate::fp8_dot::cast_source(self.def_op[v.index()]?, &self.f.values)
     }
 
     /// The value whose transpose `v` is (`v = x.T`, a 2-D permute), if so.
