@@ -1028,4 +1028,33 @@ mod tests {
         // Row 3, chunk 2 of a 128-byte swizzle: chunk 2 ^ 3 = 1.
         assert_eq!(sa.index(3, 16, 2), 3 * 64 + 8);
     }
+
+    /// fp8 operands swizzle bytes as 16-bit ones do: a 128-byte row block
+    /// holds 128 elements, `b`'s transpose (row `n`, column `k`) is placed
+    /// like `a`, and each row's 16-byte chunks (16 consecutive `k`) stay
+    /// whole, chunk `c` moved to `c ^ line % (bytes / 16)`, `line` the
+    /// 128-byte line of the row's start (the row itself for 128-byte rows).
+    #[test]
+    fn fp8_placements_swizzle_bytes_like_16_bit_ones() {
+        let h100 = on(Target::nvidia(9, 0));
+        for (n, k) in [(128, 128), (64, 256), (32, 64), (24, 32)] {
+            let p = plan(&h100, (64, n, k), DType::F8E4M3, 128).unwrap();
+            let (sa, sb, len) = wgmma_staging(&p, DType::F8E4M3).unwrap();
+            assert_eq!((sb.ld, sb.base % 1024, len % 1024), (sa.ld, 0, 0));
+            let bytes = sa.swizzle.unwrap().bytes;
+            let mut seen = vec![false; n * k];
+            for row in 0..n {
+                for col in 0..k {
+                    let i = sb.index(row, col, 1) - sb.base;
+                    assert!(!seen[i], "{n}x{k}: ({row}, {col}) lands on a taken slot");
+                    seen[i] = true;
+                    let (block, within) = (col / sb.ld, col % sb.ld);
+                    // The row's byte offset in its block, bits 7.. (one
+                    // 128-byte line), picks the chunk permutation.
+                    let chunk = (within / 16) ^ ((row * sb.ld >> 7) & (bytes / 16 - 1));
+                    assert_eq!(i, block * n * sb.ld + row * sb.ld + chunk * 16 + within % 16);
+                }
+            }
+        }
+    }
 }
