@@ -1051,7 +1051,7 @@ mod tests {
                     let (block, within) = (col / sb.ld, col % sb.ld);
                     // The row's byte offset in its block, bits 7.. (one
                     // 128-byte line), picks the chunk permutation.
-                    let chunk = (within / 16) ^ ((row * sb.ld >> 7) & (bytes / 16 - 1));
+                    let chunk = (within / 16) ^ (((row * sb.ld) >> 7) & (bytes / 16 - 1));
                     assert_eq!(i, block * n * sb.ld + row * sb.ld + chunk * 16 + within % 16);
                 }
             }
