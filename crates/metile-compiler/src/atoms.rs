@@ -168,6 +168,26 @@ impl MatrixAtom {
         })
     }
 
+    /// NVIDIA's warpgroup MMA `m64 n k32` (sm_90a) on fp8 (e4m3 or e5m2),
+    /// accumulating in f32: the 16-bit atom with twice the `k` per
+    /// instruction (the same 32 bytes of each row). Both operands are read
+    /// K-major only (8-bit `wgmma` has no transpose), so the `dot`'s B is
+    /// staged as its transpose; the C layout is the 16-bit atom's.
+    pub fn nvidia_wgmma_m64k32_f8(operand: DType, n: usize) -> Option<MatrixAtom> {
+        if !operand.is_fp8() {
+            return None;
+        }
+        let atom = MatrixAtom::nvidia_wgmma_m64k16(DType::F16, n)?;
+        Some(MatrixAtom {
+            kind: AtomKind::NvidiaWgmmaM64K32F8 { n: n as u16 },
+            shape: (64, n, 32),
+            operand,
+            a: layout(&format!("(128,{}):(0,1)", 64 * 32)),
+            b: layout(&format!("(128,{}):(0,1)", 32 * n)),
+            ..atom
+        })
+    }
+
     /// The tf32 warpgroup MMA `m64 n k8` (sm_90a), which reads threadgroup
     /// operands only K-major, on the transposed product `Cᵀ = Bᵀ · Aᵀ`: the
     /// `dot`'s A (`M x 8`, K-major) is its threadgroup operand B with `n =
@@ -210,7 +230,9 @@ impl MatrixAtom {
     pub fn reads_shared_memory(&self) -> bool {
         matches!(
             self.kind,
-            AtomKind::NvidiaWgmmaM64K16 { .. } | AtomKind::NvidiaWgmmaM64K8Tf32 { .. }
+            AtomKind::NvidiaWgmmaM64K16 { .. }
+                | AtomKind::NvidiaWgmmaM64K32F8 { .. }
+                | AtomKind::NvidiaWgmmaM64K8Tf32 { .. }
         )
     }
 
@@ -279,7 +301,30 @@ mod tests {
                 .into_iter()
                 .filter_map(MatrixAtom::nvidia_wgmma_m64k8_tf32),
         );
+        atoms.extend(
+            [(DType::F8E4M3, 8), (DType::F8E5M2, 256)]
+                .into_iter()
+                .filter_map(|(d, n)| MatrixAtom::nvidia_wgmma_m64k32_f8(d, n)),
+        );
         atoms
+    }
+
+    /// The fp8 atom reads 32 `k` a step, 32 bytes of each row as the 16-bit
+    /// atom, with the same accumulator layout.
+    #[test]
+    fn fp8_wgmma_is_k32_with_the_16_bit_accumulator() {
+        for dtype in [DType::F8E4M3, DType::F8E5M2] {
+            let atom = MatrixAtom::nvidia_wgmma_m64k32_f8(dtype, 96).unwrap();
+            let half = MatrixAtom::nvidia_wgmma_m64k16(DType::F16, 96).unwrap();
+            assert_eq!((atom.shape, atom.operand), ((64, 96, 32), dtype));
+            assert_eq!(atom.c, half.c);
+            assert_eq!(atom.values_per_thread(), (64 * 32, 32 * 96, 48));
+            assert_eq!(atom.values_per_thread().2, atom.kind.fragment_sizes().2);
+            assert!(atom.reads_shared_memory());
+        }
+        assert!(MatrixAtom::nvidia_wgmma_m64k32_f8(DType::F16, 64).is_none());
+        assert!(MatrixAtom::nvidia_wgmma_m64k32_f8(DType::F8E4M3, 260).is_none());
+        assert!(MatrixAtom::nvidia_wgmma_m64k32_f8(DType::F8E4M3, 12).is_none());
     }
 
     #[test]

@@ -124,7 +124,9 @@ fn wgmma_swizzle_bytes(row_bytes: usize) -> Option<usize> {
 
 /// Scratch for a `wgmma` plan's whole `a` (`M x K`, K-major) and `b` (`K x
 /// N`, N-major), each swizzled and 1024-byte aligned; the length in elements
-/// is a multiple of 1024 bytes, so ring stages stay aligned.
+/// is a multiple of 1024 bytes, so ring stages stay aligned. fp8 `wgmma`
+/// reads only K-major operands, so an fp8 plan's `b` is placed as its
+/// transpose (`N x K`, swizzled as `a`), element `(k, n)` at `index(n, k)`.
 pub fn wgmma_staging(plan: &AtomTiling, dtype: DType) -> Option<(Staged, Staged, usize)> {
     if !plan.atom.reads_shared_memory() {
         return None;
@@ -132,16 +134,26 @@ pub fn wgmma_staging(plan: &AtomTiling, dtype: DType) -> Option<(Staged, Staged,
     let (m, n, k) = plan.shape;
     let size = dtype.size_bytes();
     let align = 1024 / size;
-    let (sa, sb) = (wgmma_swizzle_bytes(k * size)?, wgmma_swizzle_bytes(n * size)?);
+    let sa = wgmma_swizzle_bytes(k * size)?;
     let a = Staged {
         base: 0,
         ld: sa / size,
         swizzle: Some(Swizzle { bytes: sa, rows: m }),
     };
-    let b = Staged {
-        base: (m * k).div_ceil(align) * align,
-        ld: sb / size,
-        swizzle: Some(Swizzle { bytes: sb, rows: k }),
+    let base = (m * k).div_ceil(align) * align;
+    let b = if plan.atom.operand.is_fp8() {
+        Staged {
+            base,
+            ld: a.ld,
+            swizzle: Some(Swizzle { bytes: sa, rows: n }),
+        }
+    } else {
+        let sb = wgmma_swizzle_bytes(n * size)?;
+        Staged {
+            base,
+            ld: sb / size,
+            swizzle: Some(Swizzle { bytes: sb, rows: k }),
+        }
     };
     Some((a, b, (b.base + k * n).div_ceil(align) * align))
 }
@@ -514,6 +526,7 @@ pub fn atoms_for<'a>(
     let tf32 = switches.tf32 && operand == DType::F32;
     atoms.iter().filter_map(move |&kind| match kind {
         AtomKind::NvidiaWgmmaM64K16 { n } => MatrixAtom::nvidia_wgmma_m64k16(operand, usize::from(n)),
+        AtomKind::NvidiaWgmmaM64K32F8 { n } => MatrixAtom::nvidia_wgmma_m64k32_f8(operand, usize::from(n)),
         AtomKind::NvidiaWgmmaM64K8Tf32 { n } => tf32
             .then(|| MatrixAtom::nvidia_wgmma_m64k8_tf32(usize::from(n)))
             .flatten(),
@@ -539,11 +552,13 @@ pub fn plan(
     })
 }
 
-/// The `wgmma` plan (sm_90a, `wgmma` pass on) of an f16 or bf16 `dot`, or
-/// of an f32 one with the `tf32` pass on: the atom's width that keeps the
-/// most warpgroups busy, the widest among those. f16 and bf16 atoms span
-/// `n` columns, each a whole number of swizzle blocks of the staged `b`; the
-/// tf32 atom (the transposed product) spans `n` rows and 64 columns.
+/// The `wgmma` plan (sm_90a, `wgmma` pass on) of an f16, bf16 or fp8
+/// `dot`, or of an f32 one with the `tf32` pass on: the atom's width that
+/// keeps the most warpgroups busy, the widest among those. f16 and bf16
+/// atoms span `n` columns, each a whole number of swizzle blocks of the
+/// staged `b`; fp8 ones any multiple of 8 (their `b` is staged K-major, in
+/// rows); the tf32 atom (the transposed product) spans `n` rows and 64
+/// columns.
 fn wgmma_plan(
     target: &Target,
     switches: &Switches,
@@ -556,8 +571,11 @@ fn wgmma_plan(
     }
     let size = operand.size_bytes();
     wgmma_swizzle_bytes(k * size)?;
-    let block = wgmma_swizzle_bytes(n * size)? / size;
-    let tf32 = operand == DType::F32;
+    let (tf32, fp8) = (operand == DType::F32, operand.is_fp8());
+    let block = match fp8 {
+        true => 8,
+        false => wgmma_swizzle_bytes(n * size)? / size,
+    };
     if tf32 && !switches.tf32 {
         return None;
     }
@@ -567,9 +585,10 @@ fn wgmma_plan(
         .map(|i| 8 * i)
         .filter(|&w| span % w == 0 && w % unit == 0)
         .filter_map(|w| {
-            let atom = match tf32 {
-                true => MatrixAtom::nvidia_wgmma_m64k8_tf32(w)?,
-                false => MatrixAtom::nvidia_wgmma_m64k16(operand, w)?,
+            let atom = match (tf32, fp8) {
+                (true, _) => MatrixAtom::nvidia_wgmma_m64k8_tf32(w)?,
+                (_, true) => MatrixAtom::nvidia_wgmma_m64k32_f8(operand, w)?,
+                _ => MatrixAtom::nvidia_wgmma_m64k16(operand, w)?,
             };
             plan_on(target, switches, (m, n, k), atom, threads)
         })
@@ -993,6 +1012,36 @@ mod tests {
             .reads_shared_memory());
     }
 
+    /// fp8 `wgmma` steps 32 along `k` and places `b` K-major (rows of `k`,
+    /// swizzled as `a`), so `n` needs only be a multiple of 8; fp8 has no
+    /// other atom.
+    #[test]
+    fn fp8_wgmma_plans_k32_steps_with_b_k_major() {
+        let h100 = on(Target::nvidia(9, 0));
+        for dtype in [DType::F8E4M3, DType::F8E5M2] {
+            let p = plan(&h100, (128, 128, 128), dtype, 256).unwrap();
+            assert_eq!(
+                (p.atom.kind, p.atom.shape, p.warps),
+                (AtomKind::NvidiaWgmmaM64K32F8 { n: 128 }, (64, 128, 32), (2, 1))
+            );
+            let (sa, sb, len) = wgmma_staging(&p, dtype).unwrap();
+            assert_eq!((sa.ld, sa.swizzle.unwrap().bytes), (128, 128));
+            assert_eq!((sb.base, sb.ld, sb.swizzle.unwrap().rows), (128 * 128, 128, 128));
+            assert_eq!(len, 2 * 128 * 128);
+            assert_eq!(
+                report(&h100, (128, 128, 128), dtype, 256).unwrap().atom,
+                "wgmma.m64k32.f8"
+            );
+        }
+        // 24 columns: one 64 x 24 atom (no N-major swizzle block to fill).
+        let p = plan(&h100, (64, 24, 64), DType::F8E4M3, 128).unwrap();
+        assert_eq!(p.atom.shape, (64, 24, 32));
+        // k must be 32, 64 or a multiple of 128 bytes; no mma.sync for fp8.
+        assert!(plan(&h100, (64, 64, 16), DType::F8E4M3, 128).is_none());
+        assert!(plan(&h100, (64, 64, 32), DType::F8E4M3, 64).is_none());
+        assert!(plan(&mma_sync_target(), (64, 64, 32), DType::F8E4M3, 128).is_none());
+    }
+
     /// tf32 `wgmma` is planned on the transposed product: atoms of `n` rows
     /// of C and 64 columns, b's fragments read by the threads from its
     /// swizzled N-major staging.
@@ -1058,5 +1107,34 @@ mod tests {
         assert_eq!((sa.ld, sb.ld, sb.base * 2 % 1024, len * 2 % 1024), (64, 64, 0, 0));
         // Row 3, chunk 2 of a 128-byte swizzle: chunk 2 ^ 3 = 1.
         assert_eq!(sa.index(3, 16, 2), 3 * 64 + 8);
+    }
+
+    /// fp8 operands swizzle bytes as 16-bit ones do: a 128-byte row block
+    /// holds 128 elements, `b`'s transpose (row `n`, column `k`) is placed
+    /// like `a`, and each row's 16-byte chunks (16 consecutive `k`) stay
+    /// whole, chunk `c` moved to `c ^ line % (bytes / 16)`, `line` the
+    /// 128-byte line of the row's start (the row itself for 128-byte rows).
+    #[test]
+    fn fp8_placements_swizzle_bytes_like_16_bit_ones() {
+        let h100 = on(Target::nvidia(9, 0));
+        for (n, k) in [(128, 128), (64, 256), (32, 64), (24, 32)] {
+            let p = plan(&h100, (64, n, k), DType::F8E4M3, 128).unwrap();
+            let (sa, sb, len) = wgmma_staging(&p, DType::F8E4M3).unwrap();
+            assert_eq!((sb.ld, sb.base % 1024, len % 1024), (sa.ld, 0, 0));
+            let bytes = sa.swizzle.unwrap().bytes;
+            let mut seen = vec![false; n * k];
+            for row in 0..n {
+                for col in 0..k {
+                    let i = sb.index(row, col, 1) - sb.base;
+                    assert!(!seen[i], "{n}x{k}: ({row}, {col}) lands on a taken slot");
+                    seen[i] = true;
+                    let (block, within) = (col / sb.ld, col % sb.ld);
+                    // The row's byte offset in its block, bits 7.. (one
+                    // 128-byte line), picks the chunk permutation.
+                    let chunk = (within / 16) ^ (((row * sb.ld) >> 7) & (bytes / 16 - 1));
+                    assert_eq!(i, block * n * sb.ld + row * sb.ld + chunk * 16 + within % 16);
+                }
+            }
+        }
     }
 }

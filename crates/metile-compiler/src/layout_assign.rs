@@ -666,14 +666,15 @@ fn dot_atom_plan(f: &Function, op: &Op, a: &Assignment) -> Option<crate::dot_til
         return None;
     }
     let (ta, tb) = (f.ty(op.operands[0]), f.ty(op.operands[1]));
-    let operand = ta.dtype()?;
-    crate::dot_tiling::plan(
-        &a.target,
-        &a.switches,
-        (ta.shape[0], tb.shape[1], ta.shape[1]),
-        operand,
-        a.threads as usize,
-    )
+    let shape = (ta.shape[0], tb.shape[1], ta.shape[1]);
+    let plan = |operand| crate::dot_tiling::plan(&a.target, &a.switches, shape, operand, a.threads as usize);
+    // f16 operands converted from fp8 tiles multiply as fp8 where the target
+    // has an fp8 atom (the plan's operand dtype then says fp8: A's format,
+    // B's may be the other one); as f16 elsewhere.
+    let fp8 = crate::fp8_dot::fp8_operands(f, op)
+        .and_then(|(x, _)| f.ty(x).dtype())
+        .and_then(|d| plan(d).filter(|p| p.atom.operand.is_fp8()));
+    fp8.or_else(|| plan(ta.dtype()?))
 }
 
 /// The threads of a role; refuses roles without simdgroups and nested roles.

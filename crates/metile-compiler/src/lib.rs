@@ -21,6 +21,7 @@ pub mod cuda;
 pub mod dist_layout;
 pub mod dot_tiling;
 pub mod error;
+pub mod fp8_dot;
 pub mod gpu_passes;
 pub(crate) mod ir_emit;
 pub mod l2_order;

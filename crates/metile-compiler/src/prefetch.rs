@@ -385,6 +385,21 @@ fn select(
         match carry {
             Carry::Registers => {
                 for &v in operands {
+                    // An fp8 operand's conversion to f16 stays in the loop:
+                    // the fp8 tile takes half the registers, and a target
+                    // with an fp8 atom multiplies it as it is (`fp8_dot`).
+                    // So does a transpose under it (`dot(a, x.T)`), so that
+                    // the lowering still sees `x.T` and stages `x` K-major.
+                    let def = |v: &ValueId| defs.get(v).map(|&i| &body.ops[i]);
+                    let v = match def(&v).and_then(|op| crate::fp8_dot::cast_source(op, values)) {
+                        Some(x) => match def(&x) {
+                            Some(t) if matches!(&t.kind, OpKind::Permute { dims } if dims.as_slice() == [1, 0]) => {
+                                t.operands[0]
+                            }
+                            _ => x,
+                        },
+                        None => v,
+                    };
                     if prefetched.contains(&v) || !defs.contains_key(&v) {
                         continue;
                     }

@@ -59,6 +59,19 @@ fn gemm_f16_cuda() {
     insta::assert_snapshot!("gemm_f16_cuda", k.source);
 }
 
+/// fp8 tiles (converted to f16 by the builder) multiply on the fp8 `wgmma`:
+/// `k32` steps (two warpgroups of 64 x 32 each), both operands K-major, no
+/// transpose immediates.
+#[test]
+fn gemm_fp8_wgmma_cuda() {
+    let k = compile(&common::gemm(64, 64, 64, DType::F8E4M3));
+    assert_eq!(k.arch, "sm_90a");
+    let instruction = "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3";
+    assert_eq!(k.source.matches(instruction).count(), 2);
+    assert!(!k.source.contains("k16.f32"));
+    insta::assert_snapshot!("gemm_fp8_wgmma_cuda", k.source);
+}
+
 #[test]
 fn gemm_f16_wgmma_cuda() {
     let k = compile(&common::gemm(64, 64, 32, DType::F16));

@@ -186,6 +186,10 @@ pub enum AtomKind {
     /// `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{f16|bf16}.{f16|bf16}`
     /// over a warpgroup, A and B in threadgroup memory ([`GpuOpKind::Wgmma`]).
     NvidiaWgmmaM64K16 { n: u16 },
+    /// `wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{e4m3|e5m2}.{e4m3|e5m2}`
+    /// over a warpgroup, A and B in threadgroup memory, both K-major (8-bit
+    /// `wgmma` has no transpose) ([`GpuOpKind::Wgmma`] on fp8 operands).
+    NvidiaWgmmaM64K32F8 { n: u16 },
     /// `wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32` over a
     /// warpgroup with its A in registers ([`GpuOpKind::WgmmaRegA`]), used on
     /// the transposed product: tf32 `wgmma` reads threadgroup operands only
@@ -203,7 +207,9 @@ impl AtomKind {
             AtomKind::NvidiaMmaM16N8K16 => (8, 4, 4),
             AtomKind::NvidiaMmaM16N8K8Tf32 => (4, 2, 4),
             // A and B stay in threadgroup memory.
-            AtomKind::NvidiaWgmmaM64K16 { n } => (0, 0, usize::from(n) / 2),
+            AtomKind::NvidiaWgmmaM64K16 { n } | AtomKind::NvidiaWgmmaM64K32F8 { n } => {
+                (0, 0, usize::from(n) / 2)
+            }
             // The dot's A stays in threadgroup memory; B's fragment is the
             // wgmma's A, four registers of a 64 x 8 tile.
             AtomKind::NvidiaWgmmaM64K8Tf32 { n } => (0, 4, usize::from(n) / 2),
@@ -217,6 +223,7 @@ impl AtomKind {
             AtomKind::NvidiaMmaM16N8K16 => "m16n8k16",
             AtomKind::NvidiaMmaM16N8K8Tf32 => "m16n8k8.tf32",
             AtomKind::NvidiaWgmmaM64K16 { .. } => "wgmma.m64k16",
+            AtomKind::NvidiaWgmmaM64K32F8 { .. } => "wgmma.m64k32.f8",
             AtomKind::NvidiaWgmmaM64K8Tf32 { .. } => "wgmma.m64k8.tf32",
         }
     }
@@ -315,7 +322,9 @@ pub enum GpuOpKind {
     /// A · B` in place on an f32 register array, in the m16n8 accumulator
     /// layout of each warp's 16 rows; A (`64 x 16`) and B (`16 x n`) are read
     /// from threadgroup memory at the indices, laid out as [`WgmmaOperand`]
-    /// says. In place, because the hardware writes the accumulators later:
+    /// says. On fp8 arrays (e4m3 or e5m2, A's and B's may differ) the shape
+    /// is `m64 n k32`, the same 32 bytes of each row, both K-major (the
+    /// op keeps its `k16` name). In place, because the hardware writes the accumulators later:
     /// they may be touched only after a [`GpuOpKind::WgmmaWait`].
     Wgmma {
         n: u16,

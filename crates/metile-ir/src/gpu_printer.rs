@@ -211,7 +211,11 @@ fn print_block(f: &GpuFunction, block: &GpuBlock, depth: usize, out: &mut String
             GpuOpKind::Assert { message } => {
                 let _ = write!(out, " {message:?}");
             }
-            GpuOpKind::Mma(AtomKind::NvidiaWgmmaM64K16 { n } | AtomKind::NvidiaWgmmaM64K8Tf32 { n }) => {
+            GpuOpKind::Mma(
+                AtomKind::NvidiaWgmmaM64K16 { n }
+                | AtomKind::NvidiaWgmmaM64K32F8 { n }
+                | AtomKind::NvidiaWgmmaM64K8Tf32 { n },
+            ) => {
                 let _ = write!(out, " n={n}");
             }
             GpuOpKind::AsyncCopy {

@@ -37,6 +37,7 @@ impl AtomKind {
             AtomKind::NvidiaMmaM16N8K16
             | AtomKind::NvidiaMmaM16N8K8Tf32
             | AtomKind::NvidiaWgmmaM64K16 { .. }
+            | AtomKind::NvidiaWgmmaM64K32F8 { .. }
             | AtomKind::NvidiaWgmmaM64K8Tf32 { .. } => Vendor::Nvidia,
         }
     }

@@ -515,25 +515,39 @@ impl<'f> GpuVerifier<'f> {
                     return fail("simdgroup reductions take i32, u32, f16 or f32");
                 }
             }
-            GpuOpKind::Mma(AtomKind::NvidiaWgmmaM64K16 { .. } | AtomKind::NvidiaWgmmaM64K8Tf32 { .. }) => {
+            GpuOpKind::Mma(
+                AtomKind::NvidiaWgmmaM64K16 { .. }
+                | AtomKind::NvidiaWgmmaM64K32F8 { .. }
+                | AtomKind::NvidiaWgmmaM64K8Tf32 { .. },
+            ) => {
                 return fail("wgmma reads its operands from threadgroup memory: it is a Wgmma op");
             }
-            GpuOpKind::Wgmma { n, acc, first, .. } => {
+            GpuOpKind::Wgmma {
+                n,
+                acc,
+                first,
+                a: operand_a,
+                b: operand_b,
+            } => {
                 arity(4, 0)?;
                 let (GpuType::Ptr(a, MemSpace::Threadgroup), GpuType::Ptr(b, MemSpace::Threadgroup)) =
                     (ins[0], ins[2])
                 else {
                     return fail("A and B are threadgroup pointers");
                 };
-                if a != b
-                    || !matches!(a, DType::F16 | DType::BF16)
+                // 8-bit operands (any pair of fp8 formats) are read K-major only.
+                let fp8 = a.is_fp8() && b.is_fp8();
+                if fp8 && (operand_a.mn_major || operand_b.mn_major) {
+                    return fail("fp8 wgmma operands are K-major");
+                }
+                if !(fp8 || a == b && matches!(a, DType::F16 | DType::BF16))
                     || !(8..=256).contains(n)
                     || n % 8 != 0
                     || !int_scalar(ins[1])
                     || !int_scalar(ins[3])
                 {
                     return fail(
-                        "(f16 or bf16 threadgroup ptr, int, same, int), n a multiple of 8 in 8..=256",
+                        "(f16 or bf16 threadgroup ptr, int, same, int) or fp8 ones, n a multiple of 8 in 8..=256",
                     );
                 }
                 if !self.f32_registers(*acc, *first, u32::from(*n) / 2) {

@@ -1,6 +1,8 @@
 //! The CUDA spelling of NVIDIA's warpgroup MMA ops (sm_90a): `wgmma.mma_async`
 //! on shared-memory descriptors (`metile_wgmma_desc` in the prelude) or, for
-//! tf32, with A in registers; its fences, commit and wait.
+//! tf32, with A in registers; its fences, commit and wait. fp8 operands
+//! (`.e4m3`, `.e5m2`, mixed or not) take `k32` steps and, being read K-major
+//! only, no transpose immediates.
 //!
 //! `wgmma` writes its accumulators asynchronously: they are `"+f"` operands
 //! naming the accumulator array's registers themselves (a copy in between
@@ -91,22 +93,33 @@ impl BodyWriter<'_, Cuda> {
         first: u32,
         depth: usize,
     ) -> EmitResult<()> {
-        let ty = match self.dtype(op.operands[0]) {
-            DType::F16 => "f16",
-            DType::BF16 => "bf16",
-            d => return Err(format!("wgmma does not take {d}")),
+        let spelling = |d: DType| match d {
+            DType::F16 => Ok("f16"),
+            DType::BF16 => Ok("bf16"),
+            DType::F8E4M3 => Ok("e4m3"),
+            DType::F8E5M2 => Ok("e5m2"),
+            d => Err(format!("wgmma does not take {d}")),
         };
+        let (dtype_a, dtype_b) = (self.dtype(op.operands[0]), self.dtype(op.operands[2]));
+        let (ty_a, ty_b) = (spelling(dtype_a)?, spelling(dtype_b)?);
         let (da, db) = (self.descriptor(op, 0, a)?, self.descriptor(op, 2, b)?);
         let nc = usize::from(n) / 2;
         let regs = placeholders(nc);
-        let trans = |m: WgmmaOperand| u8::from(m.mn_major);
+        // 8-bit operands: k32 and no transpose immediates (K-major only).
+        let (k, transposes) = if dtype_a.is_fp8() {
+            if a.mn_major || b.mn_major {
+                return Err("fp8 wgmma reads its operands K-major only".into());
+            }
+            (32, String::new())
+        } else {
+            let trans = |m: WgmmaOperand| u8::from(m.mn_major);
+            (16, format!(", {}, {}", trans(a), trans(b)))
+        };
         let text = format!(
-            "{{ .reg .pred p; setp.ne.b32 p, %{}, 0; wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} \
-             {{{regs}}}, %{nc}, %{}, p, 1, 1, {}, {}; }}",
+            "{{ .reg .pred p; setp.ne.b32 p, %{}, 0; wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ty_a}.{ty_b} \
+             {{{regs}}}, %{nc}, %{}, p, 1, 1{transposes}; }}",
             nc + 2,
             nc + 1,
-            trans(a),
-            trans(b)
         );
         let outs = self.accumulator_operands(acc, first, nc as u32);
         self.line_fmt(

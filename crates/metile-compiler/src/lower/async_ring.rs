@@ -167,6 +167,11 @@ impl<'f> Lowering<'f> {
         let Some(plan) = self.a.dot_plans.get(&r).cloned() else {
             return Ok(());
         };
+        // fp8 `wgmma` reads `b` K-major only, which the ring's N-major
+        // stages are not: `wgmma_dot` stages fp8 operands itself.
+        if plan.atom.operand.is_fp8() {
+            return Ok(());
+        }
         let Class::Fixed(lc) = self.a.class(r) else {
             return Ok(());
         };

@@ -23,6 +23,7 @@ use crate::dot_tiling::{
     k_major_b, reads_k_major_b, wgmma_register_a, wgmma_staging, AtomTiling, Staged, Swizzle,
 };
 use crate::error::CompileResult;
+use crate::layout_assign::LayoutId;
 use metile_ir::gpu_ir::*;
 use metile_ir::{BinaryOp, DType};
 
@@ -87,6 +88,9 @@ impl<'f> Lowering<'f> {
         plan: &AtomTiling,
         reg: RegId,
     ) -> CompileResult<bool> {
+        if plan.atom.operand.is_fp8() {
+            return self.wgmma_fp8_dot(op, plan, reg);
+        }
         let (a, b) = (op.operands[0], op.operands[1]);
         let dtype = self.elem_dtype(a);
         let Some((sa, sb, len)) = wgmma_staging(plan, dtype) else {
@@ -155,6 +159,81 @@ impl<'f> Lowering<'f> {
         Ok(true)
     }
 
+    /// `dot` on an fp8 `wgmma` plan: the f16 operands' fp8 sources
+    /// (`fp8_dot`) are stored K-major into swizzled scratch, each in a
+    /// scratch array of its own format, then multiplied `k32` at a time.
+    /// `b = x.T` is staged from `x`'s registers as they are; any other `b`
+    /// (`K x N`) is stored transposed, element by element.
+    fn wgmma_fp8_dot(&mut self, op: &'f metile_ir::Op, plan: &AtomTiling, reg: RegId) -> CompileResult<bool> {
+        let (Some(xa), Some(xb)) = (self.fp8_source(op.operands[0]), self.fp8_source(op.operands[1])) else {
+            return Err(self.internal("an fp8 wgmma plan on operands that are not fp8 conversions"));
+        };
+        // A loop-invariant `a` staged before the loop is read where it is.
+        let a_root = match self.cached(&CacheKey::StagedOperand(xa), self.at) {
+            Some(Cached::One(r)) => Some(r),
+            _ => None,
+        };
+        let (dtype_a, dtype_b) = (self.elem_dtype(xa), self.elem_dtype(xb));
+        let Some((sa, sb, len)) = wgmma_staging(plan, dtype_a) else {
+            return Ok(false);
+        };
+        let need = if dtype_a == dtype_b { len } else { 2 * len };
+        if need > self.dot_scratch_capacity(dtype_a) {
+            return Ok(false);
+        }
+        let root_a = self.dot_scratch(dtype_a, len)?;
+        let root_b = match dtype_a == dtype_b {
+            true => root_a,
+            false => self.dot_scratch(dtype_b, len)?,
+        };
+        let a_values = match a_root {
+            Some(_) => None,
+            None => {
+                let la = self.natural_layout(xa)?;
+                Some((la, self.elems(xa, la)?))
+            }
+        };
+        let (b_source, b_transposed) = match self.transposed_source(xb) {
+            Some(x) => (x, false),
+            None => (xb, true),
+        };
+        let lb = self.natural_layout(b_source)?;
+        let bv = self.elems(b_source, lb)?;
+        self.barrier()?;
+        if let Some((la, av)) = &a_values {
+            self.stage(root_a, sa, *la, av, None, None)?;
+        }
+        match b_transposed {
+            true => self.stage_transposed(root_b, sb, lb, &bv)?,
+            false => self.stage(root_b, sb, lb, &bv, None, None)?,
+        }
+        let roots = (OperandA::Staged(a_root.unwrap_or(root_a)), root_b);
+        let (count, held) = self.wgmma_issue_with(plan, roots, (sa, sb), true, None, reg)?;
+        self.flush_deferred()?;
+        self.wgmma_wait(reg, count, 0, held);
+        Ok(true)
+    }
+
+    /// Writes the elements a thread holds of a `K x N` tile in layout `l`
+    /// at their transposed place: element `(k, n)` at `at.index(n, k)`.
+    fn stage_transposed(
+        &mut self,
+        root: GpuValue,
+        at: Staged,
+        l: LayoutId,
+        xs: &[GpuValue],
+    ) -> CompileResult<()> {
+        let dtype = self.dtype_of(root);
+        let owner = self.owner(l);
+        for (v, &x) in xs.iter().enumerate() {
+            let k = self.coord(l, 0, v);
+            let n = self.coord(l, 1, v);
+            let index = self.staged_index(at, n, k, dtype);
+            self.mem_store(root, index, x, 1, owner);
+        }
+        Ok(())
+    }
+
     /// Stages, before the loop whose body is `body`, the `a` operand of each
     /// `wgmma` `dot` of the body that is defined outside it (attention's `q`),
     /// into threadgroup memory of its own, which the `dot`s then read in place
@@ -162,23 +241,32 @@ impl<'f> Lowering<'f> {
     /// `dot`'s own staging room.
     pub(super) fn stage_invariant_operands(&mut self, body: &'f metile_ir::Block) -> CompileResult<()> {
         let dots = || body.ops.iter().filter(|o| o.kind == metile_ir::OpKind::Dot);
-        // The largest staging of the body's `dot`s, which must still fit beside.
+        // The largest staging of the body's `dot`s, which must still fit
+        // beside (fp8 plans stage fp8 tiles: the plan's operand dtype).
         let staging = dots()
             .filter_map(|op| {
                 let plan = self.a.dot_plans.get(&op.results[0])?;
-                let dtype = self.elem_dtype(op.operands[0]);
+                let dtype = plan.atom.operand;
                 Some(wgmma_staging(plan, dtype)?.2 * dtype.size_bytes())
             })
             .max()
             .unwrap_or(0);
         for op in dots() {
-            let a = op.operands[0];
-            let defined_outside = self.homes[a.index()].is_some();
-            let staged = self.cached(&CacheKey::StagedOperand(a), self.at).is_some();
             let Some(plan) = self.atom_plan(op.results[0]) else {
                 continue;
             };
-            if !defined_outside || staged || !reads_k_major_b(&plan) {
+            // An fp8 plan stages the fp8 tile the operand converts.
+            let fp8 = matches!(plan.atom.kind, AtomKind::NvidiaWgmmaM64K32F8 { .. });
+            let a = match fp8 {
+                true => match self.fp8_source(op.operands[0]) {
+                    Some(x) => x,
+                    None => continue,
+                },
+                false => op.operands[0],
+            };
+            let defined_outside = self.homes[a.index()].is_some();
+            let staged = self.cached(&CacheKey::StagedOperand(a), self.at).is_some();
+            if !defined_outside || staged || !(fp8 || reads_k_major_b(&plan)) {
                 continue;
             }
             let dtype = self.elem_dtype(a);
@@ -214,6 +302,11 @@ impl<'f> Lowering<'f> {
         self.a.switches.wgmma_register_a
             && wgmma_register_a(plan, &self.a.target, &self.a.switches, self.a.threads as usize)
                 .is_some_and(|l| &l == self.layout(la))
+    }
+
+    /// The fp8 tile that `v` (an f16 `dot` operand) converts, if it does.
+    fn fp8_source(&self, v: metile_ir::ValueId) -> Option<metile_ir::ValueId> {
+        crate::fp8_dot::cast_source(self.def_op[v.index()]?, &self.f.values)
     }
 
     /// The value whose transpose `v` is (`v = x.T`, a 2-D permute), if so.

@@ -7,12 +7,13 @@ use crate::text::tile_parse::sem_scope;
 use crate::text::ParseError;
 use crate::tile_ir::{AtomicOp, OpKind};
 
-const ATOMS: [AtomKind; 6] = [
+const ATOMS: [AtomKind; 7] = [
     AtomKind::AppleSimdgroup8x8,
     AtomKind::AppleMatmul2d16x32x16,
     AtomKind::NvidiaMmaM16N8K16,
     AtomKind::NvidiaMmaM16N8K8Tf32,
     AtomKind::NvidiaWgmmaM64K16 { n: 0 },
+    AtomKind::NvidiaWgmmaM64K32F8 { n: 0 },
     AtomKind::NvidiaWgmmaM64K8Tf32 { n: 0 },
 ];
 
@@ -202,6 +203,7 @@ impl GpuParser<'_> {
     fn mma(&mut self, kind: AtomKind) -> Result<GpuOpKind, ParseError> {
         Ok(GpuOpKind::Mma(match kind {
             AtomKind::NvidiaWgmmaM64K16 { .. } => AtomKind::NvidiaWgmmaM64K16 { n: self.keyed("n")? },
+            AtomKind::NvidiaWgmmaM64K32F8 { .. } => AtomKind::NvidiaWgmmaM64K32F8 { n: self.keyed("n")? },
             AtomKind::NvidiaWgmmaM64K8Tf32 { .. } => AtomKind::NvidiaWgmmaM64K8Tf32 { n: self.keyed("n")? },
             other => other,
         }))

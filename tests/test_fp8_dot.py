@@ -1,0 +1,151 @@
+"""fp8 `dot` (e4m3, e5m2 and the two mixed) accumulating in f32: exact results
+against numpy on every backend, in a K loop with masked ragged edges, with `b`
+given K x N or as `x.T`; an fp8 GEMM with per-tensor and per-column scales in
+the epilogue (torch's `_scaled_mm`); and the sm_90 source, which multiplies
+fp8 tiles on `wgmma`'s `k32` instruction (ptxas is not run here)."""
+
+import numpy as np
+import pytest
+from fp8_reference import decode
+
+import metile
+from metile import _frontend, _metile
+
+
+def _gemm_tile(A, B, C, M, N, K, SA, SB, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
+               BLOCK_K: metile.constexpr, B_T: metile.constexpr, SCALED: metile.constexpr):
+    rows = metile.program_id(0) * BLOCK_M + metile.arange(0, BLOCK_M)
+    cols = metile.program_id(1) * BLOCK_N + metile.arange(0, BLOCK_N)
+    acc = metile.zeros([BLOCK_M, BLOCK_N], dtype=metile.float32)
+    for k0 in metile.range(0, K, BLOCK_K):
+        ks = k0 + metile.arange(0, BLOCK_K)
+        a = metile.load(A + rows[:, None] * K + ks[None, :],
+                        mask=(rows[:, None] < M) & (ks[None, :] < K), other=0.0)
+        if B_T:
+            # B is N x K (a weight matrix): the product takes its transpose.
+            x = metile.load(B + cols[:, None] * K + ks[None, :],
+                            mask=(cols[:, None] < N) & (ks[None, :] < K), other=0.0)
+            acc = metile.dot(a, x.T, acc)
+        else:
+            b = metile.load(B + ks[:, None] * N + cols[None, :],
+                            mask=(ks[:, None] < K) & (cols[None, :] < N), other=0.0)
+            acc = metile.dot(a, b, acc)
+    if SCALED:
+        sb = metile.load(SB + cols, mask=cols < N, other=0.0)
+        acc = (acc * metile.load(SA) * sb[None, :]).to(metile.bfloat16).to(metile.float32)
+    metile.store(C + rows[:, None] * N + cols[None, :], acc, mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+@metile.kernel
+def gemm_e4m3(A: metile.float8e4nv, B: metile.float8e4nv, C, M, N, K, SA, SB, BLOCK_M: metile.constexpr,
+              BLOCK_N: metile.constexpr, BLOCK_K: metile.constexpr, B_T: metile.constexpr,
+              SCALED: metile.constexpr):
+    _gemm_tile(A, B, C, M, N, K, SA, SB, BLOCK_M, BLOCK_N, BLOCK_K, B_T, SCALED)
+
+
+@metile.kernel
+def gemm_e5m2(A: metile.float8e5, B: metile.float8e5, C, M, N, K, SA, SB, BLOCK_M: metile.constexpr,
+              BLOCK_N: metile.constexpr, BLOCK_K: metile.constexpr, B_T: metile.constexpr,
+              SCALED: metile.constexpr):
+    _gemm_tile(A, B, C, M, N, K, SA, SB, BLOCK_M, BLOCK_N, BLOCK_K, B_T, SCALED)
+
+
+@metile.kernel
+def gemm_e4m3_e5m2(A: metile.float8e4nv, B: metile.float8e5, C, M, N, K, SA, SB, BLOCK_M: metile.constexpr,
+                   BLOCK_N: metile.constexpr, BLOCK_K: metile.constexpr, B_T: metile.constexpr,
+                   SCALED: metile.constexpr):
+    _gemm_tile(A, B, C, M, N, K, SA, SB, BLOCK_M, BLOCK_N, BLOCK_K, B_T, SCALED)
+
+
+KERNELS = {("e4m3", "e4m3"): gemm_e4m3, ("e5m2", "e5m2"): gemm_e5m2, ("e4m3", "e5m2"): gemm_e4m3_e5m2}
+
+
+def _small_codes(fmt, rng, shape):
+    """Random codes of values that are multiples of 1/16 up to 8 in magnitude:
+    every product is a multiple of 1/256 below 64, so f32 sums of a few
+    hundred of them are exact in any order."""
+    codes = np.arange(256, dtype=np.uint8)
+    values = decode(codes, fmt)
+    ok = np.isfinite(values) & (np.abs(values) <= 8) & (values * 16 == np.round(values * 16))
+    return rng.choice(codes[ok], shape)
+
+
+def _bf16(x):
+    """Rounds float32 values to bfloat16 (to nearest even), returned as float32."""
+    bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return rounded.astype(np.uint32).view(np.float32)
+
+
+def _run(fmts, m, n, k, blocks, b_t, rng, scaled=False):
+    a = _small_codes(fmts[0], rng, (m, k))
+    b = _small_codes(fmts[1], rng, (n, k) if b_t else (k, n))
+    c = np.full((m, n), np.nan, np.float32)
+    sa = np.array([0.5], np.float32)
+    sb = np.exp2(rng.integers(-3, 3, n)).astype(np.float32)
+    bm, bn, bk = blocks
+    grid = (metile.cdiv(m, bm), metile.cdiv(n, bn))
+    KERNELS[fmts][grid](a, b, c, m, n, k, sa, sb, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, B_T=b_t, SCALED=scaled)
+    b_kn = decode(b, fmts[1]).T if b_t else decode(b, fmts[1])
+    want = (decode(a, fmts[0]) @ b_kn).astype(np.float32)
+    if scaled:
+        want = _bf16(want * sa[0] * sb[None, :])
+    np.testing.assert_array_equal(c, want)
+
+
+@pytest.mark.parametrize("fmts", list(KERNELS))
+@pytest.mark.parametrize("b_t", [False, True])
+def test_fp8_dot_in_a_ragged_k_loop_is_exact(device, rng, fmts, b_t):
+    _run(fmts, 100, 72, 136, (64, 64, 32), b_t, rng)
+
+
+@pytest.mark.parametrize("blocks", [(64, 32, 64), (32, 64, 32)])
+def test_fp8_dot_tile_shapes(device, rng, blocks):
+    _run(("e4m3", "e4m3"), 70, 90, 75, blocks, True, rng)
+
+
+def test_scaled_fp8_gemm_rounds_once_to_bf16(device, rng):
+    _run(("e4m3", "e4m3"), 67, 80, 96, (64, 64, 32), True, rng, scaled=True)
+
+
+def _sm90_source(fmts, blocks, b_t, threads=256):
+    dtypes = {"e4m3": "f8e4m3", "e5m2": "f8e5m2"}
+    params = [("A", "ptr", dtypes[fmts[0]]), ("B", "ptr", dtypes[fmts[1]]), ("C", "ptr", "f32")]
+    params += [(n, "scalar", "i32") for n in "MNK"] + [("SA", "ptr", "f32"), ("SB", "ptr", "f32")]
+    bm, bn, bk = blocks
+    constexprs = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "B_T": b_t, "SCALED": True}
+    traced = _frontend.specialize(KERNELS[fmts].fn, params, constexprs, {"threads_per_group": threads})
+    return _metile.compile_cuda(traced, num_sgs=threads // 32, arch="sm_90")["cuda"]
+
+
+@pytest.mark.parametrize(
+    "fmts, blocks, b_t, n",
+    [
+        (("e4m3", "e4m3"), (128, 128, 128), True, 128),
+        (("e4m3", "e4m3"), (128, 128, 128), False, 128),
+        (("e5m2", "e5m2"), (64, 64, 32), True, 32),
+        (("e4m3", "e5m2"), (128, 256, 64), True, 256),
+    ],
+)
+def test_sm90_multiplies_fp8_on_wgmma_k32(fmts, blocks, b_t, n):
+    src = _sm90_source(fmts, blocks, b_t)
+    bm, bn, bk = blocks
+    instruction = f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{fmts[0]}.{fmts[1]} "
+    # One instruction per k32 step and owned 64 x n tile of each warpgroup.
+    per_warpgroup = (bk // 32) * (bm // 64) * (bn // n) // 2
+    assert src.count(instruction) == max(per_warpgroup, bk // 32), src.count("wgmma.mma_async")
+    assert "k16" not in src.split("wgmma.mma_async", 1)[1].split(";")[0]
+    # fp8 operands are read K-major: no transpose immediates after the scales.
+    line = next(s for s in src.splitlines() if instruction in s)
+    assert "p, 1, 1; }" in line
+
+
+def test_sm80_and_apple_keep_fp8_dots_off_wgmma():
+    params = [("A", "ptr", "f8e4m3"), ("B", "ptr", "f8e4m3"), ("C", "ptr", "f32")]
+    params += [(n, "scalar", "i32") for n in "MNK"] + [("SA", "ptr", "f32"), ("SB", "ptr", "f32")]
+    constexprs = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "B_T": True, "SCALED": False}
+    traced = _frontend.specialize(gemm_e4m3.fn, params, constexprs, {"threads_per_group": 128})
+    assert "wgmma" not in _metile.compile_cuda(traced, arch="sm_80")["cuda"]
+    assert "simdgroup_multiply_accumulate" in _metile.compile_msl(traced)["msl"]
+    no_wgmma = _metile.compile_cuda(traced, arch="sm_90", wgmma=False)["cuda"]
+    assert "wgmma" not in no_wgmma
