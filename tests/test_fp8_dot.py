@@ -108,14 +108,14 @@ def test_scaled_fp8_gemm_rounds_once_to_bf16(device, rng):
     _run(("e4m3", "e4m3"), 67, 80, 96, (64, 64, 32), True, rng, scaled=True)
 
 
-def _sm90_source(fmts, blocks, b_t, threads=256):
+def _sm90_source(fmts, blocks, b_t, threads=256, **options):
     dtypes = {"e4m3": "f8e4m3", "e5m2": "f8e5m2"}
     params = [("A", "ptr", dtypes[fmts[0]]), ("B", "ptr", dtypes[fmts[1]]), ("C", "ptr", "f32")]
     params += [(n, "scalar", "i32") for n in "MNK"] + [("SA", "ptr", "f32"), ("SB", "ptr", "f32")]
     bm, bn, bk = blocks
     constexprs = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "B_T": b_t, "SCALED": True}
     traced = _frontend.specialize(KERNELS[fmts].fn, params, constexprs, {"threads_per_group": threads})
-    return _metile.compile_cuda(traced, num_sgs=threads // 32, arch="sm_90")["cuda"]
+    return _metile.compile_cuda(traced, num_sgs=threads // 32, arch="sm_90", **options)["cuda"]
 
 
 @pytest.mark.parametrize(
@@ -128,7 +128,7 @@ def _sm90_source(fmts, blocks, b_t, threads=256):
     ],
 )
 def test_sm90_multiplies_fp8_on_wgmma_k32(fmts, blocks, b_t, n):
-    src = _sm90_source(fmts, blocks, b_t)
+    src = _sm90_source(fmts, blocks, b_t, fp8_wgmma=True)
     bm, bn, bk = blocks
     instruction = f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{fmts[0]}.{fmts[1]} "
     # One instruction per k32 step and owned 64 x n tile of each warpgroup.
@@ -149,3 +149,9 @@ def test_sm80_and_apple_keep_fp8_dots_off_wgmma():
     assert "simdgroup_multiply_accumulate" in _metile.compile_msl(traced)["msl"]
     no_wgmma = _metile.compile_cuda(traced, arch="sm_90", wgmma=False)["cuda"]
     assert "wgmma" not in no_wgmma
+
+
+def test_sm90_takes_the_f16_atom_for_fp8_by_default():
+    # fp8 wgmma is opt-in (`fp8_wgmma=True`) until its H100 results are understood.
+    src = _sm90_source(("e4m3", "e4m3"), (128, 128, 128), True)
+    assert "e4m3.e4m3" not in src and "k16.f32.f16.f16" in src

@@ -576,7 +576,7 @@ fn wgmma_plan(
         true => 8,
         false => wgmma_swizzle_bytes(n * size)? / size,
     };
-    if tf32 && !switches.tf32 {
+    if (tf32 && !switches.tf32) || (fp8 && !switches.fp8_wgmma) {
         return None;
     }
     let (span, unit) = if tf32 { (m, 8) } else { (n, block) };
@@ -804,6 +804,13 @@ mod tests {
         On { target, switches }
     }
 
+    /// `target` with the opt-in fp8 `wgmma` on.
+    fn fp8_on(target: Target) -> On {
+        let mut t = on(target);
+        t.switches.fp8_wgmma = t.target.wgmma;
+        t
+    }
+
     fn plan(t: &On, shape: (usize, usize, usize), operand: DType, threads: usize) -> Option<AtomTiling> {
         super::plan(&t.target, &t.switches, shape, operand, threads)
     }
@@ -1017,7 +1024,7 @@ mod tests {
     /// other atom.
     #[test]
     fn fp8_wgmma_plans_k32_steps_with_b_k_major() {
-        let h100 = on(Target::nvidia(9, 0));
+        let h100 = fp8_on(Target::nvidia(9, 0));
         for dtype in [DType::F8E4M3, DType::F8E5M2] {
             let p = plan(&h100, (128, 128, 128), dtype, 256).unwrap();
             assert_eq!(
@@ -1116,7 +1123,7 @@ mod tests {
     /// 128-byte line of the row's start (the row itself for 128-byte rows).
     #[test]
     fn fp8_placements_swizzle_bytes_like_16_bit_ones() {
-        let h100 = on(Target::nvidia(9, 0));
+        let h100 = fp8_on(Target::nvidia(9, 0));
         for (n, k) in [(128, 128), (64, 256), (32, 64), (24, 32)] {
             let p = plan(&h100, (64, n, k), DType::F8E4M3, 128).unwrap();
             let (sa, sb, len) = wgmma_staging(&p, DType::F8E4M3).unwrap();

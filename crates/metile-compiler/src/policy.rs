@@ -133,6 +133,13 @@ switch_table! {
     /// f16 and bf16 `dot` on NVIDIA's warpgroup MMA (`wgmma`, sm_90a), its
     /// operands read by the tensor cores from swizzled shared memory.
     wgmma: stage "layout_assign", apple false, nvidia true, needs has_wgmma;
+    /// fp8 `dot`s (e4m3, e5m2) on `wgmma`'s k32 fp8 instruction, both
+    /// operands staged K-major as fp8. Off unless asked: on the H100 its
+    /// results differ from the exact sums the f16 path gives (an f32 sum of
+    /// fp8 products, some tile shapes further than the tensor cores' reduced
+    /// fp8 accumulation explains; docs/gemm.md, *fp8*), and it has no operand
+    /// ring yet. Off, fp8 tiles are converted to f16 and take the 16-bit atom.
+    fp8_wgmma: stage "layout_assign", apple false, nvidia false, needs has_wgmma;
     /// A 16-bit `wgmma` `dot` whose `a` is already held as its A fragments (a
     /// chained product's accumulator, attention's `p`) reads it from the
     /// registers instead of threadgroup memory (`dot_tiling::wgmma_register_a`).

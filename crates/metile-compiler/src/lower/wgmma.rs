@@ -177,6 +177,8 @@ impl<'f> Lowering<'f> {
         let Some((sa, sb, len)) = wgmma_staging(plan, dtype_a) else {
             return Ok(false);
         };
+        // fp8 `b` is read K-major only: placed as its transpose, `N x K`.
+        let sb = k_major_b(sa, sb, plan.shape);
         let need = if dtype_a == dtype_b { len } else { 2 * len };
         if need > self.dot_scratch_capacity(dtype_a) {
             return Ok(false);
