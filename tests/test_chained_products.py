@@ -96,6 +96,11 @@ def test_k_and_v_tiles_are_copied_ahead_by_the_tensor_memory_accelerator():
     assert src.count("metile_tma_load(") >= 4  # K and V, in the prologue and in the loop
     # Q is loaded once, before the loop: no tensor map; the second product reads s from registers.
     assert "Q_tma" not in src and "metile_pack2(" in src
+    # Q's staging reaches the tensor cores through a proxy fence and a barrier before the loop:
+    # the stages of tensor copies publish nothing the threads wrote.
+    before_loop = src.split("for (long", 1)[0]
+    q_staged = before_loop.rfind("*((metile_vec<half, 8>*)(tg")
+    assert q_staged != -1 and "fence.proxy.async" in before_loop[q_staged:]
 
 
 def test_heads_of_one_buffer_are_copied_ahead_by_the_threads():

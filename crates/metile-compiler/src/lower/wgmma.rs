@@ -253,6 +253,7 @@ impl<'f> Lowering<'f> {
             })
             .max()
             .unwrap_or(0);
+        let mut staged_any = false;
         for op in dots() {
             let Some(plan) = self.atom_plan(op.results[0]) else {
                 continue;
@@ -290,6 +291,14 @@ impl<'f> Lowering<'f> {
             let av = self.elems(a, la)?;
             self.stage(root, sa, la, &av, None, None)?;
             self.cache(CacheKey::StagedOperand(a), Cached::One(root));
+            staged_any = true;
+        }
+        // The threads' stores reach the tensor cores' reads through a proxy
+        // fence and a barrier: here, once, since a ring whose stages come by
+        // tensor copies publishes nothing the threads wrote.
+        if staged_any {
+            self.emit(GpuOpKind::ProxyFence, ValueList::new(), vec![]);
+            self.barrier()?;
         }
         Ok(())
     }
