@@ -378,6 +378,9 @@ fn select(
     let mut prefetched: Vec<ValueId> = vec![];
     let mut slice: Vec<usize> = vec![];
     let mut stage_total = 0;
+    // Threadgroup bytes the ring must leave for operands staged outside it:
+    // a loop-invariant `a` of a `dot` whose ring holds `b` alone.
+    let mut reserved = 0;
     let mut max_accumulators = 0;
     let mut held_pairs: Option<bool> = None;
     for o in body.ops.iter().filter(|o| matches!(o.kind, OpKind::Dot)) {
@@ -463,6 +466,10 @@ fn select(
                 slice.extend(slices.into_iter().flatten());
                 stage_total += bytes;
                 held_pairs = Some(held.a);
+                if !held.a && !defs.contains_key(&operands[0]) {
+                    let staged = ta.shape.iter().product::<usize>() * da.size_bytes();
+                    reserved += staged.div_ceil(1024) * 1024 + 1024;
+                }
             }
         }
     }
@@ -474,7 +481,7 @@ fn select(
         Carry::Async {
             budget, max_stages, ..
         } => {
-            let fit = |bytes: usize| bytes / stage_total.max(1);
+            let fit = |bytes: usize| bytes.saturating_sub(reserved) / stage_total.max(1);
             let stages = |bytes: usize| fit(bytes).min(*max_stages);
             // More than 64 accumulators a thread leave registers for one
             // block only, which may take seven eighths (a fourth stage of

@@ -138,19 +138,29 @@ impl<'f> Lowering<'f> {
                 0
             };
         let ring_bytes = stages * stage_len * dtype.size_bytes();
-        let root = match self.earlier_ring_memory(block, li, ring_bytes) {
-            Some(earlier) => self
-                .b
-                .add_threadgroup(dtype, stages * stage_len, TgPurpose::Alias(earlier)),
-            None => {
-                let used: usize = self.b.func().threadgroup.iter().map(|t| t.footprint()).sum();
-                if used + ring_bytes + barrier_bytes > self.a.target.max_threadgroup_bytes {
-                    return Ok(false);
-                }
-                self.b
-                    .add_threadgroup(dtype, stages * stage_len, TgPurpose::Scratch)
+        // The `a`s the `dot`s do not read from registers are staged beside
+        // the ring (before the loop or every iteration): without room for
+        // them the loop keeps its carried tiles in registers instead.
+        let mut beside = 0;
+        for m in &members {
+            let a = body.ops[m.at].operands[0];
+            let la = self.natural_layout(a)?;
+            if !self.reads_a_from_registers(&m.plan, la) {
+                let (rows, _, k) = m.plan.shape;
+                beside += (rows * k * self.elem_dtype(a).size_bytes()).div_ceil(1024) * 1024 + 1024;
             }
+        }
+        let used: usize = self.b.func().threadgroup.iter().map(|t| t.footprint()).sum();
+        let earlier = self.earlier_ring_memory(block, li, ring_bytes);
+        let new_bytes = if earlier.is_some() { 0 } else { ring_bytes };
+        if used + new_bytes + barrier_bytes + beside > self.a.target.max_threadgroup_bytes {
+            return Ok(false);
+        }
+        let purpose = match earlier {
+            Some(earlier) => TgPurpose::Alias(earlier),
+            None => TgPurpose::Scratch,
         };
+        let root = self.b.add_threadgroup(dtype, stages * stage_len, purpose);
         let barriers = RingBarriers {
             arrivals: tiles.len() as u32,
             bars: self.b.add_threadgroup(DType::I64, 2 * stages, TgPurpose::Scratch),

@@ -245,14 +245,31 @@ impl<'f> Lowering<'f> {
         let dots = || body.ops.iter().filter(|o| o.kind == metile_ir::OpKind::Dot);
         // The largest staging of the body's `dot`s, which must still fit
         // beside (fp8 plans stage fp8 tiles: the plan's operand dtype).
-        let staging = dots()
-            .filter_map(|op| {
-                let plan = self.a.dot_plans.get(&op.results[0])?;
-                let dtype = plan.atom.operand;
-                Some(wgmma_staging(plan, dtype)?.2 * dtype.size_bytes())
-            })
-            .max()
-            .unwrap_or(0);
+        let mut staging = 0;
+        for op in dots() {
+            let Some(plan) = self.a.dot_plans.get(&op.results[0]).cloned() else {
+                continue;
+            };
+            let dtype = plan.atom.operand;
+            let Some((_, _, len)) = wgmma_staging(&plan, dtype) else {
+                continue;
+            };
+            // A `dot` of a `b` ring stages at most its `a` (`b_ring.rs`): none
+            // where that is what is staged here once, or read from registers.
+            let a = op.operands[0];
+            let len = match self.b_ring_of(op) {
+                Some(_) if self.homes[a.index()].is_some() => 0,
+                Some(_) => {
+                    let la = self.natural_layout(a)?;
+                    match self.reads_a_from_registers(&plan, la) {
+                        true => 0,
+                        false => plan.shape.0 * plan.shape.2,
+                    }
+                }
+                None => len,
+            };
+            staging = staging.max(len * dtype.size_bytes());
+        }
         let mut staged_any = false;
         for op in dots() {
             let Some(plan) = self.atom_plan(op.results[0]) else {
