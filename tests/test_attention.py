@@ -240,6 +240,23 @@ def test_hopper_reads_p_from_registers(HEAD_DIM, BLOCK_N):
     assert not register_a.search(staged)
 
 
+@pytest.mark.parametrize("HEAD_DIM, BLOCK_M, BLOCK_N, sgs", [(256, 64, 64, 4), (256, 128, 64, 8), (128, 256, 128, 8)])
+def test_hopper_k_v_ring_leaves_room_for_q(HEAD_DIM, BLOCK_M, BLOCK_N, sgs):
+    # Large blocks: the K/V ring's stages must leave threadgroup memory for q's staging (these
+    # compiled before the ring and must still).
+    from metile import _metile
+    from metile._frontend import specialize
+    from metile.testing import reference_attention
+
+    params = [("Q", "ptr", "f16"), ("K", "ptr", "f16"), ("V", "ptr", "f16"), ("Out", "ptr", "f16"),
+              ("M", "ptr", "f32"), ("sm_scale", "scalar", "f32"), ("N_CTX", "scalar", "i32", 16)]
+    for causal in (False, True):
+        traced = specialize(reference_attention.attention_fwd.fn, params,
+                            {"HEAD_DIM": HEAD_DIM, "BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N, "CAUSAL": causal},
+                            {"threads_per_group": 32 * sgs})
+        assert "wgmma.mma_async" in _metile.compile_cuda(traced, num_sgs=sgs, arch="sm_90")["cuda"]
+
+
 # ------------------------------------------------------------ refusals
 
 
