@@ -257,6 +257,24 @@ def test_hopper_k_v_ring_leaves_room_for_q(HEAD_DIM, BLOCK_M, BLOCK_N, sgs):
         assert "wgmma.mma_async" in _metile.compile_cuda(traced, num_sgs=sgs, arch="sm_90")["cuda"]
 
 
+@pytest.mark.parametrize("model, dtype, blocks", [
+    ("NVIDIA H100 80GB HBM3 (sm_90, cuda:0)", "float16", (128, 64)),
+    ("NVIDIA H100 80GB HBM3 (sm_90, cuda:0)", "bfloat16", (128, 64)),
+    ("NVIDIA H100 80GB HBM3 (sm_90, cuda:0)", "float8e4nv", (64, 64)),
+    ("NVIDIA A100-SXM4-80GB (sm_80, cuda:0)", "float16", (64, 64)),
+    ("NVIDIA GeForce RTX 3090 (sm_86, cuda:1)", "float16", (64, 64)),
+])
+def test_hd256_takes_wider_blocks_on_hopper(monkeypatch, model, dtype, blocks):
+    # The launcher's default for hd256 on cuda follows the GPU's shared memory: sm_90 fits
+    # (128, 64) beside the K/V ring, the others keep (64, 64); fp8 keeps it everywhere.
+    from metile.testing import reference_attention as ra
+
+    monkeypatch.setattr(ra.metile, "get_device", lambda: "cuda")
+    monkeypatch.setattr(ra._metile, "device_model", lambda: model)
+    assert ra._forward_blocks(256, getattr(metile, dtype)) == blocks
+    assert ra._forward_blocks(128, getattr(metile, dtype)) == ra.FORWARD_BLOCKS["cuda"][128]
+
+
 # ------------------------------------------------------------ refusals
 
 
