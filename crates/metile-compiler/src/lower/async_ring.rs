@@ -112,6 +112,16 @@ pub(super) struct Chain {
     pub prologue: Vec<(usize, usize)>,
 }
 
+impl Chain {
+    /// Whether `other` is loaded by the same `if`s (the loop's and the
+    /// prologue's) at the same depth.
+    pub(super) fn same_ifs(&self, other: &Chain) -> bool {
+        self.ahead.0 == other.ahead.0
+            && self.positions.len() == other.positions.len()
+            && self.prologue.iter().zip(&other.prologue).all(|(x, y)| x.0 == y.0)
+    }
+}
+
 /// The value an `if`'s then-region yields at `index`, when it is the result
 /// of a load in that region used nowhere else.
 fn loaded_in_then(op: &Op, index: usize, uses: &[u32]) -> Option<ValueId> {
@@ -164,7 +174,7 @@ impl<'f> Lowering<'f> {
         let body = &lp.regions[0];
         let dot = &body.ops[di];
         let r = dot.results[0];
-        let Some(plan) = self.a.dot_plans.get(&r).cloned() else {
+        let Some(plan) = self.ring_plan(dot) else {
             return Ok(());
         };
         // fp8 `wgmma` reads `b` K-major only, which the ring's N-major
@@ -172,17 +182,7 @@ impl<'f> Lowering<'f> {
         if plan.atom.operand.is_fp8() {
             return Ok(());
         }
-        let Class::Fixed(lc) = self.a.class(r) else {
-            return Ok(());
-        };
-        if self.layout(lc) != &plan.c {
-            return Ok(());
-        }
-        // `b = x.T` with `x` carried (the prefetch pass carries `x`, not its
-        // transpose): the ring holds `x`'s tiles, `wgmma`'s K-major `b`.
-        let b_source = self
-            .transposed_source(dot.operands[1])
-            .filter(|_| self.uses[dot.operands[1].index()] == 1 && reads_k_major_b(&plan));
+        let b_source = self.ring_b_source(dot, &plan);
         let sources = [dot.operands[0], b_source.unwrap_or(dot.operands[1])];
         let chains: Vec<Chain> = match sources
             .iter()
@@ -193,9 +193,7 @@ impl<'f> Lowering<'f> {
             None => return Ok(()),
         };
         let (ca, cb) = (&chains[0], &chains[1]);
-        let same_ifs = ca.ahead.0 == cb.ahead.0
-            && ca.positions.len() == cb.positions.len()
-            && ca.prologue.iter().zip(&cb.prologue).all(|(x, y)| x.0 == y.0);
+        let same_ifs = ca.same_ifs(cb);
         // The loop's loads must be held back until after this dot's barrier.
         let next_dot = body.ops[ca.ahead.0 + 1..]
             .iter()
@@ -219,10 +217,9 @@ impl<'f> Lowering<'f> {
         // count the warps' releases (one i32 each).
         let wgmma = plan.atom.reads_shared_memory();
         let tensor_copies = wgmma && self.tensor_copies_pay(&plan);
-        let barrier_bytes = match (wgmma, tensor_copies) {
-            (false, _) => 0,
-            (true, false) => 16 * stages,
-            (true, true) => 16 * stages + (4 * stages).div_ceil(16) * 16,
+        let barrier_bytes = match wgmma {
+            false => 0,
+            true => RingBarriers::bytes(stages, tensor_copies),
         };
         // A loop the register prefetch carried may not fit as a ring; it then
         // stays in registers.
@@ -235,22 +232,7 @@ impl<'f> Lowering<'f> {
             .add_threadgroup(dtype, stages * stage_len, TgPurpose::Scratch);
         let ring = self.rings.len();
         let previous = wgmma.then(|| self.b.add_reg(metile_ir::DType::I32, 1));
-        let barriers = wgmma.then(|| RingBarriers {
-            arrivals: 2,
-            bars: self
-                .b
-                .add_threadgroup(metile_ir::DType::I64, 2 * stages, TgPurpose::Scratch),
-            stages,
-            full_phases: self.b.add_reg(metile_ir::DType::I32, 1),
-            empty_phases: self.b.add_reg(metile_ir::DType::I32, 1),
-            by_threads: self.b.add_reg(metile_ir::DType::I32, 1),
-            release_counts: tensor_copies.then(|| {
-                let counts = self
-                    .b
-                    .add_threadgroup(metile_ir::DType::I32, stages, TgPurpose::Scratch);
-                (counts, self.b.add_reg(metile_ir::DType::I32, 1))
-            }),
-        });
+        let barriers = wgmma.then(|| self.new_ring_barriers(stages, 2, tensor_copies));
         self.rings.push(Ring {
             root,
             stage_len,
@@ -304,6 +286,26 @@ impl<'f> Lowering<'f> {
             let (ai, ar) = chain.ahead;
             mark(self, body.ops[ai].results[ar], RingSlot::Free);
         }
+    }
+
+    /// The atom plan of a loop's `dot` whose result stays in the plan's
+    /// accumulator layout: what a ring needs of it.
+    pub(super) fn ring_plan(&self, dot: &Op) -> Option<AtomTiling> {
+        let r = dot.results[0];
+        let plan = self.a.dot_plans.get(&r)?;
+        let Class::Fixed(lc) = self.a.class(r) else {
+            return None;
+        };
+        (self.layout(lc) == &plan.c).then(|| plan.clone())
+    }
+
+    /// `x` where a ring `dot`'s `b = x.T` and nothing else reads `b`, for a
+    /// plan that reads `b` K-major: the prefetch pass carries `x`, not its
+    /// transpose, and the ring holds `x`'s tiles, `wgmma`'s K-major `b`.
+    pub(super) fn ring_b_source(&self, dot: &Op, plan: &AtomTiling) -> Option<ValueId> {
+        let b = dot.operands[1];
+        self.transposed_source(b)
+            .filter(|_| self.uses[b.index()] == 1 && reads_k_major_b(plan))
     }
 
     /// The chain of the dot operand `x` (a carried value of the loop at

@@ -23,10 +23,9 @@
 use super::async_ring::{Chain, Ring, RingTile};
 use super::ring_barriers::RingBarriers;
 use super::wgmma::OperandA;
-use super::{CacheKey, Cached, Home, Lowering};
+use super::{Home, Lowering};
 use crate::dot_tiling::{b_alone_stage, k_major_b, reads_k_major_b, wgmma_staging, AtomTiling, Staged};
 use crate::error::CompileResult;
-use crate::layout_assign::Class;
 use metile_ir::gpu_ir::*;
 use metile_ir::{Block, DType, Op, OpKind, ValueId};
 
@@ -58,19 +57,11 @@ impl<'f> Lowering<'f> {
             if self.chain(block, li, dot.operands[0]).is_some() {
                 return Ok(false);
             }
-            let r = dot.results[0];
-            let Some(plan) = self.a.dot_plans.get(&r).cloned() else {
+            let Some(plan) = self.ring_plan(dot).filter(reads_k_major_b) else {
                 continue;
             };
-            let Class::Fixed(lc) = self.a.class(r) else {
-                continue;
-            };
-            if self.layout(lc) != &plan.c || !reads_k_major_b(&plan) {
-                continue;
-            }
-            let b = dot.operands[1];
-            let source = self.transposed_source(b).filter(|_| self.uses[b.index()] == 1);
-            let Some(chain) = self.chain(block, li, source.unwrap_or(b)) else {
+            let source = self.ring_b_source(dot, &plan);
+            let Some(chain) = self.chain(block, li, source.unwrap_or(dot.operands[1])) else {
                 continue;
             };
             members.push(Member {
@@ -87,15 +78,7 @@ impl<'f> Lowering<'f> {
         // until the first member's release, so no other `dot` (which would
         // lower it sooner) comes between.
         let ahead = first.chain.ahead.0;
-        let same_ifs = members.iter().all(|m| {
-            m.chain.ahead.0 == ahead
-                && m.chain.positions.len() == first.chain.positions.len()
-                && m.chain
-                    .prologue
-                    .iter()
-                    .zip(&first.chain.prologue)
-                    .all(|(x, y)| x.0 == y.0)
-        });
+        let same_ifs = members.iter().all(|m| m.chain.same_ifs(&first.chain));
         let only_members = body.ops[ahead + 1..=first.at]
             .iter()
             .enumerate()
@@ -131,12 +114,7 @@ impl<'f> Lowering<'f> {
         }
         let stages = first.chain.positions.len() + 1;
         let tensor_copies = members.iter().all(|m| self.tensor_copies_pay(&m.plan));
-        let barrier_bytes = 16 * stages
-            + if tensor_copies {
-                (4 * stages).div_ceil(16) * 16
-            } else {
-                0
-            };
+        let barrier_bytes = RingBarriers::bytes(stages, tensor_copies);
         let ring_bytes = stages * stage_len * dtype.size_bytes();
         // The `a`s the `dot`s do not read from registers are staged beside
         // the ring (before the loop or every iteration): without room for
@@ -161,18 +139,7 @@ impl<'f> Lowering<'f> {
             None => TgPurpose::Scratch,
         };
         let root = self.b.add_threadgroup(dtype, stages * stage_len, purpose);
-        let barriers = RingBarriers {
-            arrivals: tiles.len() as u32,
-            bars: self.b.add_threadgroup(DType::I64, 2 * stages, TgPurpose::Scratch),
-            stages,
-            full_phases: self.b.add_reg(DType::I32, 1),
-            empty_phases: self.b.add_reg(DType::I32, 1),
-            by_threads: self.b.add_reg(DType::I32, 1),
-            release_counts: tensor_copies.then(|| {
-                let counts = self.b.add_threadgroup(DType::I32, stages, TgPurpose::Scratch);
-                (counts, self.b.add_reg(DType::I32, 1))
-            }),
-        };
+        let barriers = self.new_ring_barriers(stages, tiles.len() as u32, tensor_copies);
         let ring = self.rings.len();
         self.rings.push(Ring {
             root,
@@ -269,19 +236,15 @@ impl<'f> Lowering<'f> {
     /// or threadgroup memory it is staged into now (published to the tensor
     /// cores here).
     fn b_ring_a(&mut self, plan: &AtomTiling, a: ValueId, sa: Staged) -> CompileResult<OperandA> {
-        if let Some(Cached::One(root)) = self.cached(&CacheKey::StagedOperand(a), self.at) {
+        if let Some(root) = self.staged_once(a) {
             return Ok(OperandA::Staged(root));
         }
         let la = self.natural_layout(a)?;
         let av = self.elems(a, la)?;
-        let dtype = self.elem_dtype(a);
-        if self.reads_a_from_registers(plan, la) {
-            let regs = self.b.add_reg(dtype, av.len() as u32);
-            for (i, &x) in av.iter().enumerate() {
-                self.reg_write(regs, i as u32, x);
-            }
+        if let Some(regs) = self.a_in_registers(plan, la, &av) {
             return Ok(OperandA::Registers(regs));
         }
+        let dtype = self.elem_dtype(a);
         let (m, _, k) = plan.shape;
         let root = self.dot_scratch(dtype, m * k)?;
         self.barrier()?;

@@ -52,7 +52,43 @@ pub(super) struct RingBarriers {
     pub release_counts: Option<(GpuValue, RegId)>,
 }
 
+impl RingBarriers {
+    /// Threadgroup bytes of the barriers of a ring of `stages` stages: two
+    /// i64 memory barriers a stage, and with tensor copies an i32 release
+    /// count a stage (rounded to 16 bytes).
+    pub(super) fn bytes(stages: usize, tensor_copies: bool) -> usize {
+        16 * stages
+            + if tensor_copies {
+                (4 * stages).div_ceil(16) * 16
+            } else {
+                0
+            }
+    }
+}
+
 impl Lowering<'_> {
+    /// The barriers of a ring of `stages` stages of `arrivals` tiles each,
+    /// with release counts where tensor copies fill it.
+    pub(super) fn new_ring_barriers(
+        &mut self,
+        stages: usize,
+        arrivals: u32,
+        tensor_copies: bool,
+    ) -> RingBarriers {
+        RingBarriers {
+            arrivals,
+            bars: self.b.add_threadgroup(DType::I64, 2 * stages, TgPurpose::Scratch),
+            stages,
+            full_phases: self.b.add_reg(DType::I32, 1),
+            empty_phases: self.b.add_reg(DType::I32, 1),
+            by_threads: self.b.add_reg(DType::I32, 1),
+            release_counts: tensor_copies.then(|| {
+                let counts = self.b.add_threadgroup(DType::I32, stages, TgPurpose::Scratch);
+                (counts, self.b.add_reg(DType::I32, 1))
+            }),
+        }
+    }
+
     /// `cond` for thread 0 only.
     pub(super) fn first_thread(&mut self) -> GpuValue {
         let tid = self.builtin(Builtin::ThreadIndex);

@@ -101,10 +101,7 @@ impl<'f> Lowering<'f> {
         }
         let root = self.dot_scratch(dtype, len)?;
         // A loop-invariant `a` staged before the loop is read where it is.
-        let a_root = match self.cached(&CacheKey::StagedOperand(a), self.at) {
-            Some(Cached::One(r)) => Some(r),
-            _ => None,
-        };
+        let a_root = self.staged_once(a);
         // `b = x.T` (attention's `dot(q, k.T)`): `x` is `b` K-major, the
         // layout `wgmma` also reads for 16-bit types, in which the threads'
         // runs of `x`'s rows stay whole (16-byte stores, where `b`'s N-major
@@ -132,14 +129,8 @@ impl<'f> Lowering<'f> {
         // An `a` already in the registers of the A fragments (a chained
         // product's accumulator) is read from them, not staged.
         let a_registers = match &a_values {
-            Some((la, av)) if self.reads_a_from_registers(plan, *la) => {
-                let regs = self.b.add_reg(dtype, av.len() as u32);
-                for (i, &x) in av.iter().enumerate() {
-                    self.reg_write(regs, i as u32, x);
-                }
-                Some(regs)
-            }
-            _ => None,
+            Some((la, av)) => self.a_in_registers(plan, *la, av),
+            None => None,
         };
         self.barrier()?;
         if let (Some((la, av)), None) = (&a_values, a_registers) {
@@ -169,10 +160,7 @@ impl<'f> Lowering<'f> {
             return Err(self.internal("an fp8 wgmma plan on operands that are not fp8 conversions"));
         };
         // A loop-invariant `a` staged before the loop is read where it is.
-        let a_root = match self.cached(&CacheKey::StagedOperand(xa), self.at) {
-            Some(Cached::One(r)) => Some(r),
-            _ => None,
-        };
+        let a_root = self.staged_once(xa);
         let (dtype_a, dtype_b) = (self.elem_dtype(xa), self.elem_dtype(xb));
         let Some((sa, sb, len)) = wgmma_staging(plan, dtype_a) else {
             return Ok(false);
@@ -285,7 +273,7 @@ impl<'f> Lowering<'f> {
                 false => op.operands[0],
             };
             let defined_outside = self.homes[a.index()].is_some();
-            let staged = self.cached(&CacheKey::StagedOperand(a), self.at).is_some();
+            let staged = self.staged_once(a).is_some();
             if !defined_outside || staged || !(fp8 || reads_k_major_b(&plan)) {
                 continue;
             }
@@ -320,13 +308,37 @@ impl<'f> Lowering<'f> {
         Ok(())
     }
 
+    /// The threadgroup memory a loop-invariant `a` was staged into before
+    /// the loop (`stage_invariant_operands`), if it was.
+    pub(super) fn staged_once(&self, a: metile_ir::ValueId) -> Option<GpuValue> {
+        match self.cached(&CacheKey::StagedOperand(a), self.at) {
+            Some(Cached::One(root)) => Some(root),
+            _ => None,
+        }
+    }
+
+    /// `a`'s values `av` (held in layout `la`) written into a register array
+    /// for `plan`'s `wgmma` to read as its A, where `la` already is the A
+    /// fragments' layout.
+    pub(super) fn a_in_registers(
+        &mut self,
+        plan: &AtomTiling,
+        la: LayoutId,
+        av: &[GpuValue],
+    ) -> Option<RegId> {
+        if !self.reads_a_from_registers(plan, la) {
+            return None;
+        }
+        let regs = self.b.add_reg(plan.atom.operand, av.len() as u32);
+        for (i, &x) in av.iter().enumerate() {
+            self.reg_write(regs, i as u32, x);
+        }
+        Some(regs)
+    }
+
     /// Whether `a`, held in layout `la`, is already the A fragments of
     /// `plan`'s 16-bit `wgmma` (`dot_tiling::wgmma_register_a`).
-    pub(super) fn reads_a_from_registers(
-        &self,
-        plan: &AtomTiling,
-        la: crate::layout_assign::LayoutId,
-    ) -> bool {
+    pub(super) fn reads_a_from_registers(&self, plan: &AtomTiling, la: LayoutId) -> bool {
         self.a.switches.wgmma_register_a
             && wgmma_register_a(plan, &self.a.target, &self.a.switches, self.a.threads as usize)
                 .is_some_and(|l| &l == self.layout(la))
