@@ -211,9 +211,9 @@ fn slice_of(v: ValueId, body: &Block, defs: &FxHashMap<ValueId, usize>, iv: Valu
 /// value `x` that nothing else in the body reads.
 fn transposed_load(v: ValueId, body: &Block, defs: &FxHashMap<ValueId, usize>) -> Option<ValueId> {
     let op = &body.ops[*defs.get(&v)?];
-    let OpKind::Permute { dims } = &op.kind else {
+    if !op.kind.is_transpose() {
         return None;
-    };
+    }
     let x = op.operands[0];
     let read_elsewhere = body
         .ops
@@ -221,7 +221,7 @@ fn transposed_load(v: ValueId, body: &Block, defs: &FxHashMap<ValueId, usize>) -
         .filter(|o| o.operands.contains(&x) || o.regions.iter().any(|r| reads(r, x)))
         .count()
         > 1;
-    (dims.as_slice() == [1, 0] && !read_elsewhere).then_some(x)
+    (!read_elsewhere).then_some(x)
 }
 
 /// True when an op of `b` (nested regions included) reads `v`.
@@ -396,9 +396,7 @@ fn select(
                     let def = |v: &ValueId| defs.get(v).map(|&i| &body.ops[i]);
                     let v = match def(&v).and_then(|op| crate::fp8_dot::cast_source(op, values)) {
                         Some(x) => match def(&x) {
-                            Some(t) if matches!(&t.kind, OpKind::Permute { dims } if dims.as_slice() == [1, 0]) => {
-                                t.operands[0]
-                            }
+                            Some(t) if t.kind.is_transpose() => t.operands[0],
                             _ => x,
                         },
                         None => v,

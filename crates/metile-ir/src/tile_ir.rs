@@ -621,6 +621,11 @@ impl OpKind {
         )
     }
 
+    /// `x.T` of a 2-D tile: a permute that swaps the two axes.
+    pub fn is_transpose(&self) -> bool {
+        matches!(self, OpKind::Permute { dims } if dims.as_slice() == [1, 0])
+    }
+
     /// Ops whose result depends on memory, so two of them are not interchangeable.
     pub fn reads_memory(&self) -> bool {
         matches!(

@@ -695,7 +695,7 @@ impl<'f> Lowering<'f> {
     /// is the same stage, read as `b` by the ring's `dot`. `false` for
     /// any other op.
     pub(super) fn ring_transpose(&mut self, op: &Op) -> CompileResult<bool> {
-        if !matches!(&op.kind, OpKind::Permute { dims } if dims.as_slice() == [1, 0]) {
+        if !op.kind.is_transpose() {
             return Ok(false);
         }
         let Some(Home::Staged { ring, tile, base }) = self.homes[op.operands[0].index()] else {

@@ -352,10 +352,7 @@ impl<'f> Lowering<'f> {
     /// The value whose transpose `v` is (`v = x.T`, a 2-D permute), if so.
     pub(super) fn transposed_source(&self, v: metile_ir::ValueId) -> Option<metile_ir::ValueId> {
         let op = self.def_op[v.index()]?;
-        match &op.kind {
-            metile_ir::OpKind::Permute { dims } if dims.as_slice() == [1, 0] => Some(op.operands[0]),
-            _ => None,
-        }
+        op.kind.is_transpose().then_some(op.operands[0])
     }
 
     /// The multiplication of operands staged at `places` (plus the stage
