@@ -31,6 +31,7 @@ import triton.language as tl
 
 import metile
 from metile.testing.reference_kernels import gemm_bounded as mt_gemm
+from metile.testing.reference_kernels import linear as mt_linear
 
 SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192), (4000, 3000, 2000), (1023, 1025, 999),
           (512, 512, 16384)]
@@ -85,19 +86,6 @@ def tr_gemm(A, B, C, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constex
 TR_CONFIGS = [  # (BM, BN, BK, warps, stages)
     (128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (128, 128, 32, 4, 4), (64, 128, 32, 4, 4), (128, 64, 32, 4, 4),
 ]
-
-
-@metile.kernel
-def mt_linear(X, W, Y, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr, BLOCK_K: metile.constexpr):
-    """Y = X @ W.T with W stored (N, K): a linear layer's product."""
-    pid_m = metile.program_id(0)
-    pid_n = metile.program_id(1)
-    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype=metile.float32)
-    for k in metile.range(0, K, BLOCK_K):
-        x = metile.tile_load(X, pid_m * BLOCK_M, k, K, (BLOCK_M, BLOCK_K), bounds=(M, K))
-        w = metile.tile_load(W, pid_n * BLOCK_N, k, K, (BLOCK_N, BLOCK_K), bounds=(N, K))
-        acc = metile.dot(x, w.T, acc)
-    metile.tile_store(Y, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N), bounds=(M, N))
 
 
 def median_ms(fn):

@@ -30,6 +30,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+from cpu_clock import best_per_call  # noqa: E402
 from kernels import SPECS  # noqa: E402
 from timing import table  # noqa: E402
 
@@ -47,18 +48,6 @@ OPTIONS = {"threads_per_group": 128}
 _CHILD_ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
 
 
-def _best(fn, number, rep):
-    """(wall ms, CPU ms) per call: the minimum over `rep` batches of `number` calls."""
-    wall = cpu = float("inf")
-    for _ in range(rep):
-        w0, c0 = time.perf_counter(), time.process_time()
-        for _ in range(number):
-            fn()
-        wall = min(wall, (time.perf_counter() - w0) / number)
-        cpu = min(cpu, (time.process_time() - c0) / number)
-    return wall * 1e3, cpu * 1e3
-
-
 def measure_ours():
     """Steady-state times of every kernel (the source already parsed and rewritten)."""
     from metile import _frontend, _metile
@@ -72,9 +61,9 @@ def measure_ours():
         msl = _metile.compile_msl(trace())["msl"]
         cuda = _metile.compile_cuda(trace())["cuda"]
         result[name] = {
-            "trace": _best(trace, 50, 5),
-            "msl": _best(lambda t=trace: _metile.compile_msl(t()), 20, 5),
-            "cuda": _best(lambda t=trace: _metile.compile_cuda(t()), 20, 5),
+            "trace": best_per_call(trace, 50, 5),
+            "msl": best_per_call(lambda t=trace: _metile.compile_msl(t()), 20, 5),
+            "cuda": best_per_call(lambda t=trace: _metile.compile_cuda(t()), 20, 5),
             "lines": len(msl.splitlines()),
             "cuda_lines": len(cuda.splitlines()),
         }

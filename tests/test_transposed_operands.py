@@ -9,19 +9,7 @@ import pytest
 
 import metile
 from metile import _frontend, _metile
-
-
-@metile.kernel
-def linear_tiles(X, W, Y, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
-                 BLOCK_K: metile.constexpr):
-    pid_m = metile.program_id(0)
-    pid_n = metile.program_id(1)
-    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype=metile.float32)
-    for k in metile.range(0, K, BLOCK_K):
-        x = metile.tile_load(X, pid_m * BLOCK_M, k, K, (BLOCK_M, BLOCK_K), bounds=(M, K))
-        w = metile.tile_load(W, pid_n * BLOCK_N, k, K, (BLOCK_N, BLOCK_K), bounds=(N, K))
-        acc = metile.dot(x, w.T, acc)
-    metile.tile_store(Y, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N), bounds=(M, N))
+from metile.testing.reference_kernels import linear as linear_tiles
 
 
 @metile.kernel

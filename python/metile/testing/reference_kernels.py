@@ -10,7 +10,7 @@ import metile
 from metile.testing.reference_attention import attention, attention_backward
 
 __all__ = ["add", "attention", "attention_backward", "gemm", "gemm_bounded", "gemm_epilogue", "layernorm",
-           "rmsnorm", "softmax"]
+           "linear", "rmsnorm", "softmax"]
 
 
 @metile.kernel
@@ -140,3 +140,16 @@ def gemm_bounded(A, B, C, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.co
         b = metile.tile_load(B, k, pid_n * BLOCK_N, N, (BLOCK_K, BLOCK_N), bounds=(K, N))
         acc = metile.dot(a, b, acc)
     metile.tile_store(C, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N), bounds=(M, N))
+
+
+@metile.kernel
+def linear(X, W, Y, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr, BLOCK_K: metile.constexpr):
+    """Y = X @ W.T with the weight W stored (N, K), as a linear layer keeps it; any sides."""
+    pid_m = metile.program_id(0)
+    pid_n = metile.program_id(1)
+    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype=metile.float32)
+    for k in metile.range(0, K, BLOCK_K):
+        x = metile.tile_load(X, pid_m * BLOCK_M, k, K, (BLOCK_M, BLOCK_K), bounds=(M, K))
+        w = metile.tile_load(W, pid_n * BLOCK_N, k, K, (BLOCK_N, BLOCK_K), bounds=(N, K))
+        acc = metile.dot(x, w.T, acc)
+    metile.tile_store(Y, pid_m * BLOCK_M, pid_n * BLOCK_N, N, acc, (BLOCK_M, BLOCK_N), bounds=(M, N))
