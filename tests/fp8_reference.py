@@ -4,7 +4,11 @@ by searching the sorted table of finite values (nearest, ties to the even code,
 saturating to the largest finite value, NaN to 0x7f), as NVIDIA's
 `cvt.rn.satfinite` that Triton uses."""
 
+import re
+
 import numpy as np
+
+from metile import _metile
 
 # (exponent bits, mantissa bits, bias, has infinities)
 FORMATS = {"e4m3": (4, 3, 7, False), "e5m2": (5, 2, 15, True)}
@@ -85,3 +89,10 @@ def interesting_values(fmt, rng):
     spread = (rng.standard_normal(2000) * np.exp2(rng.uniform(-20, 20, 2000))).astype(np.float32)
     positive = np.concatenate([values.astype(np.float32), around, specials, spread])
     return np.concatenate([positive, -positive]).astype(np.float32)
+
+
+def fp8_tensor_cores(device):
+    """Whether `device`'s fp8 `dot`s run on fp8 tensor cores (sm_90 and later), which
+    keep about 14 bits while they add one `dot`'s products."""
+    sm = re.search(r"\(sm_(\d+)", _metile.device_model()) if device == "cuda" else None
+    return sm is not None and int(sm.group(1)) >= 90

@@ -11,6 +11,7 @@ import re
 
 import numpy as np
 import pytest
+from fp8_reference import fp8_tensor_cores
 
 import metile
 from metile.testing.reference_kernels import attention, attention_backward
@@ -78,7 +79,11 @@ def _check_forward(rng, Z, H, N_CTX, HEAD_DIM, causal, dtype, out_dtype=None):
     expected = out_dtype or ("f16" if dtype == "f8e4m3" else dtype)
     assert o.dtype == _np_dtype(expected) and M.dtype == np.float32
     _assert_close("o", o, want_o, FORWARD_TOLERANCE[dtype])
-    np.testing.assert_allclose(M, want_m, rtol=1e-5, atol=2e-5)
+    # fp8 scores summed on fp8 tensor cores keep about 14 bits, so M moves by
+    # about |s| * 2**-13 (up to 1.6e-3 measured on an H100); everywhere else
+    # they are f32 sums.
+    atol = 4e-3 if dtype == "f8e4m3" and fp8_tensor_cores(metile.get_device()) else 2e-5
+    np.testing.assert_allclose(M, want_m, rtol=1e-5, atol=atol)
 
 
 # Each head dim with a length that leaves a ragged last block of queries and of keys

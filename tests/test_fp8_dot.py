@@ -2,11 +2,16 @@
 against numpy on every backend, in a K loop with masked ragged edges, with `b`
 given K x N or as `x.T`; an fp8 GEMM with per-tensor and per-column scales in
 the epilogue (torch's `_scaled_mm`); and the sm_90 source, which multiplies
-fp8 tiles on `wgmma`'s `k32` instruction (ptxas is not run here)."""
+fp8 tiles on `wgmma`'s `k32` instruction (ptxas is not run here).
+
+The fp8 tensor cores (sm_90 and later) keep about 14 bits while they add a
+`dot`'s products; the compiler adds each `dot`'s sum into f32 accumulators
+apart. So on them, sums of a few products with long fractions are exact only on
+the f16 atom (`fp8_wgmma=False`), and integer sums past 14 bits stay exact."""
 
 import numpy as np
 import pytest
-from fp8_reference import decode
+from fp8_reference import decode, fp8_tensor_cores
 
 import metile
 from metile import _frontend, _metile
@@ -70,6 +75,14 @@ def _small_codes(fmt, rng, shape):
     return rng.choice(codes[ok], shape)
 
 
+def _positive_integer_codes(fmt, rng, shape):
+    """Random codes of the integers 1 to 8: a few thousand products sum past
+    14 bits, exactly in f32."""
+    codes = np.arange(256, dtype=np.uint8)
+    values = decode(codes, fmt)
+    return rng.choice(codes[np.isin(values, np.arange(1, 9))], shape)
+
+
 def _bf16(x):
     """Rounds float32 values to bfloat16 (to nearest even), returned as float32."""
     bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
@@ -77,15 +90,16 @@ def _bf16(x):
     return rounded.astype(np.uint32).view(np.float32)
 
 
-def _run(fmts, m, n, k, blocks, b_t, rng, scaled=False):
-    a = _small_codes(fmts[0], rng, (m, k))
-    b = _small_codes(fmts[1], rng, (n, k) if b_t else (k, n))
+def _run(fmts, m, n, k, blocks, b_t, rng, scaled=False, codes=_small_codes, **options):
+    a = codes(fmts[0], rng, (m, k))
+    b = codes(fmts[1], rng, (n, k) if b_t else (k, n))
     c = np.full((m, n), np.nan, np.float32)
     sa = np.array([0.5], np.float32)
     sb = np.exp2(rng.integers(-3, 3, n)).astype(np.float32)
     bm, bn, bk = blocks
     grid = (metile.cdiv(m, bm), metile.cdiv(n, bn))
-    KERNELS[fmts][grid](a, b, c, m, n, k, sa, sb, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, B_T=b_t, SCALED=scaled)
+    KERNELS[fmts][grid](a, b, c, m, n, k, sa, sb, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, B_T=b_t, SCALED=scaled,
+                        **options)
     b_kn = decode(b, fmts[1]).T if b_t else decode(b, fmts[1])
     want = (decode(a, fmts[0]) @ b_kn).astype(np.float32)
     if scaled:
@@ -93,19 +107,51 @@ def _run(fmts, m, n, k, blocks, b_t, rng, scaled=False):
     np.testing.assert_array_equal(c, want)
 
 
+def _exact_atom(device):
+    """Launch options under which fp8 sums of fine fractions are exact."""
+    return {"fp8_wgmma": False} if fp8_tensor_cores(device) else {}
+
+
 @pytest.mark.parametrize("fmts", list(KERNELS))
 @pytest.mark.parametrize("b_t", [False, True])
 def test_fp8_dot_in_a_ragged_k_loop_is_exact(device, rng, fmts, b_t):
-    _run(fmts, 100, 72, 136, (64, 64, 32), b_t, rng)
+    _run(fmts, 100, 72, 136, (64, 64, 32), b_t, rng, **_exact_atom(device))
 
 
 @pytest.mark.parametrize("blocks", [(64, 32, 64), (32, 64, 32)])
 def test_fp8_dot_tile_shapes(device, rng, blocks):
-    _run(("e4m3", "e4m3"), 70, 90, 75, blocks, True, rng)
+    _run(("e4m3", "e4m3"), 70, 90, 75, blocks, True, rng, **_exact_atom(device))
 
 
 def test_scaled_fp8_gemm_rounds_once_to_bf16(device, rng):
-    _run(("e4m3", "e4m3"), 67, 80, 96, (64, 64, 32), True, rng, scaled=True)
+    _run(("e4m3", "e4m3"), 67, 80, 96, (64, 64, 32), True, rng, scaled=True, **_exact_atom(device))
+
+
+@pytest.mark.parametrize("fmts", list(KERNELS))
+@pytest.mark.parametrize("blocks, b_t", [((64, 64, 64), False), ((64, 64, 64), True), ((128, 128, 128), True)])
+def test_fp8_integer_sums_past_14_bits_are_exact(device, rng, fmts, blocks, b_t):
+    # Sums near 2**15 with every unit significant: the tensor cores' fp8
+    # accumulation alone would drop the low bits; each `dot`'s sum added in
+    # f32 keeps them.
+    _run(fmts, 70, 90, 1100, blocks, b_t, rng, codes=_positive_integer_codes)
+
+
+@pytest.mark.parametrize("blocks", [(64, 64, 32), (128, 128, 128)])
+def test_fp8_gemm_is_close_to_the_float64_product(device, rng, blocks):
+    m, n, k = 130, 100, 520
+    codes = np.arange(256, dtype=np.uint8)
+    finite = codes[np.isfinite(decode(codes, "e4m3")) & (np.abs(decode(codes, "e4m3")) <= 4)]
+    a, b = rng.choice(finite, (m, k)), rng.choice(finite, (n, k))
+    c = np.full((m, n), np.nan, np.float32)
+    one = np.ones(1, np.float32)
+    bm, bn, bk = blocks
+    grid = (metile.cdiv(m, bm), metile.cdiv(n, bn))
+    gemm_e4m3[grid](a, b, c, m, n, k, one, one, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, B_T=True, SCALED=False)
+    da, db = decode(a, "e4m3").astype(np.float64), decode(b, "e4m3").astype(np.float64)
+    # Within 2**-12 of the sum of the products' magnitudes: what about 14 bits
+    # kept per `dot` gives, and far below an error of one operand's rounding.
+    bound = np.abs(da) @ np.abs(db).T * 2.0**-12
+    assert np.all(np.abs(c - da @ db.T) <= bound), np.max(np.abs(c - da @ db.T) / bound)
 
 
 def _sm90_source(fmts, blocks, b_t, threads=256, **options):
@@ -151,7 +197,26 @@ def test_sm80_and_apple_keep_fp8_dots_off_wgmma():
     assert "wgmma" not in no_wgmma
 
 
-def test_sm90_takes_the_f16_atom_for_fp8_by_default():
-    # fp8 wgmma is opt-in (`fp8_wgmma=True`) until its H100 results are understood.
-    src = _sm90_source(("e4m3", "e4m3"), (128, 128, 128), True)
+def test_sm90_takes_the_f16_atom_for_fp8_when_asked():
+    src = _sm90_source(("e4m3", "e4m3"), (128, 128, 128), True, fp8_wgmma=False)
     assert "e4m3.e4m3" not in src and "k16.f32.f16.f16" in src
+    assert "e4m3.e4m3" in _sm90_source(("e4m3", "e4m3"), (128, 128, 128), True)
+
+
+@pytest.mark.parametrize("blocks", [(128, 128, 128), (64, 64, 32)])
+def test_sm90_sums_each_fp8_dot_apart_and_adds_it_in_f32(blocks):
+    src = _sm90_source(("e4m3", "e4m3"), blocks, True)
+    wgmmas = [s for s in src.splitlines() if "wgmma.mma_async" in s]
+    # The first k32 step of each owned tile overwrites (scale-d 0), the rest add.
+    owned = max(blocks[0] // 64 // 2, 1)
+    assert sum(s.endswith('"r"(0) : "memory");') for s in wgmmas) == owned
+    assert sum(s.endswith('"r"(1) : "memory");') for s in wgmmas) == owned * (blocks[2] // 32 - 1)
+
+
+def test_sm90_fp8_linear_layer_reads_its_operands_through_a_tensor_copy_ring():
+    # `dot(x, w.T)` with `w` stored N x K: both tiles K-major as loaded, so
+    # the ring holds them as fp8 and the tensor memory accelerator fills it.
+    src = _sm90_source(("e4m3", "e4m3"), (128, 128, 128), True)
+    assert "cp.async.bulk.tensor.2d" in src and "metile_mbarrier_wait" in src
+    # `b` given K x N is transposed by the threads: no ring holds it.
+    assert "cp.async.bulk.tensor" not in _sm90_source(("e4m3", "e4m3"), (128, 128, 128), False)

@@ -209,7 +209,8 @@ pub fn wgmma_register_a(
 /// (`prefetch::StageBytes`). `None` without a matrix-atom plan, or where the
 /// ring would hold `b` K-major (the transpose of the loaded tile) or `b` alone
 /// (`a` read from elsewhere) and the plan's atom is not a 16-bit `wgmma`,
-/// which reads both operands from memory.
+/// which reads both operands from memory; for an fp8 `wgmma` plan, wherever
+/// the ring would not hold both operands K-major.
 pub fn ring_stage_bytes(
     (target, switches, threads): (&Target, &Switches, usize),
     shape: (usize, usize, usize),
@@ -217,7 +218,13 @@ pub fn ring_stage_bytes(
     held: RingOperands,
 ) -> Option<(usize, usize)> {
     let plan = plan(target, switches, shape, dtype, threads)?;
-    if (held.b_transposed || !held.a) && !reads_k_major_b(&plan) {
+    // fp8 `wgmma` reads both operands K-major: only a pair whose `b` is the
+    // transpose of its loaded tile (`dot(x, w.T)`) can sit in a ring as loaded.
+    if plan.atom.operand.is_fp8() {
+        if !(held.a && held.b_transposed) {
+            return None;
+        }
+    } else if (held.b_transposed || !held.a) && !reads_k_major_b(&plan) {
         return None;
     }
     let elems = match held.a {

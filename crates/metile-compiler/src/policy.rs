@@ -4,8 +4,8 @@
 //! family. A [`Target`] holds hardware facts only; what runs on it is decided
 //! here, so that measuring a pass is switching it, never editing a target.
 //!
-//! No setting changes results beyond float rounding (`tf32` rounds inputs,
-//! and is off unless asked).
+//! No setting changes results beyond float rounding (`tf32` rounds inputs and
+//! `fp8_fast_accum` keeps fewer bits of fp8 sums; both are off unless asked).
 
 use crate::target::{Target, TargetKind};
 
@@ -134,12 +134,16 @@ switch_table! {
     /// operands read by the tensor cores from swizzled shared memory.
     wgmma: stage "layout_assign", apple false, nvidia true, needs has_wgmma;
     /// fp8 `dot`s (e4m3, e5m2) on `wgmma`'s k32 fp8 instruction, both
-    /// operands staged K-major as fp8. Off unless asked: on the H100 its
-    /// results differ from the exact sums the f16 path gives (an f32 sum of
-    /// fp8 products, some tile shapes further than the tensor cores' reduced
-    /// fp8 accumulation explains; docs/gemm.md, *fp8*), and it has no operand
-    /// ring yet. Off, fp8 tiles are converted to f16 and take the 16-bit atom.
-    fp8_wgmma: stage "layout_assign", apple false, nvidia false, needs has_wgmma;
+    /// operands staged K-major as fp8, each `dot`'s products summed apart
+    /// and added into the f32 accumulators (the tensor cores keep about 14
+    /// bits of an fp8 sum; docs/gemm.md, *fp8*). Off, fp8 tiles are converted
+    /// to f16 and take the 16-bit atom, whose f32 sums are exact.
+    fp8_wgmma: stage "layout_assign", apple false, nvidia true, needs has_wgmma;
+    /// fp8 `wgmma` `dot`s add their products into the f32 accumulators on the
+    /// tensor cores across the whole loop, keeping about 14 bits of the sum
+    /// (torch's `_scaled_mm(use_fast_accum=True)`, cuBLAS's fast accumulation):
+    /// no second accumulator array, so wider tiles fit the registers.
+    fp8_fast_accum: stage "lower", apple false, nvidia false, needs has_wgmma;
     /// A 16-bit `wgmma` `dot` whose `a` is already held as its A fragments (a
     /// chained product's accumulator, attention's `p`) reads it from the
     /// registers instead of threadgroup memory (`dot_tiling::wgmma_register_a`).

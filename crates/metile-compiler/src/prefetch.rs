@@ -411,6 +411,17 @@ fn select(
                 }
             }
             Carry::Async { stage_bytes, .. } => {
+                // An fp8 `dot` multiplies conversions of fp8 tiles to f16
+                // (`fp8_dot`): the ring holds the fp8 tiles, where the plan
+                // multiplies them as they are (`stage_bytes` says whether).
+                let fp8_source = |v: ValueId| {
+                    let op = &body.ops[*defs.get(&v)?];
+                    crate::fp8_dot::cast_source(op, values)
+                };
+                let operands = match (fp8_source(operands[0]), fp8_source(operands[1])) {
+                    (Some(a), Some(b)) => [a, b],
+                    _ => [operands[0], operands[1]],
+                };
                 let one_load = |v: ValueId| {
                     defs.get(&v).is_some_and(|&i| {
                         matches!(body.ops[i].kind, OpKind::Load { .. } | OpKind::TileLoad { .. })

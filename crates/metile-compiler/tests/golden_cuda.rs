@@ -60,25 +60,27 @@ fn gemm_f16_cuda() {
 }
 
 /// fp8 tiles (converted to f16 by the builder) multiply on the fp8 `wgmma`
-/// where `fp8_wgmma` is on (by default they take the f16 one):
-/// `k32` steps (two warpgroups of 64 x 32 each), both operands K-major, no
-/// transpose immediates.
+/// (with `fp8_wgmma` off they take the f16 one): `k32` steps (two
+/// warpgroups of 64 x 32 each), both operands K-major, no transpose
+/// immediates, the first step of each `dot` overwriting an accumulator array
+/// of its own that is then added into the f32 accumulators.
 #[test]
 fn gemm_fp8_wgmma_cuda() {
     let f = common::gemm(64, 64, 64, DType::F8E4M3);
-    let mut options = common::without_l2_order();
-    options.passes.set("fp8_wgmma", true);
-    let optimized = metile_compiler::optimize_tile_ir(f.clone()).unwrap_or_else(|e| panic!("{e}"));
-    let k = compile_cuda(&optimized, &options, &Target::nvidia(9, 0))
-        .unwrap_or_else(|e| panic!("{e}"))
-        .kernel;
+    let k = compile(&f);
     assert_eq!(k.arch, "sm_90a");
     let instruction = "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3";
     assert_eq!(k.source.matches(instruction).count(), 2);
     assert!(!k.source.contains("k16.f32"));
+    assert_eq!(k.source.matches("\"r\"(0) : \"memory\"").count(), 1);
     insta::assert_snapshot!("gemm_fp8_wgmma_cuda", k.source);
-    let default = compile(&f);
-    assert!(!default.source.contains("e4m3.e4m3") && default.source.contains("k16.f32.f16.f16"));
+    let mut options = common::without_l2_order();
+    options.passes.set("fp8_wgmma", false);
+    let optimized = metile_compiler::optimize_tile_ir(f).unwrap_or_else(|e| panic!("{e}"));
+    let f16 = compile_cuda(&optimized, &options, &Target::nvidia(9, 0))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .kernel;
+    assert!(!f16.source.contains("e4m3.e4m3") && f16.source.contains("k16.f32.f16.f16"));
 }
 
 #[test]

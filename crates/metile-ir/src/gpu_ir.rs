@@ -325,13 +325,16 @@ pub enum GpuOpKind {
     /// says. On fp8 arrays (e4m3 or e5m2, A's and B's may differ) the shape
     /// is `m64 n k32`, the same 32 bytes of each row, both K-major (the
     /// op keeps its `k16` name). In place, because the hardware writes the accumulators later:
-    /// they may be touched only after a [`GpuOpKind::WgmmaWait`].
+    /// they may be touched only after a [`GpuOpKind::WgmmaWait`]. Without
+    /// `accumulate` the product overwrites the accumulators (the
+    /// instruction's scale-d 0): `acc[first ..] = A · B`.
     Wgmma {
         n: u16,
         a: WgmmaOperand,
         b: WgmmaOperand,
         acc: RegId,
         first: u32,
+        accumulate: bool,
     },
     /// `(b: threadgroup ptr, b_index: int)`: starts a `wgmma.mma_async`
     /// whose A is in registers of a register array of B's dtype and whose B

@@ -228,13 +228,23 @@ fn print_block(f: &GpuFunction, block: &GpuBlock, depth: usize, out: &mut String
                     out.push_str(" zero_fill");
                 }
             }
-            GpuOpKind::Wgmma { a, b, acc, first, .. } => {
+            GpuOpKind::Wgmma {
+                a,
+                b,
+                acc,
+                first,
+                accumulate,
+                ..
+            } => {
                 let _ = write!(
                     out,
                     " acc={acc}[{first}] a={} b={}",
                     operand_text(a),
                     operand_text(b)
                 );
+                if !accumulate {
+                    out.push_str(" overwrite");
+                }
             }
             GpuOpKind::WgmmaRegA {
                 b,

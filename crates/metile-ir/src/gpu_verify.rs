@@ -528,6 +528,7 @@ impl<'f> GpuVerifier<'f> {
                 first,
                 a: operand_a,
                 b: operand_b,
+                ..
             } => {
                 arity(4, 0)?;
                 let (GpuType::Ptr(a, MemSpace::Threadgroup), GpuType::Ptr(b, MemSpace::Threadgroup)) =

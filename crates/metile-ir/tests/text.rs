@@ -177,6 +177,7 @@ fn rare_gpu_function() -> GpuFunction {
             b: operand(true),
             acc,
             first: 0,
+            accumulate: false,
         },
         [tg, tid, tg, tid],
         vec![],

@@ -221,7 +221,14 @@ impl Dialect for Cuda {
             GpuOpKind::AsyncCopy { .. } | GpuOpKind::AsyncCommit | GpuOpKind::AsyncWait { .. } => {
                 w.async_copy_op(op, depth)?
             }
-            GpuOpKind::Wgmma { n, a, b, acc, first } => w.wgmma(op, n, (a, b), acc, first, depth)?,
+            GpuOpKind::Wgmma {
+                n,
+                a,
+                b,
+                acc,
+                first,
+                accumulate,
+            } => w.wgmma(op, n, (a, b), (acc, first, accumulate), depth)?,
             GpuOpKind::WgmmaRegA {
                 n,
                 b,

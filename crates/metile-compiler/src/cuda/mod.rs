@@ -431,6 +431,7 @@ mod tests {
             b: operand,
             acc,
             first: 0,
+            accumulate: true,
         };
         b.emit(wgmma, [small, zero, big, zero], vec![]);
         let err = emit_cuda(&b.finish(), &target, &Switches::defaults(&target))

@@ -83,14 +83,12 @@ impl BodyWriter<'_, Cuda> {
         ))
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn wgmma(
         &mut self,
         op: &GpuOp,
         n: u16,
         (a, b): (WgmmaOperand, WgmmaOperand),
-        acc: RegId,
-        first: u32,
+        (acc, first, accumulate): (RegId, u32, bool),
         depth: usize,
     ) -> EmitResult<()> {
         let spelling = |d: DType| match d {
@@ -122,10 +120,12 @@ impl BodyWriter<'_, Cuda> {
             nc + 1,
         );
         let outs = self.accumulator_operands(acc, first, nc as u32);
+        // scale-d: 0 overwrites the accumulators instead of adding to them.
+        let scale_d = u8::from(accumulate);
         self.line_fmt(
             depth,
             format_args!(
-                "asm volatile(\"{text}\" : {outs} : \"l\"({da}), \"l\"({db}), \"r\"(1) : \"memory\");"
+                "asm volatile(\"{text}\" : {outs} : \"l\"({da}), \"l\"({db}), \"r\"({scale_d}) : \"memory\");"
             ),
         );
         Ok(())

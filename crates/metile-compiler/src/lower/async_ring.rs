@@ -177,13 +177,10 @@ impl<'f> Lowering<'f> {
         let Some(plan) = self.ring_plan(dot) else {
             return Ok(());
         };
-        // fp8 `wgmma` reads `b` K-major only, which the ring's N-major
-        // stages are not: `wgmma_dot` stages fp8 operands itself.
-        if plan.atom.operand.is_fp8() {
+        let Some((a_source, b_source)) = self.ring_sources(dot, &plan) else {
             return Ok(());
-        }
-        let b_source = self.ring_b_source(dot, &plan);
-        let sources = [dot.operands[0], b_source.unwrap_or(dot.operands[1])];
+        };
+        let sources = [a_source, b_source.unwrap_or(dot.operands[1])];
         let chains: Vec<Chain> = match sources
             .iter()
             .map(|&v| self.chain(block, li, v))
@@ -202,7 +199,7 @@ impl<'f> Lowering<'f> {
         if !same_ifs || next_dot != Some(di) || !self.feeds_next_iteration_only(body, ca.ahead.0) {
             return Ok(());
         }
-        let dtype = self.elem_dtype(dot.operands[0]);
+        let dtype = self.elem_dtype(a_source);
         let (sa, sb, stage_len) = ring_stage(&plan, &self.a.target, &self.a.switches, dtype);
         let sb = match b_source {
             Some(_) => k_major_b(sa, sb, plan.shape),
@@ -306,6 +303,24 @@ impl<'f> Lowering<'f> {
         let b = dot.operands[1];
         self.transposed_source(b)
             .filter(|_| self.uses[b.index()] == 1 && reads_k_major_b(plan))
+    }
+
+    /// The values whose tiles a ring `dot`'s stages hold: its `a`, and `x`
+    /// where `b = x.T` is held K-major (`ring_b_source`). An fp8 plan
+    /// multiplies the fp8 tiles its f16 operands convert (`fp8_dot`), both
+    /// K-major, so its `b` must convert such an `x.T`; the conversions then
+    /// read the stages (`ring_cast`).
+    fn ring_sources(&self, dot: &Op, plan: &AtomTiling) -> Option<(ValueId, Option<ValueId>)> {
+        if !plan.atom.operand.is_fp8() {
+            return Some((dot.operands[0], self.ring_b_source(dot, plan)));
+        }
+        let (a, b) = (dot.operands[0], dot.operands[1]);
+        let (xa, xb) = (self.fp8_source(a)?, self.fp8_source(b)?);
+        let x = self.transposed_source(xb)?;
+        [a, b, xb]
+            .iter()
+            .all(|v| self.uses[v.index()] == 1)
+            .then_some((xa, Some(x)))
     }
 
     /// The chain of the dot operand `x` (a carried value of the loop at
@@ -704,6 +719,20 @@ impl<'f> Lowering<'f> {
         if !self.rings[ring].tiles[tile].k_major {
             return Err(self.internal("a transposed ring tile in a ring that holds it as it is"));
         }
+        self.set_home(op.results[0], Home::Staged { ring, tile, base })?;
+        Ok(true)
+    }
+
+    /// `f16(x)` of an fp8 ring tile `x` (an fp8 `dot`'s operand,
+    /// `ring_sources`): the same stage, which the ring's `dot` multiplies as
+    /// fp8. `false` for any other op.
+    pub(super) fn ring_cast(&mut self, op: &Op) -> CompileResult<bool> {
+        if self.fp8_source(op.results[0]).is_none() {
+            return Ok(false);
+        }
+        let Some(Home::Staged { ring, tile, base }) = self.homes[op.operands[0].index()] else {
+            return Ok(false);
+        };
         self.set_home(op.results[0], Home::Staged { ring, tile, base })?;
         Ok(true)
     }

@@ -701,6 +701,7 @@ impl<'f> Lowering<'f> {
                 self.set_home(op.results[0], Home::Uniform(v))
             }
             OpKind::Permute { .. } if self.ring_transpose(op)? => Ok(()),
+            OpKind::Cast if self.ring_cast(op)? => Ok(()),
             OpKind::Arange { .. }
             | OpKind::Broadcast
             | OpKind::ExpandDims { .. }

@@ -345,7 +345,7 @@ impl<'f> Lowering<'f> {
     }
 
     /// The fp8 tile that `v` (an f16 `dot` operand) converts, if it does.
-    fn fp8_source(&self, v: metile_ir::ValueId) -> Option<metile_ir::ValueId> {
+    pub(super) fn fp8_source(&self, v: metile_ir::ValueId) -> Option<metile_ir::ValueId> {
         crate::fp8_dot::cast_source(self.def_op[v.index()]?, &self.f.values)
     }
 
@@ -421,6 +421,18 @@ impl<'f> Lowering<'f> {
                 mn_major: true,
             }
         };
+        // fp8 products reach the accumulators with about 14 bits kept (the
+        // tensor cores align them to the largest exponent, the accumulator's
+        // included), so an fp8 `dot` multiplies into an array of its own,
+        // started from zero, which is then added into the f32 accumulators:
+        // cuBLAS's promotion, once per `dot` (a loop's `k` tile), unless the
+        // launch asks for fast accumulation.
+        let count = nc * reps_m * reps_n;
+        let promote = plan.atom.operand.is_fp8() && !self.a.switches.fp8_fast_accum;
+        let acc = match promote {
+            true => self.b.add_reg(DType::F32, count as u32),
+            false => reg,
+        };
         self.emit(GpuOpKind::WgmmaFence, ValueList::new(), vec![]);
         for k0 in (0..k).step_by(ak) {
             let b_indices: Vec<GpuValue> = (0..reps_n)
@@ -447,8 +459,9 @@ impl<'f> Lowering<'f> {
                                 n,
                                 a: operand_a,
                                 b: operand_b,
-                                acc: reg,
+                                acc,
                                 first,
+                                accumulate: !(promote && k0 == 0),
                             },
                             [root, a_index, root_b, b_index],
                             vec![],
@@ -459,7 +472,7 @@ impl<'f> Lowering<'f> {
                             GpuOpKind::WgmmaRegA {
                                 n,
                                 b: operand_b,
-                                acc: reg,
+                                acc,
                                 first,
                                 a: regs,
                                 a_first: (mi * k / 2 + k0 / 2) as u32,
@@ -468,12 +481,21 @@ impl<'f> Lowering<'f> {
                             vec![],
                         ),
                     };
-                    self.clobber_reg(reg);
+                    self.clobber_reg(acc);
                 }
             }
         }
         self.emit(GpuOpKind::WgmmaCommit, ValueList::new(), vec![]);
-        Ok((nc * reps_m * reps_n, None))
+        if promote {
+            self.wgmma_wait(acc, count, 0, None);
+            for i in 0..count as u32 {
+                let sum = self.reg_read(reg, i, DType::F32);
+                let part = self.reg_read(acc, i, DType::F32);
+                let sum = self.binary(BinaryOp::Add, sum, part);
+                self.reg_write(reg, i, sum);
+            }
+        }
+        Ok((count, None))
     }
 
     /// The index where the warpgroup's block of an operand starts: the

@@ -243,7 +243,15 @@ impl GpuParser<'_> {
         let (acc, first) = self.keyed_reg("acc")?;
         let a = self.operand("a")?;
         let b = self.operand("b")?;
-        Ok(GpuOpKind::Wgmma { n, a, b, acc, first })
+        let accumulate = !self.c.eat("overwrite");
+        Ok(GpuOpKind::Wgmma {
+            n,
+            a,
+            b,
+            acc,
+            first,
+            accumulate,
+        })
     }
 
     fn wgmma_reg_a(&mut self, n: u16) -> Result<GpuOpKind, ParseError> {

@@ -36,6 +36,8 @@ fn data_type(d: DType) -> Option<cu::CUtensorMapDataType> {
         DType::BF16 => Some(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16),
         DType::F32 => Some(CU_TENSOR_MAP_DATA_TYPE_FLOAT32),
         DType::I32 => Some(CU_TENSOR_MAP_DATA_TYPE_INT32),
+        // 8-bit floats are copied as bytes: a tensor copy does not convert.
+        DType::F8E4M3 | DType::F8E5M2 => Some(CU_TENSOR_MAP_DATA_TYPE_UINT8),
         _ => None,
     }
 }
