@@ -678,16 +678,23 @@ impl<'f> Lowering<'f> {
             let stage = Some((Some(base_a), Some(base_b), sync));
             let roots = (super::wgmma::OperandA::Staged(ring.root), ring.root);
             let k_major = ring.tiles[1].k_major;
-            let (count, held) = self.wgmma_issue_with(plan, roots, places, k_major, stage, reg)?;
-            // Register operands are waited for where they are issued.
-            if held.is_none() {
-                self.wgmma_wait(reg, count, 1, None);
+            let issued = self.wgmma_issue_with(plan, roots, places, k_major, stage, reg)?;
+            // Register operands are waited for where they are issued. An fp8
+            // sum is added in once this iteration's refill is under way (the
+            // previous stage's products were done last iteration).
+            if issued.partial.is_none() {
+                if issued.held.is_none() {
+                    self.wgmma_wait(reg, issued.count, 1, None);
+                }
+                self.pending_wgmma.push((reg, issued.count, issued.held));
             }
-            self.pending_wgmma.push((reg, count, held));
             let released = self.reg_read(previous, 0, metile_ir::DType::I32);
             self.release_stage(bars, released, ring.stage_len)?;
             self.flush_deferred()?;
             self.reg_write(previous, 0, base_a);
+            if issued.partial.is_some() {
+                self.wgmma_finish(&issued, reg, 0);
+            }
             return Ok(());
         }
         self.barrier()?;

@@ -219,15 +219,14 @@ impl<'f> Lowering<'f> {
         let a = self.b_ring_a(plan, op.operands[0], sa)?;
         let t = ring.tiles[tile];
         let stage = Some((None, Some(base), sync));
-        let (count, held) =
-            self.wgmma_issue_with(plan, (a, ring.root), (sa, t.place), t.k_major, stage, reg)?;
+        let issued = self.wgmma_issue_with(plan, (a, ring.root), (sa, t.place), t.k_major, stage, reg)?;
         if first {
             let released = self.reg_read(previous, 0, DType::I32);
             self.release_stage(bars, released, ring.stage_len)?;
             self.flush_deferred()?;
             self.reg_write(previous, 0, base);
         }
-        self.wgmma_wait(reg, count, 0, held);
+        self.wgmma_finish(&issued, reg, 0);
         Ok(())
     }
 

@@ -31,6 +31,16 @@ use metile_ir::{BinaryOp, DType};
 /// the wait that retires it.
 pub(super) type Held = (RegId, u32, u32);
 
+/// A group of `wgmma`s `wgmma_issue_with` started: how many accumulators it
+/// writes, the register operands it still reads, and for an fp8 `dot`
+/// summed apart, the array it writes, which `wgmma_finish` adds into the
+/// f32 accumulators once the group is done.
+pub(super) struct Issued {
+    pub count: usize,
+    pub held: Option<Held>,
+    pub partial: Option<RegId>,
+}
+
 /// Where a `wgmma`'s A comes from.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum OperandA {
@@ -141,12 +151,11 @@ impl<'f> Lowering<'f> {
             Some(regs) => OperandA::Registers(regs),
             None => OperandA::Staged(a_root.unwrap_or(root)),
         };
-        let (count, held) =
-            self.wgmma_issue_with(plan, (a_operand, root), (sa, b_staged), b_k_major, None, reg)?;
+        let issued = self.wgmma_issue_with(plan, (a_operand, root), (sa, b_staged), b_k_major, None, reg)?;
         // Held-back loads (the next iteration's operands) start while the
         // tensor cores work.
         self.flush_deferred()?;
-        self.wgmma_wait(reg, count, 0, held);
+        self.wgmma_finish(&issued, reg, 0);
         Ok(true)
     }
 
@@ -198,9 +207,9 @@ impl<'f> Lowering<'f> {
             false => self.stage(root_b, sb, lb, &bv, None, None)?,
         }
         let roots = (OperandA::Staged(a_root.unwrap_or(root_a)), root_b);
-        let (count, held) = self.wgmma_issue_with(plan, roots, (sa, sb), true, None, reg)?;
+        let issued = self.wgmma_issue_with(plan, roots, (sa, sb), true, None, reg)?;
         self.flush_deferred()?;
-        self.wgmma_wait(reg, count, 0, held);
+        self.wgmma_finish(&issued, reg, 0);
         Ok(true)
     }
 
@@ -359,9 +368,9 @@ impl<'f> Lowering<'f> {
     /// offsets `stage`, in a ring), `b` placed K-major (`b_k_major`: staged
     /// as its transpose, `N x K`, exactly as `a` is) or N-major: fences and
     /// a barrier (in a ring, where `stage`'s flag says the threads wrote some
-    /// of it), the `wgmma`s of every `k` step and their commit. Returns the
-    /// accumulators they write and the register operands the last group
-    /// reads (the caller waits, holding them).
+    /// of it), the `wgmma`s of every `k` step and their commit. Returns what
+    /// was issued (the caller waits, holding its register operands; an fp8
+    /// `dot`'s sum is added in by `wgmma_finish`).
     pub(super) fn wgmma_issue_with(
         &mut self,
         plan: &AtomTiling,
@@ -370,7 +379,7 @@ impl<'f> Lowering<'f> {
         b_k_major: bool,
         stage: Option<(Option<GpuValue>, Option<GpuValue>, GpuValue)>,
         reg: RegId,
-    ) -> CompileResult<(usize, Option<Held>)> {
+    ) -> CompileResult<Issued> {
         let dtype = self.dtype_of(root_b);
         let size = dtype.size_bytes();
         let (Some(swz_a), Some(swz_b)) = (sa.swizzle, sb.swizzle) else {
@@ -405,7 +414,11 @@ impl<'f> Lowering<'f> {
             };
             let ob = stage.and_then(|(_, ob, _)| ob);
             let held = self.wgmma_reg_a_issue(plan, (root, n, reg), (sa, operand_a, start_a), (sb, ob))?;
-            return Ok((nc * reps_m * reps_n, held));
+            return Ok(Issued {
+                count: nc * reps_m * reps_n,
+                held,
+                partial: None,
+            });
         }
         // Column c of an N-major B (a multiple of its block width) starts at
         // c * k; row c of a K-major one at c * ld, as A's rows.
@@ -486,16 +499,28 @@ impl<'f> Lowering<'f> {
             }
         }
         self.emit(GpuOpKind::WgmmaCommit, ValueList::new(), vec![]);
-        if promote {
-            self.wgmma_wait(acc, count, 0, None);
-            for i in 0..count as u32 {
-                let sum = self.reg_read(reg, i, DType::F32);
-                let part = self.reg_read(acc, i, DType::F32);
-                let sum = self.binary(BinaryOp::Add, sum, part);
-                self.reg_write(reg, i, sum);
-            }
+        Ok(Issued {
+            count,
+            held: None,
+            partial: promote.then_some(acc),
+        })
+    }
+
+    /// Waits until at most `pending` `wgmma` groups are in flight, `issued`
+    /// done among them; an fp8 `dot` summed apart waits for all and adds its
+    /// sum into the f32 accumulators `reg`.
+    pub(super) fn wgmma_finish(&mut self, issued: &Issued, reg: RegId, pending: u8) {
+        let Some(partial) = issued.partial else {
+            self.wgmma_wait(reg, issued.count, pending, issued.held);
+            return;
+        };
+        self.wgmma_wait(partial, issued.count, 0, None);
+        for i in 0..issued.count as u32 {
+            let sum = self.reg_read(reg, i, DType::F32);
+            let part = self.reg_read(partial, i, DType::F32);
+            let sum = self.binary(BinaryOp::Add, sum, part);
+            self.reg_write(reg, i, sum);
         }
-        Ok((count, None))
     }
 
     /// The index where the warpgroup's block of an operand starts: the
