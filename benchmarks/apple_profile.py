@@ -19,6 +19,10 @@ its result against numpy, and prints one table per kernel. Columns:
   (1.00 = conflict-free; the first exceeds 1 for accesses wider than 4 bytes).
 - dev B/out: device bytes (loads and stores) per output element.
 - barriers/iter: threadgroup barriers per threadgroup and step of the main loop.
+
+Then, per attention config, the kernel lines whose threadgroup accesses take the most wavefronts
+(loads and stores apart): their share of all wavefronts, wavefronts per instruction and over the
+least.
 """
 
 import argparse
@@ -66,6 +70,22 @@ def _row(label, total, needed_macs, outputs, iterations):
     return "| " + " | ".join(cells) + " |"
 
 
+def _site_rows(label, total, top=4):
+    """The `top` kernel lines (loads and stores apart) with the most threadgroup wavefronts."""
+    merged = {}
+    for site in total["threadgroup_sites"]:
+        key = (site["source"] or f"MSL line {site['msl_line']}", site["store"])
+        counts = merged.setdefault(key, [0, 0, 0])
+        for i, name in enumerate(("instructions", "wavefronts", "min_wavefronts")):
+            counts[i] += site[name]
+    everything = sum(counts[1] for counts in merged.values()) or 1
+    rows = []
+    for (where, store), (instructions, wavefronts, least) in sorted(merged.items(), key=lambda kv: -kv[1][1])[:top]:
+        rows.append(f"| {label} | {where} | {'stores' if store else 'loads'} | {wavefronts / everything:.0%} "
+                    f"| {wavefronts / instructions:.2f} | {wavefronts / least:.2f} |")
+    return rows
+
+
 def _dtype(name):
     if name == "bfloat16":
         return ml_dtypes.bfloat16
@@ -95,8 +115,9 @@ def gemm_rows(size, dtypes, archs):
 
 
 def attention_rows(n_ctx, head_dims, dtypes, archs, heads=2):
+    """The table's rows, and the rows of the sites table."""
     rng = np.random.default_rng(1)
-    rows = []
+    rows, sites = [], []
     for arch in archs:
         for dtype in dtypes:
             for hd in head_dims:
@@ -120,7 +141,8 @@ def attention_rows(n_ctx, head_dims, dtypes, archs, heads=2):
                 needed = 2 * heads * n_ctx * n_ctx * hd
                 label = f"hd{hd} N{n_ctx}, ({block_m}, {block_n}) | {dtype} | {arch}"
                 rows.append(_row(label, total, needed, heads * n_ctx * hd, n_ctx // block_n))
-    return rows
+                sites += _site_rows(f"hd{hd} {dtype} {arch}", total)
+    return rows, sites
 
 
 def _table(title, first, rows):
@@ -141,8 +163,11 @@ def main():
     size = 128 if args.quick else args.size
     lines = _table(f"Seed GEMM, M = N = K = {size}", "tile, simdgroups", gemm_rows(size, dtypes, archs))
     attention_dtypes = ["float16"] if args.quick or ml_dtypes is None else ["float16", "bfloat16"]
-    lines += _table(f"Attention forward, Z = 1, H = 2, N_CTX = {args.n_ctx}, not causal", "head dim, blocks",
-                    attention_rows(args.n_ctx, ATTENTION_HEAD_DIMS, attention_dtypes, archs))
+    rows, sites = attention_rows(args.n_ctx, ATTENTION_HEAD_DIMS, attention_dtypes, archs)
+    lines += _table(f"Attention forward, Z = 1, H = 2, N_CTX = {args.n_ctx}, not causal", "head dim, blocks", rows)
+    lines += ["### Attention: the threadgroup access sites with the most wavefronts", "",
+              "| config | kernel line | access | share of wavefronts | wavefronts/instr | excess |",
+              "|---|---|---|---|---|---|", *sites, ""]
     text = "\n".join(lines)
     print(text)
     if args.out:

@@ -72,6 +72,17 @@ def test_strided_threadgroup_accesses_have_the_bank_conflicts_counted_by_hand(em
     assert launch["threadgroup_barriers"] == 3 * groups
     assert launch["divergent_intervals"] == launch["unpaired_threadgroup_accesses"] == 0
     assert launch["simdgroup_mma"] == launch["matmul2d_runs"] == 0
+    # By site: the zero fill, the strided store and the strided load, at their kernel lines.
+    sites = {(site["source"], site["store"]): site for site in launch["threadgroup_sites"]}
+    line = strided_copy.fn.__code__.co_firstlineno
+    store = sites[(f"test_emu_profile.py:{line + 7}", True)]
+    load = sites[(f"test_emu_profile.py:{line + 10}", False)]
+    assert (store["instructions"], store["wavefronts"], store["min_wavefronts"]) == (
+        4 * groups, 4 * degree * groups, 4 * groups)
+    assert (load["instructions"], load["wavefronts"]) == (4 * groups, 4 * degree * groups)
+    fill = [site for site in launch["threadgroup_sites"] if site is not store and site is not load]
+    assert sum(site["wavefronts"] for site in fill) == 4 * stride * groups
+    assert all(site["store"] for site in fill)
     wavefronts = 4 * (stride + 2 * degree) * groups
     assert launch["bank_conflict_ratio"] == pytest.approx(wavefronts / (4 * (stride + 2) * groups))
 

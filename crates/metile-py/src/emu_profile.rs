@@ -44,6 +44,23 @@ fn launch_dict<'py>(py: Python<'py>, launch: &LaunchProfile) -> PyResult<Bound<'
     }
     dict.set_item("bank_conflict_ratio", launch.counts.bank_conflict_ratio())?;
     dict.set_item("bank_conflict_excess", launch.counts.bank_conflict_excess())?;
+    let sites = launch
+        .counts
+        .threadgroup_sites
+        .iter()
+        .zip(&launch.site_sources)
+        .map(|(site, source)| {
+            let entry = PyDict::new(py);
+            entry.set_item("msl_line", site.msl_line)?;
+            entry.set_item("source", source.as_ref().map(|loc| loc.to_string()))?;
+            entry.set_item("store", site.store)?;
+            entry.set_item("instructions", site.instructions)?;
+            entry.set_item("wavefronts", site.wavefronts)?;
+            entry.set_item("min_wavefronts", site.min_wavefronts)?;
+            Ok(entry)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    dict.set_item("threadgroup_sites", sites)?;
     Ok(dict)
 }
 

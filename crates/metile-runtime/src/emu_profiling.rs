@@ -19,6 +19,9 @@ pub struct LaunchProfile {
     pub threads_per_group: u32,
     pub threadgroup_memory_bytes: usize,
     pub counts: EmuProfile,
+    /// The kernel source line each of `counts.threadgroup_sites` was emitted
+    /// for, where the MSL line is known and maps to one.
+    pub site_sources: Vec<Option<metile_ir::Loc>>,
 }
 
 static RECORDING: AtomicBool = AtomicBool::new(false);

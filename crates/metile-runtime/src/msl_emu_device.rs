@@ -87,12 +87,18 @@ impl MslEmuKernel {
         // SAFETY: forwarded from the caller.
         let counts =
             unsafe { kernel.launch_profiled(args, grid, threads) }.map_err(|e| emu_error(e, &self.msl))?;
+        let site_sources = counts
+            .threadgroup_sites
+            .iter()
+            .map(|site| site.msl_line.and_then(|line| self.msl.loc_of_line(line)).cloned())
+            .collect();
         emu_profiling::record(emu_profiling::LaunchProfile {
             kernel: self.msl.kernel_name.clone(),
             grid,
             threads_per_group: threads,
             threadgroup_memory_bytes: kernel.threadgroup_memory_bytes(),
             counts,
+            site_sources,
         });
         Ok(())
     }

@@ -5,7 +5,7 @@
 
 mod msl_emu_support;
 
-use metile_runtime::msl_emu::{Builtin, EmuError, EmuKernel, EmuProfile, LaunchArg};
+use metile_runtime::msl_emu::{Builtin, EmuError, EmuKernel, EmuProfile, LaunchArg, ThreadgroupSite};
 use msl_emu_support::*;
 
 fn profiled(kernel: &EmuKernel, args: &[LaunchArg], grid: [u32; 3], threads: u32) -> EmuProfile {
@@ -51,7 +51,8 @@ fn strided_spec() -> metile_runtime::msl_emu::EntrySpec {
 #[test]
 fn strides_give_the_bank_conflicts_counted_by_hand() {
     let compiler = require_compiler!().with_profiling(true);
-    let kernel = compile(&compiler, &strided_kernel("lane * s"), &strided_spec());
+    let msl = strided_kernel("lane * s");
+    let kernel = compile(&compiler, &msl, &strided_spec());
     assert!(kernel.is_profiled() && kernel.is_checked());
     let groups = 3u32;
     let mut input: Vec<f32> = (0..32 * groups).map(|i| i as f32 * 0.5).collect();
@@ -86,7 +87,35 @@ fn strides_give_the_bank_conflicts_counted_by_hand() {
         assert_eq!(p.threadgroup_barriers, g);
         assert_eq!(p.divergent_intervals + p.unpaired_threadgroup_accesses, 0);
         assert_eq!(p.simdgroup_mma + p.simd_operations, 0);
+        // The store and the load, each at its own line of the MSL.
+        let line_of = |text: &str| msl_line(&msl, text);
+        let site = |line, store, wavefronts| ThreadgroupSite {
+            msl_line: Some(line),
+            store,
+            instructions: g,
+            wavefronts,
+            min_wavefronts: g,
+        };
+        let mut sites = p.threadgroup_sites.clone();
+        sites.sort_by_key(|s| s.msl_line);
+        assert_eq!(
+            sites,
+            vec![
+                site(line_of("tile[lane * s] ="), true, degree * g),
+                site(line_of("= tile["), false, degree * g)
+            ],
+            "stride {stride}"
+        );
     }
+}
+
+/// The 1-based line of `msl` that contains `text`.
+fn msl_line(msl: &str, text: &str) -> u32 {
+    let index = msl
+        .lines()
+        .position(|l| l.contains(text))
+        .expect("text in the MSL");
+    index as u32 + 1
 }
 
 #[test]
@@ -234,6 +263,20 @@ fn matrix_loads_products_and_stores_are_counted_per_simdgroup() {
         assert_eq!(p.simd_operations, 1, "{case}");
         assert_eq!(p.threadgroup_barriers, 1, "{case}");
         assert_eq!(p.divergent_intervals, 0, "{case}");
+        // Each simdgroup_load is attributed to its kernel line, through the inlined shim.
+        for (line, text) in [(0, "simdgroup_load(a,"), (1, "simdgroup_load(b,")] {
+            let at = msl_line(MATRIX_KERNEL, text);
+            let found = p
+                .threadgroup_sites
+                .iter()
+                .find(|s| s.msl_line == Some(at) && !s.store);
+            assert_eq!(
+                found.map(|s| (s.instructions, s.wavefronts)),
+                Some((1, load_degree)),
+                "{case}, load {line}: {:?}",
+                p.threadgroup_sites
+            );
+        }
     }
 }
 
@@ -320,13 +363,13 @@ fn divergent_lanes_and_a_full_log_are_reported() {
     assert_eq!(p.threadgroup_store_instructions, 2 + 10);
     assert_eq!(p.threadgroup_load_instructions, 1);
     assert_eq!(p.unpaired_threadgroup_accesses, 0);
-    // One group of 32 threads logs 16384 accesses per thread between two
+    // One group of 32 threads logs 8192 accesses per thread between two
     // synchronisation points; the rest are counted but paired into nothing.
     let repeats = 20_000u32;
     let p = profiled(&kernel, &[buf(&mut out), bytes_of(&repeats)], [1, 1, 1], 32);
     assert_eq!(p.threadgroup_stores, 32 + 16 + 32 * 20_000);
-    assert_eq!(p.threadgroup_store_instructions, 2 + 16_384);
-    assert_eq!(p.unpaired_threadgroup_accesses, 32 * (20_000 - 16_384));
+    assert_eq!(p.threadgroup_store_instructions, 2 + 8_192);
+    assert_eq!(p.unpaired_threadgroup_accesses, 32 * (20_000 - 8_192));
 }
 
 #[test]

@@ -68,7 +68,10 @@ constexpr u32 profile_bank_bytes = 4;
 
 // One logged access of a lane: threadgroup memory (offset from the group's
 // threadgroup memory) or a device matrix access (address), a second element
-// `second` bytes after the first for matrix accesses.
+// `second` bytes after the first for matrix accesses, and the return address
+// of the counting call (`site`) and of its caller (`caller`): the host maps
+// the first of them that lies in the kernel's source to the MSL line (the
+// caller's when the access was made in a shim function that was not inlined).
 constexpr u32 log_write = 1, log_matrix = 2, log_device = 4;
 struct ProfileAccess {
   u64 address;
@@ -76,11 +79,26 @@ struct ProfileAccess {
   unsigned short bytes;
   unsigned char flags;
   unsigned char pad;
+  u64 site;
+  u64 caller;
 };
 
 struct ProfileWordSlot {
   u32 word;
   u32 stamp;
+};
+
+// What the threadgroup instructions of one access site (and direction) cost;
+// an open-addressing table keyed by (site, write), site 0 collecting the
+// sites past the table's half.
+struct ProfileSite {
+  u64 site;
+  u64 caller;
+  u64 instructions;
+  u64 wavefronts;
+  u64 min_wavefronts;
+  u32 write;
+  u32 used;
 };
 
 // Owned by the host, one per worker thread; mirrors `ProfileState` in
@@ -90,10 +108,13 @@ struct ProfileState {
   ProfileAccess* log;
   u32* log_length;
   ProfileWordSlot* words;  // open-addressing set of the words of one instruction
+  ProfileSite* sites;
   u32 log_capacity;
   u32 word_capacity;       // a power of two
   u32 stamp;               // marks the slots of the instruction being analysed
   u32 mute;                // > 0 inside a shim function that records its own accesses
+  u32 site_capacity;       // a power of two
+  u32 sites_used;
   u32 bank_words[profile_banks];
   u64 threadgroup_base;
 };
@@ -107,7 +128,12 @@ inline void profile_count(ProfileCounter counter, u64 amount = 1) {
   if (p) p->counters[counter] += amount;
 }
 
-inline void profile_log(ProfileState* p, u64 address, int second, u64 bytes, u32 flags) {
+// The return addresses of a counting function (`site`) and of its caller;
+// profiled builds keep frame pointers, so the walk is safe.
+#define METILE_PROFILE_SITE ::metile_emu::u64 site = (::metile_emu::u64)__builtin_return_address(0), \
+                            caller = (::metile_emu::u64)__builtin_return_address(1)
+
+inline void profile_log(ProfileState* p, u64 address, int second, u64 bytes, u32 flags, u64 site, u64 caller) {
   u32 tid = current_thread_index();
   u32& length = p->log_length[tid];
   if (length == p->log_capacity) {
@@ -115,13 +141,15 @@ inline void profile_log(ProfileState* p, u64 address, int second, u64 bytes, u32
     return;
   }
   p->log[(u64)tid * p->log_capacity + length] =
-      ProfileAccess{address, second, (unsigned short)(bytes > 0xffff ? 0xffff : bytes), (unsigned char)flags, 0};
+      ProfileAccess{address, second, (unsigned short)(bytes > 0xffff ? 0xffff : bytes), (unsigned char)flags, 0, site, caller};
   ++length;
 }
 
 // One access of `bytes` bytes at `address` (untagged) in the memory space of
-// `flags` (checks.h's access flags), counted for the running thread.
-inline void profile_access(u64 address, u64 bytes, u32 flags) {
+// `flags` (checks.h's access flags), counted for the running thread. Not
+// inlined, so that its return address lies in the code that made the access.
+__attribute__((noinline)) inline void profile_access(u64 address, u64 bytes, u32 flags) {
+  METILE_PROFILE_SITE;
   ProfileState* p = profile_state();
   if (!p || p->mute) return;
   bool write = flags & access_write;
@@ -137,24 +165,26 @@ inline void profile_access(u64 address, u64 bytes, u32 flags) {
     default:
       p->counters[write ? pc_threadgroup_stores : pc_threadgroup_loads] += 1;
       p->counters[write ? pc_threadgroup_store_bytes : pc_threadgroup_load_bytes] += bytes;
-      profile_log(p, address - p->threadgroup_base, 0, bytes, write ? log_write : 0);
+      profile_log(p, address - p->threadgroup_base, 0, bytes, write ? log_write : 0, site, caller);
   }
 }
 
 // simdgroup_load/simdgroup_store of this lane: its two elements, `elem`
 // bytes each, at `first` and `second` (untagged).
-inline void profile_matrix_access(u64 first, u64 second, u64 elem, bool threadgroup_space, bool write) {
+__attribute__((noinline)) inline void profile_matrix_access(u64 first, u64 second, u64 elem, bool threadgroup_space,
+                                                          bool write) {
+  METILE_PROFILE_SITE;
   ProfileState* p = profile_state();
   if (!p || p->mute) return;
   int delta = (int)((long long)second - (long long)first);
   if (threadgroup_space) {
     p->counters[write ? pc_threadgroup_stores : pc_threadgroup_loads] += 1;
     p->counters[write ? pc_threadgroup_store_bytes : pc_threadgroup_load_bytes] += 2 * elem;
-    profile_log(p, first - p->threadgroup_base, delta, elem, log_matrix | (write ? log_write : 0));
+    profile_log(p, first - p->threadgroup_base, delta, elem, log_matrix | (write ? log_write : 0), site, caller);
   } else {
     p->counters[write ? pc_device_stores : pc_device_loads] += 1;
     p->counters[write ? pc_device_store_bytes : pc_device_load_bytes] += 2 * elem;
-    profile_log(p, first, delta, elem, log_matrix | log_device | (write ? log_write : 0));
+    profile_log(p, first, delta, elem, log_matrix | log_device | (write ? log_write : 0), site, caller);
   }
 }
 
@@ -180,6 +210,25 @@ inline bool profile_insert_word(ProfileState* p, u32 word) {
       return true;
     }
     if (s.word == word) return false;
+  }
+}
+
+// The entry of (site, caller, write) in the site table.
+inline ProfileSite& profile_site(ProfileState* p, u64 site, u64 caller, bool write) {
+  u32 mask = p->site_capacity - 1;
+  for (;;) {
+    u64 key = (site ^ caller * 31) * 2 + write;
+    for (u32 slot = (u32)(key * 0x9E3779B97F4A7C15ull >> 40) & mask;; slot = (slot + 1) & mask) {
+      ProfileSite& s = p->sites[slot];
+      if (s.used && s.site == site && s.caller == caller && s.write == (u32)write) return s;
+      if (s.used) continue;
+      // A new site while the table is half full goes to site 0 (which always finds room).
+      if (site != 0 && p->sites_used >= p->site_capacity / 2 - 1) break;
+      s = ProfileSite{site, caller, 0, 0, 0, (u32)write, 1};
+      ++p->sites_used;
+      return s;
+    }
+    site = caller = 0;
   }
 }
 
@@ -226,7 +275,12 @@ inline bool profile_instruction(ProfileState* p, const ProfileAccess* const* lan
   p->counters[write ? pc_threadgroup_store_instructions : pc_threadgroup_load_instructions] += 1;
   p->counters[write ? pc_threadgroup_store_wavefronts : pc_threadgroup_load_wavefronts] += degree;
   u32 minimum = (distinct + profile_banks - 1) / profile_banks;
-  p->counters[pc_threadgroup_min_wavefronts] += minimum ? minimum : 1;
+  if (minimum == 0) minimum = 1;
+  p->counters[pc_threadgroup_min_wavefronts] += minimum;
+  ProfileSite& at = profile_site(p, lead.site, lead.caller, write);
+  at.instructions += 1;
+  at.wavefronts += degree;
+  at.min_wavefronts += minimum;
   return uniform;
 }
 

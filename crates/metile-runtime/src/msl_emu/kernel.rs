@@ -4,7 +4,7 @@
 use super::access_report::AccessReport;
 use super::extents::{self, LaunchTags};
 use super::ffi::{self, AccessRecord, LaunchDesc};
-use super::profile::{self, EmuProfile, ProfileState};
+use super::profile::{self, EmuProfile, ProfileState, RawSites};
 use super::stacks::with_worker_memory;
 use super::trap::{self, ActiveGroup, Fault};
 use super::wrapper::EntryLayout;
@@ -261,9 +261,13 @@ impl EmuKernel {
             )));
         }
         let prepared = self.prepare(args, grid, threads_per_group)?;
-        let total = std::sync::Mutex::new(EmuProfile::default());
+        let total = std::sync::Mutex::new((EmuProfile::default(), RawSites::new()));
         self.run_all(&prepared, grid, threads_per_group, Some(&total))?;
-        Ok(total.into_inner().unwrap_or_else(|p| p.into_inner()))
+        let (mut counts, sites) = total.into_inner().unwrap_or_else(|p| p.into_inner());
+        counts.set_sites(&sites, |addresses| {
+            super::symbolize::kernel_lines_of_call_chains(&self.library_path, addresses, &self.source_file)
+        });
+        Ok(counts)
     }
 
     /// Runs every threadgroup of `grid` with `threads_per_group` threads each
@@ -300,7 +304,7 @@ impl EmuKernel {
         prepared: &PreparedLaunch,
         grid: [u32; 3],
         threads_per_group: u32,
-        profile: Option<&std::sync::Mutex<EmuProfile>>,
+        profile: Option<&std::sync::Mutex<(EmuProfile, RawSites)>>,
     ) -> Result<(), EmuError> {
         let group_count = grid.iter().map(|&g| u64::from(g)).product::<u64>();
         if group_count == 0 {
@@ -420,16 +424,24 @@ impl EmuKernel {
         linear: u64,
         scratch_bytes: usize,
         printed: &Printed,
-        profile: Option<&std::sync::Mutex<EmuProfile>>,
+        profile: Option<&std::sync::Mutex<(EmuProfile, RawSites)>>,
     ) -> Result<(), EmuError> {
         let Some(total) = profile else {
             return self.run_one(prepared, linear, scratch_bytes, printed, std::ptr::null_mut());
         };
         let threads = prepared.launch.threads as usize;
-        let ((), counts) = profile::with_profile_state(threads, |state| {
+        let mut sites = RawSites::new();
+        let ((), counts) = profile::with_profile_state(threads, &mut sites, |state| {
             self.run_one(prepared, linear, scratch_bytes, printed, state)
         })?;
-        total.lock().unwrap_or_else(|p| p.into_inner()).add(&counts);
+        let mut total = total.lock().unwrap_or_else(|p| p.into_inner());
+        total.0.add(&counts);
+        for (key, value) in sites {
+            let entry = total.1.entry(key).or_default();
+            for (sum, add) in entry.iter_mut().zip(value) {
+                *sum += add;
+            }
+        }
         Ok(())
     }
 

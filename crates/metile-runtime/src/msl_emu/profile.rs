@@ -18,9 +18,12 @@ macro_rules! profile_counters {
         /// and stores are counted per thread; `*_instructions`, `*_wavefronts`
         /// and the matrix counts per simdgroup; barriers per threadgroup.
         /// `docs/msl-emu.md` ("Profiling") says what each means.
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        #[derive(Clone, Debug, Default, PartialEq, Eq)]
         pub struct EmuProfile {
             $($(#[doc = $doc])* pub $name: u64,)*
+            /// The threadgroup access instructions by MSL line and direction,
+            /// most wavefronts first.
+            pub threadgroup_sites: Vec<ThreadgroupSite>,
         }
 
         /// The counters in the order of `ProfileCounter` in profile.h.
@@ -29,7 +32,7 @@ macro_rules! profile_counters {
         impl EmuProfile {
             fn from_counters(counters: &[u64; COUNTER_COUNT]) -> Self {
                 let mut values = counters.iter().copied();
-                EmuProfile { $($name: values.next().unwrap_or(0),)* }
+                EmuProfile { $($name: values.next().unwrap_or(0),)* threadgroup_sites: Vec::new() }
             }
 
             /// Every counter with its name, in a fixed order.
@@ -37,9 +40,13 @@ macro_rules! profile_counters {
                 vec![$((stringify!($name), self.$name)),*]
             }
 
-            /// Adds `other`'s counts to these.
+            /// Adds `other`'s counts to these (sites of one line and direction merge).
             pub fn add(&mut self, other: &EmuProfile) {
                 $(self.$name += other.$name;)*
+                for site in &other.threadgroup_sites {
+                    self.add_site(*site);
+                }
+                self.sort_sites();
             }
         }
     };
@@ -96,6 +103,21 @@ profile_counters! {
     threads,
 }
 
+/// What the threadgroup access instructions of one MSL line cost, loads and
+/// stores apart.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadgroupSite {
+    /// The line of the kernel's MSL that made the accesses (the innermost
+    /// frame in the kernel source, through inlined shim functions); `None`
+    /// where the line tables do not say, and for the sites past the 511 a
+    /// worker tells apart.
+    pub msl_line: Option<u32>,
+    pub store: bool,
+    pub instructions: u64,
+    pub wavefronts: u64,
+    pub min_wavefronts: u64,
+}
+
 /// `profile_counter_count` in profile.h.
 pub(crate) const COUNTER_COUNT: usize = 29;
 const _: () = assert!(COUNTER_NAMES.len() == COUNTER_COUNT);
@@ -124,7 +146,49 @@ impl EmuProfile {
         (self.threadgroup_min_wavefronts > 0)
             .then(|| self.threadgroup_wavefronts() as f64 / self.threadgroup_min_wavefronts as f64)
     }
+
+    fn add_site(&mut self, site: ThreadgroupSite) {
+        let same = |s: &&mut ThreadgroupSite| s.msl_line == site.msl_line && s.store == site.store;
+        match self.threadgroup_sites.iter_mut().find(same) {
+            Some(s) => {
+                s.instructions += site.instructions;
+                s.wavefronts += site.wavefronts;
+                s.min_wavefronts += site.min_wavefronts;
+            }
+            None => self.threadgroup_sites.push(site),
+        }
+    }
+
+    fn sort_sites(&mut self) {
+        self.threadgroup_sites
+            .sort_by_key(|s| (std::cmp::Reverse(s.wavefronts), s.msl_line, s.store));
+    }
+
+    /// Sets the sites from the raw counts of a launch, each pair of return
+    /// addresses (site, caller) mapped to its MSL line by `line_of`.
+    pub(crate) fn set_sites(&mut self, raw: &RawSites, line_of: impl Fn(&[[usize; 2]]) -> Vec<Option<u32>>) {
+        let chains: Vec<[usize; 2]> = raw
+            .keys()
+            .map(|&(site, caller, _)| [site as usize, caller as usize])
+            .collect();
+        let lines = line_of(&chains);
+        self.threadgroup_sites.clear();
+        for ((&(_, _, store), counts), msl_line) in raw.iter().zip(lines) {
+            self.add_site(ThreadgroupSite {
+                msl_line,
+                store,
+                instructions: counts[0],
+                wavefronts: counts[1],
+                min_wavefronts: counts[2],
+            });
+        }
+        self.sort_sites();
+    }
 }
+
+/// Per (return address, its caller's, store): instructions, wavefronts,
+/// minimum wavefronts.
+pub(crate) type RawSites = std::collections::BTreeMap<(u64, u64, bool), [u64; 3]>;
 
 /// Mirrors `ProfileAccess` in profile.h.
 #[repr(C)]
@@ -135,6 +199,21 @@ struct ProfileAccess {
     bytes: u16,
     flags: u8,
     pad: u8,
+    site: u64,
+    caller: u64,
+}
+
+/// Mirrors `ProfileSite` in profile.h.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct ProfileSite {
+    site: u64,
+    caller: u64,
+    instructions: u64,
+    wavefronts: u64,
+    min_wavefronts: u64,
+    write: u32,
+    used: u32,
 }
 
 /// Mirrors `ProfileWordSlot` in profile.h.
@@ -152,20 +231,25 @@ pub(crate) struct ProfileState {
     log: *mut ProfileAccess,
     log_length: *mut u32,
     words: *mut WordSlot,
+    sites: *mut ProfileSite,
     log_capacity: u32,
     word_capacity: u32,
     stamp: u32,
     mute: u32,
+    site_capacity: u32,
+    sites_used: u32,
     bank_words: [u32; 32],
     threadgroup_base: u64,
 }
 
-/// Log entries per worker, shared by the threads of a group (16 bytes each:
-/// 8 MiB). A group of 128 threads logs 4096 accesses per thread between
-/// synchronisation points, one of 1024 threads 512.
-const LOG_ENTRIES: usize = 1 << 19;
+/// Log entries per worker, shared by the threads of a group (32 bytes each:
+/// 8 MiB). A group of 128 threads logs 2048 accesses per thread between
+/// synchronisation points, one of 1024 threads 256.
+const LOG_ENTRIES: usize = 1 << 18;
 /// Slots of the word set: an instruction's analysis holds half as many words.
 const WORD_SLOTS: usize = 1 << 13;
+/// Slots of the site table: 511 sites and their directions are told apart.
+const SITE_SLOTS: usize = 1 << 10;
 
 /// One worker's profile state and the memory it points into.
 struct ProfileBuffers {
@@ -173,6 +257,7 @@ struct ProfileBuffers {
     log: Vec<ProfileAccess>,
     lengths: Vec<u32>,
     words: Vec<WordSlot>,
+    sites: Vec<ProfileSite>,
 }
 
 impl ProfileBuffers {
@@ -180,15 +265,19 @@ impl ProfileBuffers {
         let mut log = vec![ProfileAccess::default(); LOG_ENTRIES];
         let mut lengths = vec![0u32; super::MAX_THREADS_PER_GROUP as usize];
         let mut words = vec![WordSlot::default(); WORD_SLOTS];
+        let mut sites = vec![ProfileSite::default(); SITE_SLOTS];
         let state = Box::new(ProfileState {
             counters: [0; COUNTER_COUNT],
             log: log.as_mut_ptr(),
             log_length: lengths.as_mut_ptr(),
             words: words.as_mut_ptr(),
+            sites: sites.as_mut_ptr(),
             log_capacity: 0,
             word_capacity: WORD_SLOTS as u32,
             stamp: 0,
             mute: 0,
+            site_capacity: SITE_SLOTS as u32,
+            sites_used: 0,
             bank_words: [0; 32],
             threadgroup_base: 0,
         });
@@ -197,19 +286,33 @@ impl ProfileBuffers {
             log,
             lengths,
             words,
+            sites,
+        }
+    }
+
+    /// Adds the group's site table to `raw`.
+    fn collect_sites(&self, raw: &mut RawSites) {
+        for site in self.sites.iter().filter(|s| s.used != 0) {
+            let counts = raw.entry((site.site, site.caller, site.write != 0)).or_default();
+            counts[0] += site.instructions;
+            counts[1] += site.wavefronts;
+            counts[2] += site.min_wavefronts;
         }
     }
 
     /// Ready for a group of `threads` threads: counters and logs empty.
     fn reset(&mut self, threads: usize) -> *mut ProfileState {
         self.lengths.fill(0);
+        self.sites.fill(ProfileSite::default());
         let state = &mut *self.state;
         state.counters = [0; COUNTER_COUNT];
         state.log = self.log.as_mut_ptr();
         state.log_length = self.lengths.as_mut_ptr();
         state.words = self.words.as_mut_ptr();
+        state.sites = self.sites.as_mut_ptr();
         state.log_capacity = (LOG_ENTRIES / threads.max(1)) as u32;
         state.mute = 0;
+        state.sites_used = 0;
         state
     }
 }
@@ -219,9 +322,11 @@ thread_local! {
 }
 
 /// Runs `f` with this worker's profile state, emptied for a group of
-/// `threads` threads, and returns its result with the counts the group made.
+/// `threads` threads, and returns its result with the counts the group made
+/// (its sites added to `sites`).
 pub(crate) fn with_profile_state<R>(
     threads: usize,
+    sites: &mut RawSites,
     f: impl FnOnce(*mut ProfileState) -> Result<R, EmuError>,
 ) -> Result<(R, EmuProfile), EmuError> {
     PROFILE_BUFFERS.with(|cell| {
@@ -231,6 +336,7 @@ pub(crate) fn with_profile_state<R>(
         let buffers = slot.get_or_insert_with(ProfileBuffers::new);
         let state = buffers.reset(threads);
         let result = f(state)?;
+        buffers.collect_sites(sites);
         Ok((result, EmuProfile::from_counters(&buffers.state.counters)))
     })
 }
@@ -254,7 +360,7 @@ mod tests {
         }
         assert_eq!(profile.threadgroup_loads, 1);
         assert_eq!(profile.threads, COUNTER_COUNT as u64);
-        let mut twice = profile;
+        let mut twice = profile.clone();
         twice.add(&profile);
         assert_eq!(twice.threads, 2 * profile.threads);
     }
