@@ -13,6 +13,7 @@ its result against numpy, and prints one table per kernel. Columns:
   (1.00: every matrix instruction is needed; more: simdgroups repeating work; less: part of the
   product ran on the generic path, scalar FMAs).
 - tg B/8x8x8: threadgroup bytes loaded and stored per 512 multiply-adds issued on matrix units.
+- tg B/out: the same bytes per output element (they grow with K or N_CTX).
 - tg wavefronts/8x8x8: threadgroup access wavefronts (32 banks of 4 bytes, an assumption) per
   512 multiply-adds: the threadgroup-memory cycles a product step needs if one wavefront takes one.
 - conflicts: wavefronts per access instruction, and over the least the same accesses need
@@ -45,8 +46,8 @@ GEMM_CONFIGS = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_sgs or None for the compiler
 ]
 ATTENTION_HEAD_DIMS = (64, 128)
 
-COLUMNS = ["atom", "ops", "issued/needed", "tg B/8x8x8", "tg wavefronts/8x8x8", "conflicts (per instr, excess)",
-           "dev B/out", "barriers/iter"]
+COLUMNS = ["atom", "ops", "issued/needed", "tg B/8x8x8", "tg B/out", "tg wavefronts/8x8x8",
+           "conflicts (per instr, excess)", "dev B/out", "barriers/iter"]
 
 
 def _atoms(total):
@@ -66,7 +67,8 @@ def _row(label, total, needed_macs, outputs, iterations):
     conflicts = "-" if ratio is None else f"{ratio:.2f}, {excess:.2f}"
     barriers = total["threadgroup_barriers"] / total["threadgroups"] / iterations
     cells = [label, atom, str(ops), f"{issued / needed_macs:.2f}", f"{tg_bytes / units:.0f}",
-             f"{wavefronts / units:.1f}", conflicts, f"{dev_bytes / outputs:.1f}", f"{barriers:.2f}"]
+             f"{tg_bytes / outputs:.0f}", f"{wavefronts / units:.1f}", conflicts, f"{dev_bytes / outputs:.1f}",
+             f"{barriers:.2f}"]
     return "| " + " | ".join(cells) + " |"
 
 
