@@ -12,6 +12,7 @@ mod compiled;
 mod declared;
 pub mod device_args;
 pub mod device_state;
+mod emu_profile;
 pub mod errors;
 pub mod kernel;
 mod layout_pictures;
@@ -44,6 +45,7 @@ fn _metile(m: &Bound<'_, PyModule>) -> PyResult<()> {
     aot::register(m)?;
     m.add_function(wrap_pyfunction!(split_launch::split_k_py, m)?)?;
     bench::register(m)?;
+    emu_profile::register(m)?;
     rewrite_cache::register(m)?;
     tracing::register(m)?;
     let layout = PyModule::new(py, "layout")?;

@@ -6,6 +6,7 @@ pub mod cuda;
 pub mod debug;
 pub mod device;
 pub mod disk_cache;
+pub mod emu_profiling;
 pub mod error;
 pub mod interrupt;
 pub mod launch_plan;

@@ -4,6 +4,7 @@
 //! shares with the metal backend lives in `msl_launch`.
 
 use crate::device::{CompileOptions, CompiledKernel, Device, KernelResources, Prebuilt};
+use crate::emu_profiling;
 use crate::error::RuntimeError;
 use crate::msl_emu::{
     Builtin, CompilerCommand, EmuCompiler, EmuError, EmuKernel, EntryParam, EntrySpec, LaunchArg,
@@ -14,7 +15,7 @@ use crate::shared_memory::{HostPages, SharedMemory};
 use metile_compiler::{MslBuiltin, MslKernel, MslParam};
 use metile_interp::KernelArg;
 use metile_ir::Function;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The threadgroup limits of the emulator: Metal's.
 pub const EMU_LIMITS: ThreadgroupLimits = ThreadgroupLimits {
@@ -50,6 +51,57 @@ struct MslEmuKernel {
     /// The emitted kernel, kept to map a faulting MSL line back to the kernel source.
     msl: MslKernel,
     binding: ArgBinding,
+    /// What the profiled build is compiled from and with, when profiling asks for it.
+    entry: EntrySpec,
+    compiler: EmuCompiler,
+    profiled: Mutex<Option<Arc<EmuKernel>>>,
+}
+
+impl MslEmuKernel {
+    /// The profiled build of this kernel (`emu_profiling`), compiled on first use.
+    fn profiled(&self) -> Result<Arc<EmuKernel>, RuntimeError> {
+        let mut slot = self.profiled.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(kernel) = slot.as_ref() {
+            return Ok(kernel.clone());
+        }
+        let kernel = Arc::new(
+            self.compiler
+                .clone()
+                .with_profiling(true)
+                .compile(&self.msl.source, &self.entry)
+                .map_err(|e| emu_error(e, &self.msl))?,
+        );
+        *slot = Some(kernel.clone());
+        Ok(kernel)
+    }
+
+    /// # Safety
+    /// As `EmuKernel::launch`.
+    unsafe fn launch_emulated(&self, args: &[LaunchArg], grid: [u32; 3]) -> Result<(), RuntimeError> {
+        let threads = self.msl.threads_per_group;
+        if !emu_profiling::is_recording() {
+            // SAFETY: forwarded from the caller.
+            return unsafe { self.kernel.launch(args, grid, threads) }.map_err(|e| emu_error(e, &self.msl));
+        }
+        let kernel = self.profiled()?;
+        // SAFETY: forwarded from the caller.
+        let counts =
+            unsafe { kernel.launch_profiled(args, grid, threads) }.map_err(|e| emu_error(e, &self.msl))?;
+        let site_sources = counts
+            .threadgroup_sites
+            .iter()
+            .map(|site| site.msl_line.and_then(|line| self.msl.loc_of_line(line)).cloned())
+            .collect();
+        emu_profiling::record(emu_profiling::LaunchProfile {
+            kernel: self.msl.kernel_name.clone(),
+            grid,
+            threads_per_group: threads,
+            threadgroup_memory_bytes: kernel.threadgroup_memory_bytes(),
+            counts,
+            site_sources,
+        });
+        Ok(())
+    }
 }
 
 fn builtin(b: MslBuiltin) -> Builtin {
@@ -116,8 +168,7 @@ impl CompiledKernel for MslEmuKernel {
             })
             .collect();
         // SAFETY: forwarded from the caller's contract (live buffers of the stated length).
-        let result = unsafe { self.kernel.launch(&launch_args, grid, self.msl.threads_per_group) }
-            .map_err(|e| emu_error(e, &self.msl));
+        let result = unsafe { self.launch_emulated(&launch_args, grid) };
         // SAFETY: as above; the launch has finished with the copies.
         unsafe { staging.copy_back() };
         result
@@ -298,6 +349,13 @@ impl MslEmuDevice {
             .compile(&msl.source, &entry)
             .map_err(|e| emu_error(e, &msl))?;
         let binding = ArgBinding::new(&msl);
-        Ok(Arc::new(MslEmuKernel { kernel, msl, binding }))
+        Ok(Arc::new(MslEmuKernel {
+            kernel,
+            msl,
+            binding,
+            entry,
+            compiler: self.compiler.clone(),
+            profiled: Mutex::new(None),
+        }))
     }
 }

@@ -26,6 +26,11 @@
 #ifndef METILE_EMU_CHECKS
 #define METILE_EMU_CHECKS 1
 #endif
+// A profiled build (profile.h) counts, after its check, every access the
+// checks see; it is always a checked build.
+#ifndef METILE_EMU_PROFILE
+#define METILE_EMU_PROFILE 0
+#endif
 
 namespace metile_emu {
 
@@ -66,6 +71,8 @@ struct ConstantGlobal {
 };
 
 [[noreturn]] inline void access_fault(u64 pointer, u64 bytes, u32 flags);
+// Counts one access at an untagged address (profile.h).
+inline void profile_access(u64 address, u64 bytes, u32 flags);
 
 #if METILE_EMU_CHECKS
 extern "C" const ConstantGlobal metile_emu_constant_globals[];
@@ -115,11 +122,23 @@ __attribute__((always_inline, nodebug)) inline u64 checked_in_space(u64 pointer,
   return checked_address(pointer, bytes, flags);
 }
 
+// checked_in_space, and in a profiled build the access counted: threadgroup
+// memory only where the pointer is tagged (an untagged one is thread memory
+// that a kernel declared volatile).
+__attribute__((always_inline, nodebug)) inline u64 checked_and_counted(u64 pointer, u64 bytes, u32 flags) {
+  u64 address = checked_in_space(pointer, bytes, flags);
+#if METILE_EMU_PROFILE
+  if ((flags & ~access_write) != access_space_threadgroup || (pointer >> tag_shift) != 0)
+    profile_access(address, bytes, flags);
+#endif
+  return address;
+}
+
 // A plain pointer to the object behind a checked pointer, for shim code that
 // must hand it to a compiler builtin (atomics): checks `sizeof(T)` bytes.
 template <class T, class P> inline T* checked_object(P* pointer, bool write, u32 space) {
 #if METILE_EMU_CHECKS
-  return (T*)checked_in_space((u64)pointer, sizeof(T), (write ? access_write : 0) | space);
+  return (T*)checked_and_counted((u64)pointer, sizeof(T), (write ? access_write : 0) | space);
 #else
   (void)write;
   (void)space;
@@ -147,7 +166,7 @@ template <class T, class Src> __attribute__((always_inline, nodebug)) inline con
     return object;
   } else {
 #if METILE_EMU_CHECKS
-    return *(const T*)checked_in_space((u64)&object, sizeof(T), space_flags(object_space<Src>));
+    return *(const T*)checked_and_counted((u64)&object, sizeof(T), space_flags(object_space<Src>));
 #else
     return *(const T*)(u64)&object;
 #endif
@@ -159,7 +178,7 @@ template <class T, class Dst> __attribute__((always_inline, nodebug)) inline T& 
     return object;
   } else {
 #if METILE_EMU_CHECKS
-    return *(T*)checked_in_space((u64)&object, sizeof(T), access_write | space_flags(object_space<Dst>));
+    return *(T*)checked_and_counted((u64)&object, sizeof(T), access_write | space_flags(object_space<Dst>));
 #else
     return *(T*)(u64)&object;
 #endif
@@ -173,14 +192,18 @@ template <class T, class Dst> __attribute__((always_inline, nodebug)) inline T& 
 // access_write. Each returns the untagged pointer to access.
 extern "C" __attribute__((used, always_inline, nodebug, visibility("hidden"))) inline void METILE_AS(1) *
 metile_emu_check_device(void METILE_AS(1) * pointer, metile_emu::u64 bytes, metile_emu::u32 flags) {
-  return (void METILE_AS(1)*)metile_emu::checked_address((metile_emu::u64)pointer, bytes,
-                                                         flags | metile_emu::access_space_device);
+  metile_emu::u64 address =
+      metile_emu::checked_address((metile_emu::u64)pointer, bytes, flags | metile_emu::access_space_device);
+#if METILE_EMU_PROFILE
+  metile_emu::profile_access(address, bytes, flags | metile_emu::access_space_device);
+#endif
+  return (void METILE_AS(1)*)address;
 }
 
 extern "C" __attribute__((used, always_inline, nodebug, visibility("hidden"))) inline void METILE_AS(2) *
 metile_emu_check_constant(void METILE_AS(2) * pointer, metile_emu::u64 bytes, metile_emu::u32 flags) {
-  return (void METILE_AS(2)*)metile_emu::checked_in_space((metile_emu::u64)pointer, bytes,
-                                                          flags | metile_emu::access_space_constant);
+  return (void METILE_AS(2)*)metile_emu::checked_and_counted((metile_emu::u64)pointer, bytes,
+                                                             flags | metile_emu::access_space_constant);
 }
 
 // An integer cast to a device pointer (an address a kernel read from memory):
@@ -205,7 +228,7 @@ metile_emu_tag_loaded_address(metile_emu::u64 address) {
 // kernel declared volatile.
 extern "C" __attribute__((used, always_inline, nodebug, visibility("hidden"))) inline void*
 metile_emu_check_threadgroup(void* pointer, metile_emu::u64 bytes, metile_emu::u32 flags) {
-  return (void*)metile_emu::checked_in_space((metile_emu::u64)pointer, bytes,
-                                             flags | metile_emu::access_space_threadgroup);
+  return (void*)metile_emu::checked_and_counted((metile_emu::u64)pointer, bytes,
+                                                flags | metile_emu::access_space_threadgroup);
 }
 #endif

@@ -31,6 +31,9 @@ inline void mma_compute(SimdGroup& sg, u32 active) {
   if (active != 0xffffffffu)
     fail("simdgroup_matrix multiply with inactive lanes: all 32 lanes of the simdgroup must take part",
          sg.site);
+#if METILE_EMU_PROFILE
+  profile_count(pc_simdgroup_mma);
+#endif
   float a[8][8], b[8][8], c[8][8];
   for (u32 lane = 0; lane < simd_width; ++lane) {
     MmaLaneInput in = load_slot<MmaLaneInput>(sg.lanes[lane].in);
@@ -99,12 +102,28 @@ inline ulong matrix_offset(metile_emu::u32 row, metile_emu::u32 col, ulong eleme
 }
 }  // namespace detail
 
+// A profiled build counts a matrix load or store as one access of the lane
+// (both its elements) rather than as its element accesses (profile.h).
+#if METILE_EMU_PROFILE
+#define METILE_PROFILE_MATRIX(AS, pointer, write)                                                      \
+  metile_emu::profile_matrix_access(                                                                  \
+      (metile_emu::u64)&pointer[detail::matrix_offset(at.row, at.col, elements_per_row, matrix_origin,   \
+                                                      transpose_matrix)] & metile_emu::address_mask,   \
+      (metile_emu::u64)&pointer[detail::matrix_offset(at.row, at.col + 1, elements_per_row, matrix_origin, \
+                                                      transpose_matrix)] & metile_emu::address_mask,   \
+      sizeof(T), metile_emu::object_space<AS T> == 3, write);                                         \
+  metile_emu::ProfileMute profile_mute;
+#else
+#define METILE_PROFILE_MATRIX(AS, pointer, write)
+#endif
+
 #define METILE_MATRIX_LOAD_STORE(AS)                                                                  \
   template <class T, int C, int R>                                                                    \
   inline void simdgroup_load(thread simdgroup_matrix<T, C, R>& d, const AS T* src,                     \
                              ulong elements_per_row = C, ulong2 matrix_origin = 0,                    \
                              bool transpose_matrix = false) {                                         \
     metile_emu::MatrixCoord at = metile_emu::matrix_coord(metile_emu::lane_index());                  \
+    METILE_PROFILE_MATRIX(AS, src, false)                                                             \
     for (metile_emu::u32 k = 0; k < 2; ++k)                                                           \
       d.elements.e[k] =                                                                                \
           src[detail::matrix_offset(at.row, at.col + k, elements_per_row, matrix_origin, transpose_matrix)]; \
@@ -114,6 +133,7 @@ inline ulong matrix_offset(metile_emu::u32 row, metile_emu::u32 col, ulong eleme
                               ulong elements_per_row = C, ulong2 matrix_origin = 0,                   \
                               bool transpose_matrix = false) {                                        \
     metile_emu::MatrixCoord at = metile_emu::matrix_coord(metile_emu::lane_index());                  \
+    METILE_PROFILE_MATRIX(AS, dst, true)                                                              \
     for (metile_emu::u32 k = 0; k < 2; ++k)                                                           \
       dst[detail::matrix_offset(at.row, at.col + k, elements_per_row, matrix_origin, transpose_matrix)] = \
           a.elements.e[k];                                                                            \
@@ -121,6 +141,7 @@ inline ulong matrix_offset(metile_emu::u32 row, metile_emu::u32 col, ulong eleme
 METILE_MATRIX_LOAD_STORE(device)
 METILE_MATRIX_LOAD_STORE(threadgroup)
 #undef METILE_MATRIX_LOAD_STORE
+#undef METILE_PROFILE_MATRIX
 
 // d = a * b + c. Operand element types may differ (float accumulators with
 // half or bfloat operands, as GGML uses); the product is computed in float.

@@ -102,7 +102,11 @@ inline void threadgroup_barrier(mem_flags, metile_emu::u32 site = METILE_SITE) {
 }
 
 namespace detail {
-inline void simd_barrier_compute(metile_emu::SimdGroup&, metile_emu::u32) {}
+inline void simd_barrier_compute(metile_emu::SimdGroup&, metile_emu::u32) {
+#if METILE_EMU_PROFILE
+  metile_emu::profile_count(metile_emu::pc_simdgroup_barriers);
+#endif
+}
 }  // namespace detail
 
 // Synchronises the live lanes of the simdgroup. Lanes of a simdgroup run as

@@ -29,12 +29,14 @@ struct MetileEmuLaunch {
   // Receives each line a kernel logs (device_print), without the newline.
   void (*print)(void* context, const char* text, size_t length);
   void* print_context;
+  // Where a profiled build counts (profile.h); null for every other build.
+  metile_emu::ProfileState* profile;
 };
 }
 
 namespace metile_emu {
 
-constexpr u32 abi_version = 4;
+constexpr u32 abi_version = 5;
 constexpr u32 max_threads_per_group = 1024;
 
 // Saved execution state of a fiber or of the scheduler (METILE_EMU_ASM_SWITCH
@@ -386,9 +388,29 @@ inline void device_log(const char* format, ...) {
 }
 
 inline u32 current_thread_index() { return current_group->current; }
+inline ProfileState* profile_state() { return current_group->launch->profile; }
+
+// A synchronisation point of simdgroup `sg` (profile.h).
+inline void profile_sync_simdgroup(Group* g, u32 sg) {
+#if METILE_EMU_PROFILE
+  u32 first = sg * simd_width, lanes = g->thread_count - first;
+  profile_flush_simdgroup(g->launch->profile, first, lanes < simd_width ? lanes : simd_width);
+#else
+  (void)g;
+  (void)sg;
+#endif
+}
+
+inline void profile_sync_group(Group* g) {
+  for (u32 sg = 0; sg < g->simdgroup_count; ++sg) profile_sync_simdgroup(g, sg);
+}
 inline u32 current_threads_per_group() { return current_group->thread_count; }
 
 inline void release_barrier(Group* g) {
+#if METILE_EMU_PROFILE
+  profile_count(pc_threadgroup_barriers);
+  profile_sync_group(g);
+#endif
   g->barrier_arrived = 0;
   for (u32 i = 0; i < g->thread_count; ++i)
     if (g->fibers[i].state == FiberState::at_barrier) push_ready(g, i);
@@ -422,6 +444,10 @@ inline void threadgroup_barrier_wait(u32 site) {
 // running fiber, which simply carries on).
 inline void complete_simd(Group* g, SimdGroup& sg, u32 sg_index) {
   u32 active = sg.arrived_mask;
+#if METILE_EMU_PROFILE
+  profile_count(pc_simd_operations);
+  profile_sync_simdgroup(g, sg_index);
+#endif
   sg.compute(sg, active);
   sg.arrived_mask = 0;
   for (u32 lane = 0; lane < simd_width; ++lane) {
@@ -548,6 +574,9 @@ inline int run_group(const MetileEmuLaunch* launch, u32 gx, u32 gy, u32 gz, Entr
 
   Group* previous = current_group;
   current_group = g;
+#if METILE_EMU_PROFILE
+  if (launch->profile) launch->profile->threadgroup_base = (u64)launch->threadgroup_memory;
+#endif
   for (u32 sg = 0; sg < g->simdgroup_count; ++sg) {
     u32 lanes = threads - sg * simd_width;
     g->simdgroups[sg].live_mask = lanes >= simd_width ? 0xffffffffu : (1u << lanes) - 1u;
@@ -564,6 +593,13 @@ inline int run_group(const MetileEmuLaunch* launch, u32 gx, u32 gy, u32 gz, Entr
   g->current = first;
   g->fibers[first].state = FiberState::running;
   switch_context(&g->scheduler, &g->fibers[first].context);
+#if METILE_EMU_PROFILE
+  if (g->status == 0) {
+    profile_sync_group(g);
+    profile_count(pc_threadgroups);
+    profile_count(pc_threads, threads);
+  }
+#endif
   current_group = previous;
   return g->status;
 }

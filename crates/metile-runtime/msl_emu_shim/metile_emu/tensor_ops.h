@@ -57,6 +57,9 @@ struct Matmul2dLaneInput {
 template <class A, class B, class C, bool Accumulate> inline void matmul2d_compute(SimdGroup& sg, u32 active) {
   if (active != 0xffffffffu)
     fail("matmul2d with inactive lanes: all 32 lanes of the simdgroup must take part", sg.site);
+#if METILE_EMU_PROFILE
+  profile_count(pc_matmul2d_runs);
+#endif
   using LA = fragment_layout<16, 16>;
   using LB = fragment_layout<16, 32>;
   float a[16][16], b[16][32], c[16][32];

@@ -103,6 +103,8 @@ pub struct EmuCompiler {
     cache: DiskCache,
     /// Instrument kernels with memory checks (`checks.h`).
     checks: bool,
+    /// Build the profiled variant (`profile.h`), which is always checked.
+    profiling: bool,
 }
 
 impl EmuCompiler {
@@ -137,6 +139,7 @@ impl EmuCompiler {
             identity,
             cache: DiskCache::open("msl-emu"),
             checks: checks_from_env(),
+            profiling: false,
         }
     }
 
@@ -162,7 +165,21 @@ impl EmuCompiler {
 
     /// Whether kernels are built with memory checks.
     pub fn checks(&self) -> bool {
-        self.checks
+        self.checks || self.profiling
+    }
+
+    /// Same compiler, building the profiled variant of kernels (`true`):
+    /// checked, and counting their memory accesses, bank conflicts, matrix
+    /// operations and barriers for `EmuKernel::launch_profiled`. Cached apart
+    /// from the other builds; the default builds contain none of it.
+    pub fn with_profiling(mut self, profiling: bool) -> Self {
+        self.profiling = profiling;
+        self
+    }
+
+    /// Whether kernels are built profiled.
+    pub fn profiling(&self) -> bool {
+        self.profiling
     }
 
     pub fn version(&self) -> &ClangVersion {
@@ -188,7 +205,11 @@ impl EmuCompiler {
         let source = format!("{msl}{wrapper_text}");
         let shim_hash = shim::shim_hash();
         let flags = COMPILE_FLAGS.join(" ");
-        let mode = if self.checks { "checked" } else { "unchecked" };
+        let mode = match (self.profiling, self.checks) {
+            (true, _) => "profiled",
+            (false, true) => "checked",
+            (false, false) => "unchecked",
+        };
         let key = cache_key(&[
             CACHE_FORMAT.as_bytes(),
             mode.as_bytes(),
@@ -244,12 +265,13 @@ impl EmuCompiler {
                 .env("TEMP", work);
             command
         };
-        if self.checks {
+        if self.checks() {
             let ir_path = work.join("kernel.ll");
             let mut command = step();
             command
                 .args(COMPILE_FLAGS.iter().filter(|&&f| f != "-shared"))
                 .args(CHECKED_IR_FLAGS)
+                .args(self.profiling.then_some("-DMETILE_EMU_PROFILE=1"))
                 .arg("-I")
                 .arg(&shim_dir)
                 .arg(source_name)

@@ -4,7 +4,7 @@
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
 
 /// Bumped together with `metile_emu::abi_version` in the shim.
-pub(crate) const ABI_VERSION: u32 = 4;
+pub(crate) const ABI_VERSION: u32 = 5;
 
 #[repr(C)]
 pub(crate) struct LaunchDesc {
@@ -26,6 +26,8 @@ pub(crate) struct LaunchDesc {
     pub access_record: *mut AccessRecord,
     pub print: Option<PrintFn>,
     pub print_context: *mut c_void,
+    /// Where a profiled build counts (`profile.rs`); null otherwise.
+    pub profile: *mut super::profile::ProfileState,
 }
 
 /// Return addresses an access record keeps.
@@ -71,8 +73,11 @@ pub(crate) const CHECKS_SYMBOL: &[u8] = b"metile_emu_checks\0";
 pub(crate) const SET_EXTENT_TABLE_SYMBOL: &[u8] = b"metile_emu_set_extent_table\0";
 pub(crate) const THREADGROUP_ALLOCATION_COUNT_SYMBOL: &[u8] = b"metile_emu_threadgroup_allocation_count\0";
 pub(crate) const THREADGROUP_ALLOCATION_SYMBOL: &[u8] = b"metile_emu_threadgroup_allocation\0";
+pub(crate) const PROFILE_COUNTER_COUNT_SYMBOL: &[u8] = b"metile_emu_profile_counter_count\0";
 
 pub(crate) type ChecksFn = unsafe extern "C" fn() -> c_int;
 pub(crate) type SetExtentTableFn = unsafe extern "C" fn(*mut c_void);
 pub(crate) type AllocationCountFn = unsafe extern "C" fn() -> c_uint;
+/// The number of profile counters of a profiled build; 0 for any other.
+pub(crate) type ProfileCounterCountFn = unsafe extern "C" fn() -> c_uint;
 pub(crate) type AllocationFn = unsafe extern "C" fn(c_uint, *mut c_ulong, *mut c_ulong);

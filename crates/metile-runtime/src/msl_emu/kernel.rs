@@ -4,6 +4,7 @@
 use super::access_report::AccessReport;
 use super::extents::{self, LaunchTags};
 use super::ffi::{self, AccessRecord, LaunchDesc};
+use super::profile::{self, EmuProfile, ProfileState, RawSites};
 use super::stacks::with_worker_memory;
 use super::trap::{self, ActiveGroup, Fault};
 use super::wrapper::EntryLayout;
@@ -35,6 +36,8 @@ pub struct EmuKernel {
     scalar_bytes: Vec<usize>,
     /// Built with memory checks: arguments and threadgroup memory get tagged pointers.
     checked: bool,
+    /// Built with the profile counters (`EmuCompiler::with_profiling`).
+    profiled: bool,
     /// `(offset, bytes)` of each threadgroup allocation (parameters, then variables).
     threadgroup_allocations: Vec<(usize, usize)>,
     /// Threadgroup memory per group, each allocation at a multiple of 16 bytes.
@@ -98,6 +101,7 @@ impl EmuKernel {
             checked,
             allocation_count,
             allocation_fn,
+            profile_counters,
         ) = unsafe {
             let run: libloading::Symbol<ffi::RunGroupFn> = library
                 .get(ffi::RUN_GROUP_SYMBOL)
@@ -130,6 +134,9 @@ impl EmuKernel {
             let allocation: libloading::Symbol<ffi::AllocationFn> = library
                 .get(ffi::THREADGROUP_ALLOCATION_SYMBOL)
                 .map_err(|e| load_error(format!("{e} (entry symbols missing)")))?;
+            let profile_counters: libloading::Symbol<ffi::ProfileCounterCountFn> = library
+                .get(ffi::PROFILE_COUNTER_COUNT_SYMBOL)
+                .map_err(|e| load_error(format!("{e} (entry symbols missing)")))?;
             (
                 *run,
                 *scratch,
@@ -139,12 +146,20 @@ impl EmuKernel {
                 checked,
                 count(),
                 *allocation,
+                profile_counters(),
             )
         };
         if abi != ffi::ABI_VERSION {
             return Err(load_error(format!(
                 "ABI version {abi}, expected {}",
                 ffi::ABI_VERSION
+            )));
+        }
+        let profiled = profile_counters != 0;
+        if profiled && profile_counters as usize != profile::COUNTER_COUNT {
+            return Err(load_error(format!(
+                "{profile_counters} profile counters, expected {}",
+                profile::COUNTER_COUNT
             )));
         }
         let scalar_bytes = (0..layout.arg_is_scalar.len())
@@ -170,6 +185,7 @@ impl EmuKernel {
             layout,
             scalar_bytes,
             checked,
+            profiled,
             threadgroup_allocations,
             threadgroup_bytes,
             library_path: path.to_path_buf(),
@@ -219,6 +235,41 @@ impl EmuKernel {
         self.checked
     }
 
+    /// Whether the kernel was built to count its work (`EmuCompiler::with_profiling`).
+    pub fn is_profiled(&self) -> bool {
+        self.profiled
+    }
+
+    /// [`launch`](Self::launch), counting what the threadgroups did: memory
+    /// accesses by space, threadgroup access instructions and their bank
+    /// conflicts, matrix operations, barriers (see [`EmuProfile`]). Only a
+    /// kernel built with `EmuCompiler::with_profiling` counts; any other is
+    /// refused with `BadLaunch`. A launch that fails returns its error and no counts.
+    ///
+    /// # Safety
+    /// As [`launch`](Self::launch).
+    pub unsafe fn launch_profiled(
+        &self,
+        args: &[LaunchArg],
+        grid: [u32; 3],
+        threads_per_group: u32,
+    ) -> Result<EmuProfile, EmuError> {
+        if !self.profiled {
+            return Err(EmuError::BadLaunch(format!(
+                "kernel `{}` was not built for profiling (EmuCompiler::with_profiling)",
+                self.kernel_name
+            )));
+        }
+        let prepared = self.prepare(args, grid, threads_per_group)?;
+        let total = std::sync::Mutex::new((EmuProfile::default(), RawSites::new()));
+        self.run_all(&prepared, grid, threads_per_group, Some(&total))?;
+        let (mut counts, sites) = total.into_inner().unwrap_or_else(|p| p.into_inner());
+        counts.set_sites(&sites, |addresses| {
+            super::symbolize::kernel_lines_of_call_chains(&self.library_path, addresses, &self.source_file)
+        });
+        Ok(counts)
+    }
+
     /// Runs every threadgroup of `grid` with `threads_per_group` threads each
     /// (1-D threadgroups); threadgroups run in parallel across cores, each
     /// thread a fiber. Returns once all threadgroups have finished, or with the
@@ -244,14 +295,16 @@ impl EmuKernel {
         threads_per_group: u32,
     ) -> Result<(), EmuError> {
         let prepared = self.prepare(args, grid, threads_per_group)?;
-        self.run_all(&prepared, grid, threads_per_group)
+        self.run_all(&prepared, grid, threads_per_group, None)
     }
 
+    /// Runs every threadgroup; with `profile`, each counts into it.
     fn run_all(
         &self,
         prepared: &PreparedLaunch,
         grid: [u32; 3],
         threads_per_group: u32,
+        profile: Option<&std::sync::Mutex<(EmuProfile, RawSites)>>,
     ) -> Result<(), EmuError> {
         let group_count = grid.iter().map(|&g| u64::from(g)).product::<u64>();
         if group_count == 0 {
@@ -263,7 +316,7 @@ impl EmuKernel {
         let result = if group_count == 1 {
             // No hand-off to the pool: the caller's thread stays warm across launches.
             // (Nor a way to interrupt it: a threadgroup runs to its end.)
-            self.run_one(prepared, 0, scratch_bytes, &printed)
+            self.run_counted(prepared, 0, scratch_bytes, &printed, profile)
         } else {
             // Between threadgroups the launch can be interrupted by the host.
             crate::interrupt::run_interruptible(false, |stop| {
@@ -271,7 +324,7 @@ impl EmuKernel {
                     if stop() {
                         return Err(EmuError::Interrupted);
                     }
-                    self.run_one(prepared, linear, scratch_bytes, &printed)
+                    self.run_counted(prepared, linear, scratch_bytes, &printed, profile)
                 })
             })
         };
@@ -363,12 +416,42 @@ impl EmuKernel {
         })
     }
 
+    /// `run_one`, with this worker's profile state when `profile` is given,
+    /// whose counts are then added to it.
+    fn run_counted(
+        &self,
+        prepared: &PreparedLaunch,
+        linear: u64,
+        scratch_bytes: usize,
+        printed: &Printed,
+        profile: Option<&std::sync::Mutex<(EmuProfile, RawSites)>>,
+    ) -> Result<(), EmuError> {
+        let Some(total) = profile else {
+            return self.run_one(prepared, linear, scratch_bytes, printed, std::ptr::null_mut());
+        };
+        let threads = prepared.launch.threads as usize;
+        let mut sites = RawSites::new();
+        let ((), counts) = profile::with_profile_state(threads, &mut sites, |state| {
+            self.run_one(prepared, linear, scratch_bytes, printed, state)
+        })?;
+        let mut total = total.lock().unwrap_or_else(|p| p.into_inner());
+        total.0.add(&counts);
+        for (key, value) in sites {
+            let entry = total.1.entry(key).or_default();
+            for (sum, add) in entry.iter_mut().zip(value) {
+                *sum += add;
+            }
+        }
+        Ok(())
+    }
+
     fn run_one(
         &self,
         prepared: &PreparedLaunch,
         linear: u64,
         scratch_bytes: usize,
         printed: &Printed,
+        profile: *mut ProfileState,
     ) -> Result<(), EmuError> {
         let shared = &prepared.launch;
         let [gx, gy, _] = shared.grid.map(u64::from);
@@ -411,6 +494,7 @@ impl EmuKernel {
                     access_record: &mut access,
                     print: Some(collect_line),
                     print_context: (&mut lines as *mut Vec<u8>).cast(),
+                    profile,
                 };
                 let active = ActiveGroup {
                     resume_at: self.abort_after_fault as usize,

@@ -39,6 +39,7 @@ mod extents;
 mod ffi;
 mod instrument;
 mod kernel;
+mod profile;
 mod shim;
 mod stacks;
 mod symbolize;
@@ -49,6 +50,7 @@ mod wrapper;
 
 pub use compiler::{EmuCompiler, CHECKS_ENV};
 pub use kernel::{EmuKernel, LaunchArg, MAX_THREADGROUP_MEMORY_BYTES, MAX_THREADS_PER_GROUP};
+pub use profile::{EmuProfile, ThreadgroupSite};
 pub use toolchain::{ClangVersion, CompilerCommand, COMPILER_ENV, MIN_CLANG_MAJOR};
 pub use wrapper::{Builtin, EntryParam, EntrySpec};
 

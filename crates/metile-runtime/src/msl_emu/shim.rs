@@ -31,6 +31,7 @@ pub(crate) const SHIM_FILES: &[(&str, &str)] = &[
     shim_file!("MetalPerformancePrimitives/MetalPerformancePrimitives.h"),
     shim_file!("metile_emu/base.h"),
     shim_file!("metile_emu/checks.h"),
+    shim_file!("metile_emu/profile.h"),
     shim_file!("metile_emu/swizzles.h"),
     shim_file!("metile_emu/vec.h"),
     shim_file!("metile_emu/math.h"),

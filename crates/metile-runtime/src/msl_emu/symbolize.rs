@@ -37,6 +37,32 @@ pub(crate) fn kernel_line_of_return_addresses(
     })
 }
 
+/// `kernel_line_of_return_addresses` for each of `chains` (the line tables
+/// read once): the kernel line each chain of return addresses was called from.
+pub(crate) fn kernel_lines_of_call_chains(
+    library: &Path,
+    chains: &[[usize; 2]],
+    source_file: &str,
+) -> Vec<Option<u32>> {
+    let lines = chains.iter().flatten().find(|&&a| a != 0).and_then(|&known| {
+        let base = library_base(known)?;
+        with_line_tables(library, |tables| {
+            Some(
+                chains
+                    .iter()
+                    .map(|chain| {
+                        chain
+                            .iter()
+                            .filter_map(|&pc| pc.checked_sub(base + 1))
+                            .find_map(|offset| tables.kernel_line(offset as u64, source_file))
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        })
+    });
+    lines.unwrap_or_else(|| vec![None; chains.len()])
+}
+
 /// The DWARF of one kernel library.
 struct LineTables<'data> {
     context: addr2line::Context<gimli::EndianSlice<'data, gimli::RunTimeEndian>>,

@@ -224,7 +224,9 @@ pub(crate) fn generate(
     text.push_str("    default: return 0;\n  }\n}\n");
     text.push_str(
         "METILE_EXPORT int metile_emu_checks(void) { return METILE_EMU_CHECKS; }\n\
-         METILE_EXPORT void metile_emu_set_extent_table(void* table) { metile_emu::extent_table = (metile_emu::Extent*)table; }\n",
+         METILE_EXPORT void metile_emu_set_extent_table(void* table) { metile_emu::extent_table = (metile_emu::Extent*)table; }\n\
+         METILE_EXPORT unsigned metile_emu_profile_counter_count(void) {\n\
+         \x20 return METILE_EMU_PROFILE ? metile_emu::profile_counter_count : 0;\n}\n",
     );
     Ok((
         text,
