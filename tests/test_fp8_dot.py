@@ -172,7 +172,8 @@ def _sm90_source(fmts, blocks, b_t, threads=256, **options):
         (("e4m3", "e4m3"), (128, 128, 128), True, 128),
         (("e4m3", "e4m3"), (128, 128, 128), False, 128),
         (("e5m2", "e5m2"), (64, 64, 32), True, 32),
-        (("e4m3", "e5m2"), (128, 256, 64), True, 256),
+        # A warpgroup's 64 x 256 is summed apart in two m64n128 slices.
+        (("e4m3", "e5m2"), (128, 256, 64), True, 128),
     ],
 )
 def test_sm90_multiplies_fp8_on_wgmma_k32(fmts, blocks, b_t, n):
@@ -186,6 +187,12 @@ def test_sm90_multiplies_fp8_on_wgmma_k32(fmts, blocks, b_t, n):
     # fp8 operands are read K-major: no transpose immediates after the scales.
     line = next(s for s in src.splitlines() if instruction in s)
     assert "p, 1, 1; }" in line
+
+
+def test_sm90_fast_accumulation_takes_whole_tiles_in_place():
+    src = _sm90_source(("e4m3", "e4m3"), (128, 256, 64), True, fp8_fast_accum=True)
+    assert src.count("wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 ") == 2
+    assert '"r"(0) : "memory");' not in src
 
 
 def test_sm80_and_apple_keep_fp8_dots_off_wgmma():

@@ -33,13 +33,25 @@ pub(super) type Held = (RegId, u32, u32);
 
 /// A group of `wgmma`s `wgmma_issue_with` started: how many accumulators it
 /// writes, the register operands it still reads, and for an fp8 `dot`
-/// summed apart, the array it writes, which `wgmma_finish` adds into the
-/// f32 accumulators once the group is done.
+/// summed apart, the sum `wgmma_finish` adds into the f32 accumulators once
+/// the group is done.
 pub(super) struct Issued {
     pub count: usize,
     pub held: Option<Held>,
-    pub partial: Option<RegId>,
+    pub partial: Option<PartialSum>,
 }
+
+/// An fp8 `dot`'s sum of one slice of its columns (`wgmma_promoted_issue`):
+/// the array the `wgmma`s write and the f32 accumulator each value adds to.
+pub(super) struct PartialSum {
+    array: RegId,
+    targets: Vec<u32>,
+}
+
+/// The most values a thread holds of an fp8 `dot`'s partial sum: beside the
+/// f32 accumulators (up to 128 for a warpgroup's 64 x 256), a slice this
+/// wide still leaves room in 255 registers.
+const PARTIAL_VALUES: usize = 64;
 
 /// Where a `wgmma`'s A comes from.
 #[derive(Clone, Copy, Debug)]
@@ -434,18 +446,18 @@ impl<'f> Lowering<'f> {
                 mn_major: true,
             }
         };
-        // fp8 products reach the accumulators with about 14 bits kept (the
-        // tensor cores align them to the largest exponent, the accumulator's
-        // included), so an fp8 `dot` multiplies into an array of its own,
-        // started from zero, which is then added into the f32 accumulators:
-        // cuBLAS's promotion, once per `dot` (a loop's `k` tile), unless the
-        // launch asks for fast accumulation.
         let count = nc * reps_m * reps_n;
-        let promote = plan.atom.operand.is_fp8() && !self.a.switches.fp8_fast_accum;
-        let acc = match promote {
-            true => self.b.add_reg(DType::F32, count as u32),
-            false => reg,
-        };
+        if plan.atom.operand.is_fp8() && !self.a.switches.fp8_fast_accum {
+            let OperandA::Staged(root_a) = a_operand else {
+                return Err(self.internal("an fp8 wgmma with its A in registers"));
+            };
+            if !b_k_major {
+                return Err(self.internal("an fp8 wgmma with an N-major B"));
+            }
+            let a = (root_a, operand_a, start_a, sa);
+            return self.wgmma_promoted_issue(plan, a, (root_b, operand_b, start_b, sb), reg);
+        }
+        let acc = reg;
         self.emit(GpuOpKind::WgmmaFence, ValueList::new(), vec![]);
         for k0 in (0..k).step_by(ak) {
             let b_indices: Vec<GpuValue> = (0..reps_n)
@@ -474,7 +486,7 @@ impl<'f> Lowering<'f> {
                                 b: operand_b,
                                 acc,
                                 first,
-                                accumulate: !(promote && k0 == 0),
+                                accumulate: true,
                             },
                             [root, a_index, root_b, b_index],
                             vec![],
@@ -502,24 +514,98 @@ impl<'f> Lowering<'f> {
         Ok(Issued {
             count,
             held: None,
-            partial: promote.then_some(acc),
+            partial: None,
         })
+    }
+
+    /// The `wgmma`s of an fp8 `dot`, summed apart from the f32 accumulators
+    /// `reg`. fp8 products reach an accumulator with about 14 bits kept (the
+    /// tensor cores align them to the largest exponent, the accumulator's
+    /// included), so each `dot` (a loop's `k` tile) multiplies into an array
+    /// of its own, its first `k32` step overwriting it, which is then added
+    /// into `reg`: cuBLAS's promotion (`fp8_fast_accum` skips it). Column
+    /// slices of at most [`PARTIAL_VALUES`] values a thread take turns in one
+    /// array (a 64 x 256 warpgroup tile: two m64n128 halves, whose
+    /// accumulator values are the m64n256 one's first and second halves);
+    /// each but the last is waited for and added in here, the last by
+    /// `wgmma_finish`.
+    fn wgmma_promoted_issue(
+        &mut self,
+        plan: &AtomTiling,
+        (root_a, operand_a, start_a, sa): (GpuValue, WgmmaOperand, GpuValue, Staged),
+        (root_b, operand_b, start_b, sb): (GpuValue, WgmmaOperand, GpuValue, Staged),
+        reg: RegId,
+    ) -> CompileResult<Issued> {
+        let size = self.dtype_of(root_b).size_bytes();
+        let k = plan.shape.2;
+        let (am, an, ak) = plan.atom.shape;
+        let (reps_m, reps_n) = plan.reps;
+        let nc = plan.atom.values_per_thread().2;
+        let mut splits = 1;
+        while nc / splits * reps_m > PARTIAL_VALUES && (an / (2 * splits)) % 8 == 0 {
+            splits *= 2;
+        }
+        let (n_sub, nc_sub) = (an / splits, nc / splits);
+        let array = self.b.add_reg(DType::F32, (nc_sub * reps_m) as u32);
+        let slices: Vec<(usize, usize)> = (0..reps_n)
+            .flat_map(|ni| (0..splits).map(move |h| (ni, h)))
+            .collect();
+        let mut partial = None;
+        for &(ni, h) in &slices {
+            if let Some(done) = partial.take() {
+                self.add_partial_sum(&done, reg);
+            }
+            self.emit(GpuOpKind::WgmmaFence, ValueList::new(), vec![]);
+            for k0 in (0..k).step_by(ak) {
+                let b_at = self.const_i32(sb.index(ni * an + h * n_sub, k0, size) as i32);
+                let b_index = self.binary(BinaryOp::Add, start_b, b_at);
+                for mi in 0..reps_m {
+                    let a_at = self.const_i32(sa.index(mi * am, k0, size) as i32);
+                    let a_index = self.binary(BinaryOp::Add, start_a, a_at);
+                    let kind = GpuOpKind::Wgmma {
+                        n: n_sub as u16,
+                        a: operand_a,
+                        b: operand_b,
+                        acc: array,
+                        first: (nc_sub * mi) as u32,
+                        accumulate: k0 != 0,
+                    };
+                    self.emit(kind, [root_a, a_index, root_b, b_index], vec![]);
+                    self.clobber_reg(array);
+                }
+            }
+            self.emit(GpuOpKind::WgmmaCommit, ValueList::new(), vec![]);
+            let targets = (0..reps_m)
+                .flat_map(|mi| (0..nc_sub).map(move |v| (nc * (ni + reps_n * mi) + h * nc_sub + v) as u32))
+                .collect();
+            partial = Some(PartialSum { array, targets });
+        }
+        Ok(Issued {
+            count: nc_sub * reps_m,
+            held: None,
+            partial,
+        })
+    }
+
+    /// Waits for the `wgmma`s that write `p` and adds it into the f32
+    /// accumulators `reg`.
+    fn add_partial_sum(&mut self, p: &PartialSum, reg: RegId) {
+        self.wgmma_wait(p.array, p.targets.len(), 0, None);
+        for (i, &t) in p.targets.iter().enumerate() {
+            let sum = self.reg_read(reg, t, DType::F32);
+            let part = self.reg_read(p.array, i as u32, DType::F32);
+            let sum = self.binary(BinaryOp::Add, sum, part);
+            self.reg_write(reg, t, sum);
+        }
     }
 
     /// Waits until at most `pending` `wgmma` groups are in flight, `issued`
     /// done among them; an fp8 `dot` summed apart waits for all and adds its
-    /// sum into the f32 accumulators `reg`.
+    /// last partial sum into the f32 accumulators `reg`.
     pub(super) fn wgmma_finish(&mut self, issued: &Issued, reg: RegId, pending: u8) {
-        let Some(partial) = issued.partial else {
-            self.wgmma_wait(reg, issued.count, pending, issued.held);
-            return;
-        };
-        self.wgmma_wait(partial, issued.count, 0, None);
-        for i in 0..issued.count as u32 {
-            let sum = self.reg_read(reg, i, DType::F32);
-            let part = self.reg_read(partial, i, DType::F32);
-            let sum = self.binary(BinaryOp::Add, sum, part);
-            self.reg_write(reg, i, sum);
+        match &issued.partial {
+            Some(p) => self.add_partial_sum(p, reg),
+            None => self.wgmma_wait(reg, issued.count, pending, issued.held),
         }
     }
 
