@@ -29,6 +29,13 @@ use metile_ir::DType;
 use metile_layout::{Layout, LayoutError};
 use rustc_hash::FxHashSet;
 
+mod k_major;
+
+pub use k_major::{
+    b_fragments_are_simdgroup_matrices, k_major_b_conflicts, k_major_b_layout, simdgroup_matrix_coord,
+    BPlacement,
+};
+
 /// The plan of one `dot` on a matrix atom.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AtomTiling {
@@ -105,14 +112,26 @@ impl Staged {
     }
 }
 
-/// Scratch for `kc` columns of `a` (`M x kc`) and rows of `b` (`kc x N`),
-/// their rows padded by `pads` elements (`a`'s, `b`'s), `b` starting 16-byte
-/// aligned. Returns both placements and the elements needed.
-pub fn staging(m: usize, n: usize, kc: usize, dtype: DType, pads: (usize, usize)) -> (Staged, Staged, usize) {
+/// Scratch for `kc` columns of `a` (`M x kc`) and rows of `b` (`kc x N`, or
+/// `N x kc` K-major), their rows padded by `pads` elements (`a`'s, `b`'s),
+/// `b` starting 16-byte aligned. Returns both placements and the elements
+/// needed.
+pub fn staging(
+    m: usize,
+    n: usize,
+    kc: usize,
+    dtype: DType,
+    pads: (usize, usize),
+    placement: BPlacement,
+) -> (Staged, Staged, usize) {
     let per16 = (16 / dtype.size_bytes()).max(1);
     let a = Staged::rows(0, kc + pads.0);
-    let b = Staged::rows((m * a.ld).div_ceil(per16) * per16, n + pads.1);
-    (a, b, b.base + kc * b.ld)
+    let base = (m * a.ld).div_ceil(per16) * per16;
+    let (b, rows) = match placement {
+        BPlacement::NMajor => (Staged::rows(base, n + pads.1), kc),
+        BPlacement::KMajor { .. } => (Staged::rows(base, kc + pads.1), n),
+    };
+    (a, b, b.base + rows * b.ld)
 }
 
 /// The swizzle of a `wgmma` operand whose rows are `row_bytes` long: blocks
@@ -258,8 +277,8 @@ pub fn ring_stage(
         return staged;
     }
     let (m, n, k) = plan.shape;
-    let pads = choose_pads(plan, target, switches, dtype, usize::MAX / 4);
-    let (sa, sb, len) = staging(m, n, k, dtype, pads);
+    let pads = choose_pads(plan, target, switches, dtype, usize::MAX / 4, BPlacement::NMajor);
+    let (sa, sb, len) = staging(m, n, k, dtype, pads, BPlacement::NMajor);
     let per16 = (16 / dtype.size_bytes()).max(1);
     (sa, sb, len.div_ceil(per16) * per16)
 }
@@ -267,49 +286,63 @@ pub fn ring_stage(
 /// How many `k` columns to stage at once: `K` when everything fits in
 /// `capacity` elements, else the largest multiple of the atom's `k` dividing `K`
 /// that fits.
-pub fn staged_k(plan: &AtomTiling, dtype: DType, pads: (usize, usize), capacity: usize) -> Option<usize> {
+pub fn staged_k(
+    plan: &AtomTiling,
+    dtype: DType,
+    pads: (usize, usize),
+    capacity: usize,
+    placement: BPlacement,
+) -> Option<usize> {
     let (m, n, k) = plan.shape;
     let ak = plan.atom.shape.2;
     (1..=k / ak)
         .rev()
         .map(|steps| steps * ak)
-        .find(|&kc| k % kc == 0 && staging(m, n, kc, dtype, pads).2 <= capacity)
+        .find(|&kc| k % kc == 0 && staging(m, n, kc, dtype, pads, placement).2 <= capacity)
 }
 
 /// The row padding (in elements, for `a` and for `b`) whose fragment reads
 /// have the fewest bank conflicts: each of 0, 16, 32, 48 and 64 bytes is
-/// tried, computed from the layouts (`bank_conflicts`), the smallest of the
-/// best kept. No padding when the `pad_dot_scratch` pass is off.
+/// tried (for a K-major `b`, every multiple of its `align` up to 64 bytes),
+/// computed from the layouts (`bank_conflicts`, `k_major_b_conflicts`), the
+/// smallest of the best kept. No padding when the `pad_dot_scratch` pass is
+/// off.
 pub fn choose_pads(
     plan: &AtomTiling,
     target: &Target,
     switches: &Switches,
     dtype: DType,
     capacity: usize,
+    placement: BPlacement,
 ) -> (usize, usize) {
     if !switches.pad_dot_scratch {
         return (0, 0);
     }
     let size = dtype.size_bytes();
     let candidates: Vec<usize> = [0, 16, 32, 48, 64].iter().map(|b| b / size).collect();
-    let cost = |pads: (usize, usize)| -> Option<(usize, usize)> {
-        let kc = staged_k(plan, dtype, pads, capacity)?;
-        let (sa, sb, _) = staging(plan.shape.0, plan.shape.1, kc, dtype, pads);
-        let reads = fragment_reads(plan, target, dtype, (sa, sb));
-        Some((
-            bank_conflicts(reads.a_layout, sa, &reads.a, size),
-            bank_conflicts(reads.b_layout, sb, &reads.b, size),
-        ))
+    let b_candidates: Vec<usize> = match placement {
+        BPlacement::NMajor => candidates.clone(),
+        BPlacement::KMajor { align } => (0..=64 / size).step_by(align.max(1)).collect(),
     };
-    let best = |conflicts: &dyn Fn(usize) -> Option<usize>| {
+    let cost = |pads: (usize, usize)| -> Option<(usize, usize)> {
+        let kc = staged_k(plan, dtype, pads, capacity, placement)?;
+        let (sa, sb, _) = staging(plan.shape.0, plan.shape.1, kc, dtype, pads, placement);
+        let reads = fragment_reads(plan, target, dtype, (sa, sb));
+        let b = match placement {
+            BPlacement::NMajor => bank_conflicts(reads.b_layout, sb, &reads.b, size),
+            BPlacement::KMajor { .. } => k_major_b_conflicts(plan, target, dtype, sb),
+        };
+        Some((bank_conflicts(reads.a_layout, sa, &reads.a, size), b))
+    };
+    let best = |candidates: &[usize], conflicts: &dyn Fn(usize) -> Option<usize>| {
         candidates
             .iter()
             .filter_map(|&p| conflicts(p).map(|c| (c, p)))
             .min()
             .map_or(0, |(_, p)| p)
     };
-    let pad_a = best(&|p| cost((p, 0)).map(|c| c.0));
-    let pad_b = best(&|p| cost((pad_a, p)).map(|c| c.1));
+    let pad_a = best(&candidates, &|p| cost((p, 0)).map(|c| c.0));
+    let pad_b = best(&b_candidates, &|p| cost((pad_a, p)).map(|c| c.1));
     (pad_a, pad_b)
 }
 
@@ -489,9 +522,9 @@ pub fn report(
         });
     }
     let capacity = target.max_threadgroup_bytes / size;
-    let pads = choose_pads(&p, target, switches, operand, capacity);
-    let kc = staged_k(&p, operand, pads, capacity)?;
-    let (sa, sb, len) = staging(shape.0, shape.1, kc, operand, pads);
+    let pads = choose_pads(&p, target, switches, operand, capacity, BPlacement::NMajor);
+    let kc = staged_k(&p, operand, pads, capacity, BPlacement::NMajor)?;
+    let (sa, sb, len) = staging(shape.0, shape.1, kc, operand, pads, BPlacement::NMajor);
     let reads = fragment_reads(&p, target, operand, (sa, sb));
     let (a_reads, b_reads, la, lb) = (&reads.a, &reads.b, reads.a_layout, reads.b_layout);
     let mmas = (p.reps.0 * p.reps.1) as f64;

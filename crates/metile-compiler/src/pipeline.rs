@@ -735,9 +735,10 @@ fn run_relax_precision(w: &mut Work<'_>) -> CompileResult<Option<bool>> {
 }
 
 fn run_prefetch_registers(w: &mut Work<'_>) -> CompileResult<Option<bool>> {
+    let keep_transposes = w.machine()?.1.k_major_b;
     Ok(Some(prefetch::prefetch_dot_operands(
         &mut w.tile,
-        &prefetch::Carry::Registers,
+        &prefetch::Carry::Registers { keep_transposes },
     )))
 }
 

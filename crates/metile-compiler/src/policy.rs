@@ -7,6 +7,7 @@
 //! No setting changes results beyond float rounding (`tf32` rounds inputs and
 //! `fp8_fast_accum` keeps fewer bits of fp8 sums; both are off unless asked).
 
+use crate::atoms::AtomKind;
 use crate::target::{Target, TargetKind};
 
 /// One switchable pass: its name, the pipeline stage it steers, its default
@@ -38,6 +39,10 @@ fn has_wgmma(t: &Target) -> bool {
 
 fn has_tma(t: &Target) -> bool {
     t.tma
+}
+
+fn has_simdgroup_matrices(t: &Target) -> bool {
+    t.matrix_atoms.contains(&AtomKind::AppleSimdgroup8x8)
 }
 
 /// Generates, from one list, the launch's optional settings ([`Passes`]), the
@@ -116,6 +121,12 @@ switch_table! {
     async_copy: stage "prefetch_dot_operands_async", apple false, nvidia true, needs has_async_copy;
     /// 16 bytes of padding per staged row of `dot` operands (no bank conflicts).
     pad_dot_scratch: stage "lower", apple true, nvidia true, needs any_target;
+    /// `dot(a, x.T)` on Apple's matrix atoms stages `x` as it is (rows of K:
+    /// vector stores) and reads `b`'s fragments transposed, one
+    /// `simdgroup_load(.., transpose)` per 8x8 matrix (element by element
+    /// for `matmul2d`), instead of storing `x.T` element by element.
+    /// (NVIDIA's `wgmma` always reads such a `b` K-major.)
+    k_major_b: stage "lower", apple true, nvidia false, needs has_simdgroup_matrices;
     /// Fragments read with NVIDIA's `ldmatrix` rather than element loads.
     ldmatrix: stage "lower", apple false, nvidia true, needs any_target;
     /// Each simdgroup walks its atom tiles row by row, alternating direction,

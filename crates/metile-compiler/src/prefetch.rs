@@ -71,7 +71,10 @@ pub struct RingOperands {
 /// How far ahead, and which operands, the pass carries.
 pub enum Carry<'a> {
     /// One iteration ahead, in registers: every operand computed from loads.
-    Registers,
+    /// With `keep_transposes`, a `b = x.T` stays in the loop and `x` is
+    /// carried, so that the lowering still sees `x.T` and stages `x` K-major
+    /// (Apple's matrix atoms with the `k_major_b` switch).
+    Registers { keep_transposes: bool },
     /// `stages - 1` iterations ahead, for the lowering's asynchronous ring:
     /// only `dot`s whose two operands are each one load.
     Async {
@@ -386,7 +389,7 @@ fn select(
     for o in body.ops.iter().filter(|o| matches!(o.kind, OpKind::Dot)) {
         let operands = &o.operands[..2];
         match carry {
-            Carry::Registers => {
+            Carry::Registers { keep_transposes } => {
                 for &v in operands {
                     // An fp8 operand's conversion to f16 stays in the loop:
                     // the fp8 tile takes half the registers, and a target
@@ -399,7 +402,10 @@ fn select(
                             Some(t) if t.kind.is_transpose() => t.operands[0],
                             _ => x,
                         },
-                        None => v,
+                        None => match def(&v) {
+                            Some(t) if *keep_transposes && t.kind.is_transpose() => t.operands[0],
+                            _ => v,
+                        },
                     };
                     if prefetched.contains(&v) || !defs.contains_key(&v) {
                         continue;
@@ -486,7 +492,7 @@ fn select(
         return None;
     }
     let depth = match carry {
-        Carry::Registers => 1,
+        Carry::Registers { .. } => 1,
         Carry::Async {
             budget, max_stages, ..
         } => {
@@ -714,7 +720,12 @@ mod tests {
     #[test]
     fn dot_operands_are_carried_one_iteration_ahead() {
         let mut f = gemm(false);
-        assert!(prefetch_dot_operands(&mut f, &Carry::Registers));
+        assert!(prefetch_dot_operands(
+            &mut f,
+            &Carry::Registers {
+                keep_transposes: false
+            }
+        ));
         verify(&f).unwrap();
         let mut top_ifs = 0;
         let mut for_carried = 0;
@@ -746,6 +757,11 @@ mod tests {
     #[test]
     fn loops_that_write_memory_are_left_alone() {
         let mut f = gemm(true);
-        assert!(!prefetch_dot_operands(&mut f, &Carry::Registers));
+        assert!(!prefetch_dot_operands(
+            &mut f,
+            &Carry::Registers {
+                keep_transposes: false
+            }
+        ));
     }
 }

@@ -296,6 +296,16 @@ pub enum GpuOpKind {
     /// `4g + t` gets elements `(g, 2t)` and `(g, 2t + 1)` of each matrix, or
     /// `(2t, g)` and `(2t + 1, g)` with `trans`.
     LdMatrix { count: u8, trans: bool },
+    /// `(ptr: threadgroup, index: int, ld: int) -> (T, T)`: Apple's
+    /// `simdgroup_load` of one 8x8 `simdgroup_matrix<T, 8, 8>` (T f16, bf16
+    /// or f32) over the simdgroup, element `(r, c)` read from
+    /// `ptr[index + r * ld + c]`, or from `ptr[index + c * ld + r]` with
+    /// `transpose`; `index` and `ld` are the same on every lane of the
+    /// simdgroup. The results are
+    /// the lane's two elements (`thread_elements()`): row
+    /// `4 * (lane / 16) + (lane / 2) % 4`, columns `c` and `c + 1` with
+    /// `c = 4 * ((lane / 8) % 2) + 2 * (lane % 2)`.
+    SimdgroupLoad { transpose: bool },
     /// `(dst: threadgroup ptr, dst_index: int, src: device ptr, src_index: int
     /// [, mask: bool] [, inside: bool])`: starts an asynchronous copy of
     /// `bytes` (4, 8 or 16) bytes from `src[src_index]` to `dst[dst_index]`,
@@ -477,6 +487,9 @@ impl GpuOpKind {
             GpuOpKind::LdMatrix { count, trans } => {
                 format!("ldmatrix.x{count}{}", if *trans { ".trans" } else { "" })
             }
+            GpuOpKind::SimdgroupLoad { transpose } => {
+                format!("simdgroup_load{}", if *transpose { ".trans" } else { "" })
+            }
             GpuOpKind::AsyncCopy { bytes, .. } => format!("async_copy.b{bytes}"),
             GpuOpKind::Wgmma { n, .. } => format!("wgmma.m64n{n}k16"),
             GpuOpKind::WgmmaRegA { n, .. } => format!("wgmma.m64n{n}k8.tf32.rs"),
@@ -539,6 +552,7 @@ impl GpuOpKind {
                 | GpuOpKind::SimdReduce(_)
                 | GpuOpKind::Mma(_)
                 | GpuOpKind::LdMatrix { .. }
+                | GpuOpKind::SimdgroupLoad { .. }
         )
     }
 }

@@ -50,6 +50,7 @@ impl GpuOpKind {
     pub fn vendor(&self) -> Option<Vendor> {
         match self {
             GpuOpKind::Mma(kind) => Some(kind.vendor()),
+            GpuOpKind::SimdgroupLoad { .. } => Some(Vendor::Apple),
             GpuOpKind::LdMatrix { .. }
             | GpuOpKind::Wgmma { .. }
             | GpuOpKind::WgmmaRegA { .. }

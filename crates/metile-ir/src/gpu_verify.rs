@@ -3,7 +3,8 @@
 //! (`gpu_vendor.rs`), and the uniformity rule for cooperative ops: a barrier must be
 //! reached by every thread of the threadgroup, so it may only sit under control
 //! flow that is uniform over the threadgroup; simdgroup shuffles and reductions
-//! need control flow that is at least uniform over their simdgroup.
+//! need control flow that is at least uniform over their simdgroup, and a
+//! `simdgroup_load` an address that is too (one matrix per simdgroup).
 //!
 //! Uniformity is a small lattice (uniform < simdgroup-uniform < varying) computed
 //! from the builtins (thread index and lane vary, the simdgroup index is uniform
@@ -216,6 +217,13 @@ impl<'f> GpuVerifier<'f> {
                 op,
                 "a simdgroup operation under control flow that differs between lanes",
             ));
+        } else if matches!(op.kind, GpuOpKind::SimdgroupLoad { .. })
+            && self.uniformity_of(&op.operands) == Uniformity::Varying
+        {
+            self.cooperative_error = Some(self.err(
+                op,
+                "a simdgroup_load whose address or row length differs between lanes of the simdgroup",
+            ));
         }
     }
 
@@ -238,7 +246,9 @@ impl<'f> GpuVerifier<'f> {
             GpuOpKind::AssumeUniform => Uniformity::Uniform,
             GpuOpKind::SimdShuffleXor if operand_u != Uniformity::Uniform => Uniformity::Varying,
             // Each lane gets its own part of the product.
-            GpuOpKind::Mma(_) | GpuOpKind::LdMatrix { .. } => Uniformity::Varying,
+            GpuOpKind::Mma(_) | GpuOpKind::LdMatrix { .. } | GpuOpKind::SimdgroupLoad { .. } => {
+                Uniformity::Varying
+            }
             // Each arrival sees its own count.
             GpuOpKind::AtomicAdd | GpuOpKind::Atomic { .. } => Uniformity::Varying,
             _ => operand_u,
@@ -617,6 +627,22 @@ impl<'f> GpuVerifier<'f> {
                     || outs.iter().any(|&t| t != pair)
                 {
                     return fail("(threadgroup ptr of a 16-bit type, int index) -> 1, 2 or 4 pairs");
+                }
+            }
+            GpuOpKind::SimdgroupLoad { .. } => {
+                arity(3, 2)?;
+                let GpuType::Ptr(d, MemSpace::Threadgroup) = ins[0] else {
+                    return fail("simdgroup_load reads threadgroup memory");
+                };
+                let element = GpuType::Scalar(d);
+                if !matches!(d, DType::F16 | DType::BF16 | DType::F32)
+                    || !int_scalar(ins[1])
+                    || !int_scalar(ins[2])
+                    || outs.iter().any(|&t| t != element)
+                {
+                    return fail(
+                        "(threadgroup ptr of f16, bf16 or f32, int index, int row length) -> 2 elements",
+                    );
                 }
             }
             GpuOpKind::AsyncCopy {

@@ -388,3 +388,55 @@ fn ops_every_target_spells_belong_to_no_vendor() {
         Some(Vendor::Nvidia)
     );
 }
+
+/// A transposed `simdgroup_load` of the 8x8 matrix at `tg0[INDEX]`, rows of 72.
+fn simdgroup_load_kernel(index: &str, element: &str) -> String {
+    format!(
+        "gpu.func @k(%0: ptr<f32, device> /*Out*/) threads 64 {{
+  threadgroup tg0 %1 = {element}[1152] /*scratch, 2304 bytes*/
+  %2 = builtin {index} : i32  // k.py:2
+  %3 = const 8 : i32  // k.py:2
+  %4 = mul %2, %3 : i32  // k.py:2
+  %5 = const 72 : i32  // k.py:3
+  %6, %7 = simdgroup_load.trans %1, %4, %5 : {element}, {element}  // k.py:3
+  %8 = builtin thread_index : i32  // k.py:4
+  %9 = cast %6 : f32  // k.py:4
+  store %0, %8, %9  // k.py:4
+}}
+"
+    )
+}
+
+#[test]
+fn a_simdgroup_load_reads_one_matrix_per_simdgroup_on_apple_gpus() {
+    let parse = |text: &str| parse_gpu_function(text).unwrap_or_else(|e| panic!("{e}"));
+    let text = simdgroup_load_kernel("simdgroup_index", "f16");
+    let f = parse(&text);
+    verify_gpu(&f, Vendor::Apple).unwrap();
+    assert_eq!(print_gpu_function(&f), text);
+    assert_eq!(
+        verify_gpu(&f, Vendor::Nvidia).unwrap_err().to_string(),
+        "invalid GPU IR at k.py:3 (simdgroup_load.trans): the op is Apple only, and this function is for an \
+         NVIDIA GPU"
+    );
+    // The matrix's address must be one for the whole simdgroup.
+    let err = verify_gpu(
+        &parse(&simdgroup_load_kernel("thread_index", "f16")),
+        Vendor::Apple,
+    )
+    .unwrap_err()
+    .to_string();
+    assert_eq!(
+        err,
+        "invalid GPU IR at k.py:3 (simdgroup_load.trans): a simdgroup_load whose address or row length differs \
+         between lanes of the simdgroup"
+    );
+    // simdgroup matrices hold f16, bf16 or f32.
+    let err = verify_gpu(
+        &parse(&simdgroup_load_kernel("simdgroup_index", "i32")),
+        Vendor::Apple,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("-> 2 elements"), "{err}");
+}

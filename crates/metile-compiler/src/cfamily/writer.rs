@@ -444,6 +444,7 @@ impl<'a, D: Dialect> BodyWriter<'a, D> {
                 D::mma(self, op, *kind, [a, b, c], depth)?
             }
             GpuOpKind::LdMatrix { .. }
+            | GpuOpKind::SimdgroupLoad { .. }
             | GpuOpKind::AsyncCopy { .. }
             | GpuOpKind::AsyncCommit
             | GpuOpKind::AsyncWait { .. }

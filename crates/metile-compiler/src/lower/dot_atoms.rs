@@ -14,11 +14,15 @@
 //! replicates), as vectors where its layout has contiguous runs.
 
 use super::Lowering;
-use crate::dot_tiling::{choose_pads, fragment_offsets, staged_k, staging, vector_runs, AtomTiling, Staged};
+use crate::atoms::AtomKind;
+use crate::dot_tiling::{
+    b_fragments_are_simdgroup_matrices, choose_pads, fragment_offsets, k_major_b_layout, staged_k, staging,
+    vector_runs, AtomTiling, BPlacement, Staged,
+};
 use crate::error::CompileResult;
 use crate::layout_assign::LayoutId;
 use metile_ir::gpu_ir::*;
-use metile_ir::{BinaryOp, DType, Op};
+use metile_ir::{BinaryOp, DType, Op, ValueId};
 
 const I32: GpuType = GpuType::Scalar(DType::I32);
 
@@ -41,30 +45,39 @@ impl<'f> Lowering<'f> {
         let (a, b) = (op.operands[0], op.operands[1]);
         let (m, n, k) = plan.shape;
         let dtype = self.elem_dtype(a);
+        // `b = x.T` (attention's `dot(q, k.T)`) staged as `x` is, K-major.
+        let k_major = self.k_major_b_source(b, plan);
+        let placement = self.b_placement(b, plan, dtype)?;
         let capacity = self.dot_scratch_capacity(dtype);
-        let pads = choose_pads(plan, &self.a.target, &self.a.switches, dtype, capacity);
-        let Some(kc) = staged_k(plan, dtype, pads, capacity) else {
+        let pads = choose_pads(plan, &self.a.target, &self.a.switches, dtype, capacity, placement);
+        let Some(kc) = staged_k(plan, dtype, pads, capacity, placement) else {
             return Ok(false);
         };
-        let (sa, sb, len) = staging(m, n, kc, dtype, pads);
+        let (sa, sb, len) = staging(m, n, kc, dtype, pads, placement);
         let root = self.dot_scratch(dtype, len)?;
 
         let la = self.natural_layout(a)?;
-        let lb = self.natural_layout(b)?;
+        let b_staged = k_major.unwrap_or(b);
+        let lb = self.natural_layout(b_staged)?;
         let av = self.elems(a, la)?;
-        let bv = self.elems(b, lb)?;
+        let bv = self.elems(b_staged, lb)?;
         let frag_a = self.a.layouts.intern(plan.a.clone());
-        let frag_b = self.a.layouts.intern(plan.b.clone());
+        let frag_b = self.b_fragment_layout(plan, placement)?;
+        // The axis of the staged `b` (or `x`) along which `k` runs.
+        let b_k_axis = match placement {
+            BPlacement::NMajor => 0,
+            BPlacement::KMajor { .. } => 1,
+        };
 
         let chunk = |this: &mut Self, k0: Option<GpuValue>| -> CompileResult<()> {
             this.barrier()?;
             this.stage(root, sa, la, &av, k0.map(|k0| (1, k0, kc)), None)?;
-            this.stage(root, sb, lb, &bv, k0.map(|k0| (0, k0, kc)), None)?;
+            this.stage(root, sb, lb, &bv, k0.map(|k0| (b_k_axis, k0, kc)), None)?;
             this.barrier()?;
             if k0.is_none() {
                 this.flush_deferred()?;
             }
-            this.atom_steps(
+            this.atom_steps_with(
                 (root, root),
                 plan,
                 (sa, sb),
@@ -72,12 +85,59 @@ impl<'f> Lowering<'f> {
                 (frag_a, frag_b),
                 kc,
                 reg,
+                placement,
             )
         };
         self.over_k_chunks(k, kc, chunk)?;
         Ok(true)
     }
 
+    /// The layout `b`'s fragments are read through: the plan's, or over
+    /// `[N, ak]` for a K-major `b`.
+    fn b_fragment_layout(&mut self, plan: &AtomTiling, placement: BPlacement) -> CompileResult<LayoutId> {
+        let l = match placement {
+            BPlacement::NMajor => plan.b.clone(),
+            BPlacement::KMajor { .. } => {
+                k_major_b_layout(plan).ok_or_else(|| self.internal("b's fragments do not transpose"))?
+            }
+        };
+        Ok(self.a.layouts.intern(l))
+    }
+
+    /// How `b` of `plan`'s `dot` is staged: K-major where it is `x.T` and
+    /// the `k_major_b` switch is on for an Apple atom, its padding then a
+    /// multiple of the width of `x`'s vector stores.
+    fn b_placement(&mut self, b: ValueId, plan: &AtomTiling, dtype: DType) -> CompileResult<BPlacement> {
+        Ok(match self.k_major_b_source(b, plan) {
+            Some(x) => {
+                let lx = self.natural_layout(x)?;
+                BPlacement::KMajor {
+                    align: self.layout_vector_width(lx, dtype),
+                }
+            }
+            None => BPlacement::NMajor,
+        })
+    }
+
+    /// `x` where `b = x.T` and `plan` is an Apple atom's whose `dot` stages
+    /// `b` K-major (the `k_major_b` switch): `x`'s rows are `b`'s columns.
+    fn k_major_b_source(&self, b: ValueId, plan: &AtomTiling) -> Option<ValueId> {
+        if !(is_apple(plan) && self.a.switches.k_major_b) {
+            return None;
+        }
+        self.transposed_source(b)
+    }
+}
+
+/// Whether `plan` is on one of Apple's atoms (whose fragments the threads read).
+fn is_apple(plan: &AtomTiling) -> bool {
+    matches!(
+        plan.atom.kind,
+        AtomKind::AppleSimdgroup8x8 | AtomKind::AppleMatmul2d16x32x16
+    )
+}
+
+impl<'f> Lowering<'f> {
     /// Writes the elements a thread holds of a tile in layout `l` to scratch at
     /// `base + row * ld + col` (plus `offset`, a multiple of the widest vector,
     /// when given). With `chunk = (axis, k0, kc)` only the elements
@@ -130,6 +190,23 @@ impl<'f> Lowering<'f> {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn atom_steps(
         &mut self,
+        roots: (GpuValue, GpuValue),
+        plan: &AtomTiling,
+        places: (Staged, Staged),
+        offsets: (Option<GpuValue>, Option<GpuValue>),
+        frags: (LayoutId, LayoutId),
+        kc: usize,
+        reg: RegId,
+    ) -> CompileResult<()> {
+        self.atom_steps_with(roots, plan, places, offsets, frags, kc, reg, BPlacement::NMajor)
+    }
+
+    /// [`Lowering::atom_steps`] with `b` placed as `placement` says; a
+    /// K-major `b`'s fragment layout `frag_b` is over `[N, ak]`
+    /// (`dot_tiling::k_major_b_layout`).
+    #[allow(clippy::too_many_arguments)]
+    fn atom_steps_with(
+        &mut self,
         (root_a, root_b): (GpuValue, GpuValue),
         plan: &AtomTiling,
         (sa, sb): (Staged, Staged),
@@ -137,6 +214,7 @@ impl<'f> Lowering<'f> {
         (frag_a, frag_b): (LayoutId, LayoutId),
         kc: usize,
         reg: RegId,
+        placement: BPlacement,
     ) -> CompileResult<()> {
         let (na, nb, nc) = plan.atom.values_per_thread();
         let (reps_m, reps_n) = plan.reps;
@@ -152,8 +230,13 @@ impl<'f> Lowering<'f> {
             Some((la, lb, _)) => (la, lb),
             None => (frag_a, frag_b),
         };
+        let k_major = matches!(placement, BPlacement::KMajor { .. });
+        let b_matrices = k_major && b_fragments_are_simdgroup_matrices(plan);
         let mut a_thread = self.fragment_thread_index(addr_a, sa);
-        let mut b_thread = self.fragment_thread_index(addr_b, sb);
+        let mut b_thread = match b_matrices {
+            true => self.simdgroup_fragment_index(addr_b, sb)?,
+            false => self.fragment_thread_index(addr_b, sb),
+        };
         if let Some(o) = offset_a {
             a_thread = self.binary(BinaryOp::Add, a_thread, o);
         }
@@ -167,11 +250,17 @@ impl<'f> Lowering<'f> {
             self.const_i32(ak as i32),
         );
         let kk = self.push_block(&[I32])[0];
-        // a[row][kk + col] and b[kk + row][col].
-        let ldb = self.const_i32(sb.ld as i32);
-        let b_step = self.binary(BinaryOp::Mul, kk, ldb);
+        // a[row][kk + col], and b[kk + row][col] (N-major) or b[col][kk + row] (K-major).
+        let b_step = match k_major {
+            true => kk,
+            false => {
+                let ldb = self.const_i32(sb.ld as i32);
+                self.binary(BinaryOp::Mul, kk, ldb)
+            }
+        };
         let a_base = self.binary(BinaryOp::Add, a_thread, kk);
         let b_base = self.binary(BinaryOp::Add, b_thread, b_step);
+        let b_k_step = if k_major { (ak, 1) } else { (ak, sb.ld) };
         let (a_frags, b_frags) = match ldm {
             Some((la, lb, b_count)) => (
                 self.ldmatrix_reads(root_a, la, sa, a_base, 4, false),
@@ -179,7 +268,10 @@ impl<'f> Lowering<'f> {
             ),
             None => (
                 self.fragment_reads(root_a, frag_a, sa, a_base, (ak, 1))?,
-                self.fragment_reads(root_b, frag_b, sb, b_base, (ak, sb.ld))?,
+                match b_matrices {
+                    true => self.simdgroup_matrix_reads(root_b, frag_b, sb, b_base, nb),
+                    false => self.fragment_reads(root_b, frag_b, sb, b_base, b_k_step)?,
+                },
             ),
         };
         let kind = plan.atom.kind;
@@ -221,6 +313,53 @@ impl<'f> Lowering<'f> {
             let offset = this.binary(BinaryOp::Add, offset, col);
             this.binary(BinaryOp::Add, base, offset)
         })
+    }
+
+    /// `base + row_w * ld + col_w` of a fragment layout: the part of its
+    /// fragment index that is the same on every lane of a simdgroup (from
+    /// the simdgroup index), the origin of the simdgroup's matrices.
+    fn simdgroup_fragment_index(&mut self, l: LayoutId, at: Staged) -> CompileResult<GpuValue> {
+        let (row, col) = match (self.simdgroup_coord(l, 0), self.simdgroup_coord(l, 1)) {
+            (Some(row), Some(col)) => (row, col),
+            _ => return Err(self.internal("a fragment layout whose lanes straddle simdgroups")),
+        };
+        Ok(self.at_depth(0, |this| {
+            let ld = this.const_i32(at.ld as i32);
+            let base = this.const_i32(at.base as i32);
+            let offset = this.binary(BinaryOp::Mul, row, ld);
+            let offset = this.binary(BinaryOp::Add, offset, col);
+            this.binary(BinaryOp::Add, base, offset)
+        }))
+    }
+
+    /// The fragments of K-major `b` layout `l` (over `[N, ak]`), `per_tile`
+    /// values per 8x8 matrix, each matrix read with one transposed
+    /// `simdgroup_load` at `origin` plus its first value's offset
+    /// (`dot_tiling::b_fragments_are_simdgroup_matrices` holds).
+    fn simdgroup_matrix_reads(
+        &mut self,
+        root: GpuValue,
+        l: LayoutId,
+        at: Staged,
+        origin: GpuValue,
+        per_tile: usize,
+    ) -> Vec<GpuValue> {
+        let dtype = self.dtype_of(root);
+        let layout = self.layout(l).clone();
+        let ld = self.const_i32(at.ld as i32);
+        let mut out = Vec::with_capacity(layout.values());
+        for first in (0..layout.values()).step_by(per_tile.max(1)) {
+            let c = layout.value_coords(first);
+            let off = self.const_i32((c[0] * at.ld as i64 + c[1]) as i32);
+            let index = self.binary(BinaryOp::Add, origin, off);
+            let pair = self.emit(
+                GpuOpKind::SimdgroupLoad { transpose: true },
+                [root, index, ld],
+                vec![GpuType::Scalar(dtype); per_tile],
+            );
+            out.extend(pair);
+        }
+        out
     }
 
     /// One `ldmatrix` of `count` matrices per register of the address layout

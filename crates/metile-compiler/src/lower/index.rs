@@ -118,6 +118,54 @@ impl<'f> Lowering<'f> {
         })
     }
 
+    /// The part of the thread coordinate along `axis` that its simdgroup
+    /// gives (the thread leaves at positions of a simdgroup's width and
+    /// beyond), computed from the simdgroup index so that it is one value
+    /// for the whole simdgroup. `None` where a leaf straddles lanes and
+    /// simdgroups or the layout's threads do not start at a simdgroup.
+    pub(super) fn simdgroup_coord(&mut self, l: LayoutId, axis: usize) -> Option<GpuValue> {
+        let simd = self.a.target.simd_width as i64;
+        let layout = self.layout(l);
+        let (base, threads) = (layout.thread_base() as i64, layout.threads() as i64);
+        let all = layout.thread_coord_terms(axis);
+        if base % simd != 0
+            || all
+                .iter()
+                .any(|t| t.position < simd && t.position * t.extent > simd)
+        {
+            return None;
+        }
+        let terms: Vec<ThreadTerm> = all.into_iter().filter(|t| t.position >= simd).collect();
+        Some(self.top_cached(CacheKey::SimdgroupCoord(l, axis), |this| {
+            let mut sg = this.builtin(Builtin::SimdgroupIndex);
+            if base != 0 {
+                let first = this.const_i32((base / simd) as i32);
+                sg = this.binary(BinaryOp::Sub, sg, first);
+            }
+            let mut acc: Option<GpuValue> = None;
+            for t in terms.iter().filter(|t| t.stride != 0) {
+                let mut digit = sg;
+                if t.position > simd {
+                    let p = this.const_i32((t.position / simd) as i32);
+                    digit = this.binary(BinaryOp::FloorDiv, digit, p);
+                }
+                if t.position * t.extent < threads {
+                    let e = this.const_i32(t.extent as i32);
+                    digit = this.binary(BinaryOp::Rem, digit, e);
+                }
+                if t.stride != 1 {
+                    let s = this.const_i32(t.stride as i32);
+                    digit = this.binary(BinaryOp::Mul, digit, s);
+                }
+                acc = Some(match acc {
+                    None => digit,
+                    Some(a) => this.binary(BinaryOp::Add, a, digit),
+                });
+            }
+            acc.unwrap_or_else(|| this.const_i32(0))
+        }))
+    }
+
     /// The element index of register `v` in this thread.
     pub(super) fn element_index(&mut self, l: LayoutId, v: usize) -> GpuValue {
         let base = self.thread_offset(l);

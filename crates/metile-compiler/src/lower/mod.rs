@@ -82,6 +82,8 @@ enum CacheKey {
     Builtin(Builtin),
     ThreadOffset(LayoutId),
     ThreadCoord(LayoutId, usize),
+    /// The simdgroup's part of a thread coordinate (`index.rs`).
+    SimdgroupCoord(LayoutId, usize),
     ElementIndex(LayoutId, usize),
     LocalTid(usize),
     InRange(usize, usize),

@@ -234,12 +234,38 @@ impl Dialect for Msl {
                 zero_fill,
             } => w.synchronous_copy(op, (bytes, has_mask, zero_fill), depth),
             GpuOpKind::AsyncCommit | GpuOpKind::AsyncWait { .. } => Ok(()),
+            GpuOpKind::SimdgroupLoad { transpose } => w.simdgroup_load(op, transpose, depth),
             _ => Err(format!("{} has no MSL spelling", op.kind.name())),
         }
     }
 }
 
 impl BodyWriter<'_, Msl> {
+    /// `simdgroup_load` into a matrix of its own, whose `thread_elements()`
+    /// are the results. The pointer carries the offset and the origin stays
+    /// 0, whose meaning under `transpose` Apple leaves open.
+    fn simdgroup_load(&mut self, op: &GpuOp, transpose: bool, depth: usize) -> EmitResult<()> {
+        let arg = |i: usize| -> EmitResult<Name> {
+            op.operands
+                .get(i)
+                .ok_or_else(|| format!("simdgroup_load lacks operand {i}"))
+                .and_then(|&v| self.name(v))
+        };
+        let (ptr, index, ld) = (arg(0)?, arg(1)?, arg(2)?);
+        let first = op.results.first().ok_or("simdgroup_load without results")?;
+        let element = scalar_type(self.dtype(*first));
+        let m = format!("m{}", first.0);
+        self.line_fmt(depth, format_args!("simdgroup_matrix<{element}, 8, 8> {m};"));
+        self.line_fmt(
+            depth,
+            format_args!("simdgroup_load({m}, {ptr} + {index}, {ld}, ulong2(0), {transpose});"),
+        );
+        for (i, &d) in op.results.iter().enumerate() {
+            self.define(depth, d, &format!("{m}.thread_elements()[{i}]"));
+        }
+        Ok(())
+    }
+
     /// An asynchronous copy done at once: `[if (mask)] dst = [inside ? src : 0]`.
     fn synchronous_copy(
         &mut self,

@@ -353,7 +353,12 @@ mod tests {
     fn advanced_pointers_become_functions_of_the_counter_and_are_prefetched() {
         let mut f = pointer_gemm(false);
         let carried_before = the_loop(&f).results.len();
-        assert!(prefetch_dot_operands(&mut f, &Carry::Registers));
+        assert!(prefetch_dot_operands(
+            &mut f,
+            &Carry::Registers {
+                keep_transposes: false
+            }
+        ));
         verify(&f).unwrap();
         let lp = the_loop(&f);
         // The two pointers are no longer carried (the counter, read by
@@ -367,7 +372,12 @@ mod tests {
     fn a_pointer_read_after_the_loop_stays_carried() {
         let mut f = pointer_gemm(true);
         let carried_before = the_loop(&f).results.len();
-        assert!(prefetch_dot_operands(&mut f, &Carry::Registers));
+        assert!(prefetch_dot_operands(
+            &mut f,
+            &Carry::Registers {
+                keep_transposes: false
+            }
+        ));
         verify(&f).unwrap();
         // Only `q` goes; `p` stays for the read after the loop.
         assert_eq!(the_loop(&f).results.len(), carried_before - 1 + 2);

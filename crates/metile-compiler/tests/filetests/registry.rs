@@ -89,9 +89,13 @@ pub const PASSES: [(&str, Run); 17] = [
     ("l2_order", |t, _| {
         tile_pass(t, |f| ran(l2_order::order_programs(f)))
     }),
-    ("prefetch_dot_operands", |t, _| {
+    ("prefetch_dot_operands", |t, cx| {
+        let keep_transposes = cx.switches().k_major_b;
         tile_pass(t, |f| {
-            ran(prefetch::prefetch_dot_operands(f, &prefetch::Carry::Registers))
+            ran(prefetch::prefetch_dot_operands(
+                f,
+                &prefetch::Carry::Registers { keep_transposes },
+            ))
         })
     }),
     ("prefetch_dot_operands_async", prefetch_async),

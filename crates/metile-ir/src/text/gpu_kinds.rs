@@ -183,6 +183,11 @@ impl GpuParser<'_> {
             let count = count.parse().ok()?;
             return Some(Ok(GpuOpKind::LdMatrix { count, trans }));
         }
+        match name {
+            "simdgroup_load" => return Some(Ok(GpuOpKind::SimdgroupLoad { transpose: false })),
+            "simdgroup_load.trans" => return Some(Ok(GpuOpKind::SimdgroupLoad { transpose: true })),
+            _ => {}
+        }
         if let Some(atom) = name.strip_prefix("mma.") {
             let kind = ATOMS.into_iter().find(|k| k.name() == atom)?;
             return Some(self.mma(kind));
