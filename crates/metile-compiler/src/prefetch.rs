@@ -386,6 +386,9 @@ fn select(
     let mut reserved = 0;
     let mut max_accumulators = 0;
     let mut held_pairs: Option<bool> = None;
+    let def = |v: &ValueId| defs.get(v).map(|&i| &body.ops[i]);
+    // The fp8 tile an f16 `dot` operand converts (`fp8_dot`), if it does.
+    let fp8_source = |v: ValueId| def(&v).and_then(|op| crate::fp8_dot::cast_source(op, values));
     for o in body.ops.iter().filter(|o| matches!(o.kind, OpKind::Dot)) {
         let operands = &o.operands[..2];
         match carry {
@@ -396,8 +399,7 @@ fn select(
                     // with an fp8 atom multiplies it as it is (`fp8_dot`).
                     // So does a transpose under it (`dot(a, x.T)`), so that
                     // the lowering still sees `x.T` and stages `x` K-major.
-                    let def = |v: &ValueId| defs.get(v).map(|&i| &body.ops[i]);
-                    let v = match def(&v).and_then(|op| crate::fp8_dot::cast_source(op, values)) {
+                    let v = match fp8_source(v) {
                         Some(x) => match def(&x) {
                             Some(t) if t.kind.is_transpose() => t.operands[0],
                             _ => x,
@@ -417,13 +419,9 @@ fn select(
                 }
             }
             Carry::Async { stage_bytes, .. } => {
-                // An fp8 `dot` multiplies conversions of fp8 tiles to f16
-                // (`fp8_dot`): the ring holds the fp8 tiles, where the plan
-                // multiplies them as they are (`stage_bytes` says whether).
-                let fp8_source = |v: ValueId| {
-                    let op = &body.ops[*defs.get(&v)?];
-                    crate::fp8_dot::cast_source(op, values)
-                };
+                // An fp8 `dot` multiplies conversions of fp8 tiles to f16:
+                // the ring holds the fp8 tiles, where the plan multiplies
+                // them as they are (`stage_bytes` says whether).
                 let operands = match (fp8_source(operands[0]), fp8_source(operands[1])) {
                     (Some(a), Some(b)) => [a, b],
                     _ => [operands[0], operands[1]],
