@@ -5,6 +5,8 @@ arithmetic). The prefetch pass rewrites the advanced pointers as functions of
 the loop counter so that they can be loaded ahead into the asynchronous operand
 ring; results must be the same with the ring on and off, at ragged sizes."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -227,15 +229,71 @@ def test_wrapped_column_offsets_at_ragged_sizes(device, rng, M, N, K):
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_wrapped_column_offsets_of_non_negative_program_ids_copy_b_asynchronously(arch):
+def test_wrapped_column_offsets_of_grouped_program_ids_copy_b_behind_a_sign_test(arch):
+    # The grouped order's `pid_n` divides by a difference of launch sizes, so its
+    # sign is unknown: B's runs are copied once a uniform test finds it >= 0.
     constexprs = {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8}
-    copies = {}
+    sources = {}
     for name, kernel in (("grouped", matmul_kernel), ("row-major", row_major_pids_gemm)):
         traced = _frontend.specialize(kernel.fn, _tutorial_params("f16"), constexprs, {"threads_per_group": 128})
-        copies[name] = _metile.compile_cuda(traced, num_sgs=4, arch=arch)["cuda"].count("cp.async.cg.shared.global")
-    # Both copy A; only the row-major order's B tile (as large as A's) joins it.
-    assert copies["grouped"] > 0
-    assert copies["row-major"] == 2 * copies["grouped"]
+        sources[name] = _metile.compile_cuda(traced, num_sgs=4, arch=arch)["cuda"]
+    copies = {name: src.count("cp.async.cg.shared.global") for name, src in sources.items()}
+    assert copies["grouped"] == copies["row-major"] > 0
+    assert re.search(r"bool v\d+ = v\d+ >= 0;", sources["grouped"])
+    assert not re.search(r"bool v\d+ = v\d+ >= 0;", sources["row-major"])
+
+
+@metile.kernel
+def shifted_wrap_gemm(a_ptr, b_ptr, c_ptr, M, N, K, shift, stride_bk, BLOCK_M: metile.constexpr,
+                      BLOCK_N: metile.constexpr, BLOCK_K: metile.constexpr):
+    # B's columns are `N + (pid_n * BLOCK_N - shift + j) % N` of a (K, 2N) buffer:
+    # with `shift > 0` the first column tile's dividend is negative and C's
+    # remainder is negative there too, so its runs break where it crosses zero.
+    pid_m = metile.program_id(0)
+    pid_n = metile.program_id(1)
+    start = pid_n * BLOCK_N - shift
+    offs_m = pid_m * BLOCK_M + metile.arange(0, BLOCK_M)
+    offs_bn = N + (start + metile.arange(0, BLOCK_N)) % N
+    offs_k = metile.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + (offs_m[:, None] % M) * K + offs_k[None, :]
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :]
+    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype=metile.float32)
+    for k in range(0, metile.cdiv(K, BLOCK_K)):
+        a = metile.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_K, other=0.0)
+        b = metile.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_K, other=0.0)
+        acc = metile.dot(a, b, acc)
+        a_ptrs += BLOCK_K
+        b_ptrs += BLOCK_K * stride_bk
+    offs_n = pid_n * BLOCK_N + metile.arange(0, BLOCK_N)
+    metile.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc,
+                 mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+@pytest.mark.parametrize("shift", [0, 5, 16, 40])
+@pytest.mark.parametrize("M, N, K", [(40, 48, 70), (70, 96, 128)])
+def test_wrapped_offsets_whose_sign_test_fails_take_the_register_path(device, rng, shift, M, N, K):
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, 2 * N)).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float32)
+    bm, bn, bk = 32, 32, 32
+    shifted_wrap_gemm[(metile.cdiv(M, bm), metile.cdiv(N, bn))](a, b, c, M, N, K, shift, 2 * N, BLOCK_M=bm,
+                                                                 BLOCK_N=bn, BLOCK_K=bk)
+    cols = np.arange(metile.cdiv(N, bn) * bn) - shift
+    picked = b[:, N + np.fmod(cols, N)][:, :N]
+    ref = a.astype(np.float64) @ picked.astype(np.float64)
+    np.testing.assert_allclose(c, ref, rtol=2e-2, atol=2e-2 * np.sqrt(K))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_a_shifted_wrap_copies_b_behind_the_test_of_its_start(arch):
+    params = ([(n, "ptr", "f16") for n in ("a_ptr", "b_ptr")] + [("c_ptr", "ptr", "f32")]
+              + [(n, "scalar", "i32", 16) for n in ("M", "N", "K")] + [("shift", "scalar", "i32", 16),
+                                                                       ("stride_bk", "scalar", "i32", 16)])
+    traced = _frontend.specialize(shifted_wrap_gemm.fn, params, {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32},
+                                  {"threads_per_group": 128})
+    src = _metile.compile_cuda(traced, num_sgs=4, arch=arch)["cuda"]
+    assert re.search(r"bool v\d+ = v\d+ >= 0;", src)
+    assert src.count("cp.async.cg.shared.global") > 0
 
 
 @metile.kernel
@@ -308,5 +366,4 @@ def test_the_tutorials_assumptions_put_b_on_the_asynchronous_ring(arch):
                          ("row-major", row_major_pids_gemm)):
         traced = _frontend.specialize(kernel.fn, _tutorial_params("f16"), constexprs, {"threads_per_group": 128})
         copies[name] = _metile.compile_cuda(traced, num_sgs=4, arch=arch)["cuda"].count("cp.async.cg.shared.global")
-    assert copies["grouped"] > 0
-    assert copies["assumed"] == copies["row-major"] == 2 * copies["grouped"]
+    assert copies["grouped"] == copies["assumed"] == copies["row-major"] > 0

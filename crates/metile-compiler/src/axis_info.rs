@@ -31,7 +31,9 @@
 use metile_ir::{AssumeFact, BinaryOp, Block, CmpOp, DType, Elem, Function, Literal, Op, OpKind, ValueId};
 
 mod assumed;
+mod guarded;
 use assumed::assumed_non_negative;
+pub use guarded::{analyze_guarded, Guarded};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AxisInfo {
@@ -133,11 +135,22 @@ impl AxisInfos {
 }
 
 pub fn analyze(f: &Function) -> AxisInfos {
+    analyze_assuming(f, &[])
+}
+
+/// [`analyze`], with the scalars `guards` taken as non-negative.
+fn analyze_assuming(f: &Function, guards: &[ValueId]) -> AxisInfos {
+    let mut assumed = assumed_non_negative(f);
+    for g in guards {
+        if let Some(slot) = assumed.get_mut(g.index()) {
+            *slot = true;
+        }
+    }
     let mut a = AxisInfos {
         infos: vec![UNKNOWN; f.values.len()],
         constants: vec![None; f.values.len()],
         non_negative: vec![false; f.values.len()],
-        assumed_non_negative: assumed_non_negative(f),
+        assumed_non_negative: assumed,
     };
     for p in &f.params {
         a.non_negative[p.value.index()] = is_unsigned(f.ty(p.value).dtype());

@@ -39,7 +39,30 @@ use crate::dot_tiling::{k_major_b, reads_k_major_b, ring_stage, AtomTiling, Stag
 use crate::error::CompileResult;
 use crate::layout_assign::{Class, LayoutId};
 use metile_ir::gpu_ir::*;
-use metile_ir::{BinaryOp, Block, Literal, Op, OpKind, ValueId};
+use metile_ir::{BinaryOp, Block, CmpOp, DType, Literal, Op, OpKind, ValueId};
+
+/// Where a ring load's tile goes: the ring's memory, the slot's placement and
+/// offset, and the device buffer the tile comes from.
+struct Slot {
+    root: GpuValue,
+    at: Staged,
+    base: GpuValue,
+    src_root: GpuValue,
+}
+
+/// How the threads copy a ring tile: the layout and width of their runs, each
+/// run's source index, a uniform test that the tile is aligned (block
+/// pointers), whether runs of that width can be copied at all, and whether
+/// masked-off runs can be zero-filled copies.
+struct CopyPlan {
+    layout: LayoutId,
+    width: usize,
+    index: Vec<GpuValue>,
+    aligned: Option<GpuValue>,
+    copyable: bool,
+    zero_filled: bool,
+    mask: Option<ValueId>,
+}
 
 /// One ring: its threadgroup memory and where the tiles sit in a stage.
 #[derive(Clone, Debug)]
@@ -487,6 +510,11 @@ impl<'f> Lowering<'f> {
     }
 
     /// A ring load by the threads themselves: copies or loads and stores.
+    ///
+    /// A pointer tile whose runs are consecutive only if some scalars are
+    /// non-negative (`axis_info::Guarded`: Triton's grouped `pid_n` wrapped by
+    /// `% N`) copies its runs behind a uniform test of those scalars and goes
+    /// through registers otherwise.
     fn ring_copy(&mut self, op: &'f Op, rv: RingValue, base: GpuValue) -> CompileResult<()> {
         let r = op.results[0];
         let Class::Fixed(l) = self.a.class(r) else {
@@ -495,11 +523,61 @@ impl<'f> Lowering<'f> {
         let dtype = self.elem_dtype(r);
         let ring = self.rings[rv.ring].clone();
         let place = ring.tiles[rv.tile].place;
-        let src_root = self.root_value(op.operands[0])?;
-        let mask = match op.kind {
-            OpKind::Load { has_mask: true, .. } => Some(op.operands[1]),
-            _ => None,
+        let proven = self.copy_plan(op, l, dtype, place, false)?;
+        let guards = match (&op.kind, &self.guarded) {
+            (OpKind::Load { .. }, Some(g)) if !proven.copyable => g.guards_of(&op.operands),
+            _ => vec![],
         };
+        let guarded = match guards.is_empty() {
+            true => None,
+            false => Some(self.copy_plan(op, l, dtype, place, true)?).filter(|p| p.copyable),
+        };
+        let place_base = self.const_i32(place.base as i32);
+        let slot = Slot {
+            root: ring.root,
+            at: Staged { base: 0, ..place },
+            base: self.binary(BinaryOp::Add, base, place_base),
+            src_root: self.root_value(op.operands[0])?,
+        };
+        match guarded {
+            None => self.fill_slot(op, &slot, &proven, &proven),
+            Some(plan) => {
+                let zero = self.const_i32(0);
+                let mut all = None;
+                for g in guards {
+                    let Some(Home::Uniform(x)) = self.homes[g.index()] else {
+                        return Err(self.internal(format!("the guard {g} is not a uniform scalar")));
+                    };
+                    let zero = match self.dtype_of(x) {
+                        DType::I32 => zero,
+                        d => self.konst(Literal::Int(0), d),
+                    };
+                    let holds = self.compare(CmpOp::Ge, x, zero);
+                    all = Some(match all {
+                        Some(a) => self.binary(BinaryOp::And, a, holds),
+                        None => holds,
+                    });
+                }
+                let all = all.ok_or_else(|| self.internal("a guarded copy without guards"))?;
+                self.if_else(
+                    all,
+                    |t| t.fill_slot(op, &slot, &plan, &proven),
+                    |t| t.slot_through_registers(op, &slot, &proven),
+                )
+            }
+        }
+    }
+
+    /// How the threads copy a ring tile's runs, from the proven axis facts or
+    /// from those that hold when the kernel's guards do (`guarded`).
+    fn copy_plan(
+        &mut self,
+        op: &'f Op,
+        l: LayoutId,
+        dtype: DType,
+        place: Staged,
+        guarded: bool,
+    ) -> CompileResult<CopyPlan> {
         let (l, width, index, aligned) = match op.kind {
             OpKind::TileLoad { .. } => {
                 let w = self.layout_vector_width(l, dtype);
@@ -508,7 +586,7 @@ impl<'f> Lowering<'f> {
             }
             _ => {
                 let ptr = op.operands[0];
-                let narrow = self.narrow_copy_layout(op, l, dtype)?;
+                let narrow = self.narrow_copy_layout(op, l, dtype, guarded)?;
                 // Runs too narrow to copy go through registers; into a
                 // swizzled stage (`wgmma`) in the tile's own layout, whose
                 // longer runs each take one vector store and one swizzled
@@ -516,37 +594,61 @@ impl<'f> Lowering<'f> {
                 // f16 rows of 999 elements: 17.8 -> 43.4 TFLOP/s with
                 // 128x128x64 tiles; into padded rows the narrow layout stays
                 // ahead, 43.7 against 40.5 with 64x64x32 on `mma.sync`).
-                let w = self.pointer_vector_width(narrow, ptr, dtype);
+                let w = self.vector_width_under(guarded, narrow, ptr, dtype);
                 let copyable = matches!(w * dtype.size_bytes(), 4 | 8 | 16);
                 let l = if copyable || place.swizzle.is_none() {
                     narrow
                 } else {
                     l
                 };
-                let w = self.pointer_vector_width(l, ptr, dtype);
+                let w = self.vector_width_under(guarded, l, ptr, dtype);
                 (l, w, self.elems(ptr, l)?, None)
             }
         };
         let bytes = width * dtype.size_bytes();
-        let copyable = matches!(bytes, 4 | 8 | 16) && place.ld % width == 0 && place.base % width == 0;
-        let zero_filled = mask
-            .is_some_and(|m| self.info.get(m).constancy >= width as u64 && self.masked_off_value_is_zero(op));
-        let place_base = self.const_i32(place.base as i32);
-        let slot_base = self.binary(BinaryOp::Add, base, place_base);
-        let at = Staged { base: 0, ..place };
+        let mask = match op.kind {
+            OpKind::Load { has_mask: true, .. } => Some(op.operands[1]),
+            _ => None,
+        };
+        Ok(CopyPlan {
+            layout: l,
+            width,
+            index,
+            aligned,
+            copyable: matches!(bytes, 4 | 8 | 16) && place.ld % width == 0 && place.base % width == 0,
+            zero_filled: mask.is_some_and(|m| {
+                self.facts(guarded).get(m).constancy >= width as u64 && self.masked_off_value_is_zero(op)
+            }),
+            mask,
+        })
+    }
+
+    /// Fills a ring slot by `plan`'s copies where they can be used (interior
+    /// tiles, or zero-filling masked copies), else as `fallback` through
+    /// registers.
+    fn fill_slot(
+        &mut self,
+        op: &'f Op,
+        slot: &Slot,
+        plan: &CopyPlan,
+        fallback: &CopyPlan,
+    ) -> CompileResult<()> {
+        let dtype = self.dtype_of(slot.root);
+        let width = plan.width;
+        let bytes = width * dtype.size_bytes();
         // Copies of every run; with `masked`, runs whose mask is off get zeros.
         let copies = |this: &mut Self, masked: bool| -> CompileResult<()> {
-            let insides = match mask.filter(|_| masked) {
-                Some(m) => Some(this.elems(m, l)?),
+            let insides = match plan.mask.filter(|_| masked) {
+                Some(m) => Some(this.elems(m, plan.layout)?),
                 None => None,
             };
-            let owner = this.owner(l);
-            for start in (0..index.len()).step_by(width) {
-                let row = this.coord(l, 0, start);
-                let col = this.coord(l, 1, start);
-                let offset = this.staged_index(at, row, col, dtype);
-                let dst = this.binary(BinaryOp::Add, slot_base, offset);
-                let mut operands = vec![ring.root, dst, src_root, index[start]];
+            let owner = this.owner(plan.layout);
+            for start in (0..plan.index.len()).step_by(width) {
+                let row = this.coord(plan.layout, 0, start);
+                let col = this.coord(plan.layout, 1, start);
+                let offset = this.staged_index(slot.at, row, col, dtype);
+                let dst = this.binary(BinaryOp::Add, slot.base, offset);
+                let mut operands = vec![slot.root, dst, slot.src_root, plan.index[start]];
                 operands.extend(owner);
                 operands.extend(insides.as_ref().map(|m| m[start]));
                 this.emit(
@@ -561,32 +663,34 @@ impl<'f> Lowering<'f> {
             }
             Ok(())
         };
-        let through_registers = |this: &mut Self| -> CompileResult<()> {
-            let xs = match op.kind {
-                OpKind::TileLoad { .. } => {
-                    this.tile_load(op)?;
-                    this.elems(r, l)?
-                }
-                _ => this.load_in(op, l)?,
-            };
-            this.stage(ring.root, at, l, &xs, None, Some(slot_base))
-        };
-        let interior = match mask {
+        let through_registers = |this: &mut Self| this.slot_through_registers(op, slot, fallback);
+        let interior = match plan.mask {
             Some(m) => self.mask_all_true(m),
-            None => aligned,
+            None => plan.aligned,
         };
-        match (copyable, mask.is_some(), interior) {
-            (false, _, _) => through_registers(self)?,
-            (true, false, None) => copies(self, false)?,
-            (true, false, Some(c)) => self.if_else(c, |t| copies(t, false), through_registers)?,
-            (true, true, Some(c)) if zero_filled => {
-                self.if_else(c, |t| copies(t, false), |t| copies(t, true))?
+        match (plan.copyable, plan.mask.is_some(), interior) {
+            (false, _, _) => through_registers(self),
+            (true, false, None) => copies(self, false),
+            (true, false, Some(c)) => self.if_else(c, |t| copies(t, false), through_registers),
+            (true, true, Some(c)) if plan.zero_filled => {
+                self.if_else(c, |t| copies(t, false), |t| copies(t, true))
             }
-            (true, true, None) if zero_filled => copies(self, true)?,
-            (true, true, Some(c)) => self.if_else(c, |t| copies(t, false), through_registers)?,
-            (true, true, None) => through_registers(self)?,
+            (true, true, None) if plan.zero_filled => copies(self, true),
+            (true, true, Some(c)) => self.if_else(c, |t| copies(t, false), through_registers),
+            (true, true, None) => through_registers(self),
         }
-        Ok(())
+    }
+
+    /// An ordinary load of a ring tile, stored into its slot.
+    fn slot_through_registers(&mut self, op: &'f Op, slot: &Slot, plan: &CopyPlan) -> CompileResult<()> {
+        let xs = match op.kind {
+            OpKind::TileLoad { .. } => {
+                self.tile_load(op)?;
+                self.elems(op.results[0], plan.layout)?
+            }
+            _ => self.load_in(op, plan.layout)?,
+        };
+        self.stage(slot.root, slot.at, plan.layout, &xs, None, Some(slot.base))
     }
 
     /// The layout the threads copy a pointer load's ring tile in: the tile's
@@ -602,9 +706,10 @@ impl<'f> Lowering<'f> {
         op: &Op,
         l: LayoutId,
         dtype: metile_ir::DType,
+        guarded: bool,
     ) -> CompileResult<LayoutId> {
         let ptr = op.operands[0];
-        let width = self.pointer_vector_width(l, ptr, dtype);
+        let width = self.vector_width_under(guarded, l, ptr, dtype);
         let computed = |v: &ValueId| !matches!(self.homes[v.index()], Some(Home::Regs { .. }));
         let mask = op
             .operands

@@ -108,8 +108,14 @@ impl<'f> Lowering<'f> {
 
     /// Vector width for accesses through the pointer tile `ptr` in layout `l`.
     pub(super) fn pointer_vector_width(&self, l: LayoutId, ptr: ValueId, dtype: DType) -> usize {
+        self.vector_width_under(false, l, ptr, dtype)
+    }
+
+    /// [`Lowering::pointer_vector_width`] from the proven axis facts, or from
+    /// those that hold when the kernel's guards do (`guarded`).
+    pub(super) fn vector_width_under(&self, guarded: bool, l: LayoutId, ptr: ValueId, dtype: DType) -> usize {
         let mut w = self.layout_vector_width(l, dtype);
-        let info = self.info.get(ptr);
+        let info = self.facts(guarded).get(ptr);
         while w > 1 && !(info.contiguity >= w as u64 && info.divisibility_at(w as u64) >= w as u64) {
             w /= 2;
         }

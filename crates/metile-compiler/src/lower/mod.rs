@@ -104,6 +104,9 @@ pub struct Lowering<'f> {
     f: &'f Function,
     a: Assignment,
     info: AxisInfos,
+    /// The axis facts that hold when the kernel's guard scalars are
+    /// non-negative (tested where they are used), if it has guards.
+    guarded: Option<axis_info::Guarded>,
     b: GpuBuilder,
     homes: Vec<Option<Home>>,
     /// Block index (0 = kernel body) where each Tile IR value is defined.
@@ -180,10 +183,12 @@ pub fn lower_keeping(
 ) -> CompileResult<(GpuFunction, Vec<TileLayout>)> {
     let threads = a.threads;
     let info = axis_info::analyze(f);
+    let guarded = axis_info::analyze_guarded(f, &info);
     let mut l = Lowering {
         f,
         a,
         info,
+        guarded,
         b: GpuBuilder::new(&f.name, threads),
         homes: vec![None; f.values.len()],
         def_depth: vec![0; f.values.len()],
@@ -405,6 +410,14 @@ impl<'f> Lowering<'f> {
     }
 
     /// Emits `if cond { then } else { otherwise }`, each branch built by its closure.
+    /// The axis facts proven, or those that hold when the guards do.
+    fn facts(&self, guarded: bool) -> &AxisInfos {
+        match (&self.guarded, guarded) {
+            (Some(g), true) => &g.infos,
+            _ => &self.info,
+        }
+    }
+
     fn if_else(
         &mut self,
         cond: GpuValue,

@@ -1,0 +1,244 @@
+//! Facts that hold when some integer scalars turn out non-negative at run time.
+//!
+//! `x % n` keeps runs only for a non-negative `x` (see the parent module), and
+//! the most common dividend is an index tile `s * BLOCK + arange(0, BLOCK)`
+//! whose scalar `s` the compiler cannot prove non-negative: in Triton's
+//! grouped ordering, `pid_n = (pid % num_pid_in_group) // group_size_m` divides
+//! by a difference of launch sizes. Every program of a launch that matches its
+//! sizes has `s >= 0`, so the code worth emitting is the one that assumes it,
+//! behind a uniform test of the assumption that falls back to the code that
+//! assumes nothing.
+//!
+//! [`analyze_guarded`] picks those scalars (*guards*): top-level integer
+//! scalars of unknown sign that a remainder's dividend reaches only through
+//! sums with known non-negative values, products by non-negative constants,
+//! broadcasts and widening casts. It then runs the analysis again with the
+//! guards taken as non-negative and records, for every value, which guards
+//! its facts may rest on (any guard among its transitive operands). A user of
+//! a guarded fact about `v` tests `g >= 0` for each guard `g` of `v` first;
+//! they are all defined at the top level, before `v`, so the test can be
+//! emitted wherever `v` is used.
+
+use super::{analyze_assuming, AxisInfos};
+use metile_ir::{BinaryOp, Block, Elem, Function, Literal, Op, OpKind, ValueId};
+
+/// The axis facts with the guards assumed, and what each value rests on.
+pub struct Guarded {
+    pub infos: AxisInfos,
+    /// The guard scalars; bit `i` of a value's `relies` stands for `guards[i]`.
+    guards: Vec<ValueId>,
+    relies: Vec<u64>,
+}
+
+impl Guarded {
+    /// The guards whose non-negativity the facts of `values` may rest on.
+    pub fn guards_of(&self, values: &[ValueId]) -> Vec<ValueId> {
+        let bits = values.iter().fold(0u64, |acc, v| {
+            acc | self.relies.get(v.index()).copied().unwrap_or(0)
+        });
+        (0..self.guards.len())
+            .filter(|i| bits & (1 << i) != 0)
+            .map(|i| self.guards[i])
+            .collect()
+    }
+}
+
+/// At most this many guards (one bit each in a `u64`); a kernel with more keeps
+/// the first ones.
+const MOST_GUARDS: usize = 64;
+
+/// The facts that hold when the kernel's guards are non-negative, or `None`
+/// when no remainder has a guardable dividend of unknown sign.
+pub fn analyze_guarded(f: &Function, proven: &AxisInfos) -> Option<Guarded> {
+    let mut defs = Defs {
+        op: vec![None; f.values.len()],
+        top_level: vec![false; f.values.len()],
+    };
+    for p in &f.params {
+        defs.top_level[p.value.index()] = true;
+    }
+    defs.collect(&f.body, true);
+    let mut guards = Vec::new();
+    remainders(&f.body, &mut |op| {
+        let dividend = op.operands[0];
+        if proven.is_non_negative(dividend) {
+            return;
+        }
+        let mut found = Vec::new();
+        if defs.sign_leaves(f, proven, dividend, &mut found) {
+            for g in found {
+                if !guards.contains(&g) && guards.len() < MOST_GUARDS {
+                    guards.push(g);
+                }
+            }
+        }
+    });
+    if guards.is_empty() {
+        return None;
+    }
+    let infos = analyze_assuming(f, &guards);
+    let mut relies = vec![0u64; f.values.len()];
+    for (i, g) in guards.iter().enumerate() {
+        relies[g.index()] = 1 << i;
+    }
+    let same =
+        |v: ValueId| proven.get(v) == infos.get(v) && proven.is_non_negative(v) == infos.is_non_negative(v);
+    propagate(&f.body, &same, &mut relies);
+    Some(Guarded {
+        infos,
+        guards,
+        relies,
+    })
+}
+
+struct Defs<'f> {
+    op: Vec<Option<&'f Op>>,
+    top_level: Vec<bool>,
+}
+
+impl<'f> Defs<'f> {
+    fn collect(&mut self, b: &'f Block, top: bool) {
+        for op in &b.ops {
+            for r in &op.results {
+                self.op[r.index()] = Some(op);
+                self.top_level[r.index()] = top;
+            }
+            for region in &op.regions {
+                self.collect(region, false);
+            }
+        }
+    }
+
+    /// Whether `v` is non-negative once the scalars pushed to `found` are:
+    /// `v` reaches them only through sums with non-negative values, products
+    /// by non-negative constants, broadcasts and widening casts.
+    fn sign_leaves(&self, f: &Function, proven: &AxisInfos, v: ValueId, found: &mut Vec<ValueId>) -> bool {
+        if proven.is_non_negative(v) {
+            return true;
+        }
+        let integer = matches!(f.ty(v).elem, Elem::Scalar(d) if d.is_int());
+        let op = self.op.get(v.index()).copied().flatten();
+        match op.map(|op| (&op.kind, &op.operands[..])) {
+            Some((OpKind::Broadcast | OpKind::ExpandDims { .. }, &[x])) => {
+                self.sign_leaves(f, proven, x, found)
+            }
+            Some((OpKind::Cast, &[x])) if super::widens(f.ty(x).dtype(), f.ty(v).dtype()) => {
+                self.sign_leaves(f, proven, x, found)
+            }
+            Some((OpKind::Binary(BinaryOp::Add), &[x, y])) => {
+                self.sign_leaves(f, proven, x, found) && self.sign_leaves(f, proven, y, found)
+            }
+            Some((OpKind::Binary(BinaryOp::Mul), &[x, y])) => match (self.constant(y), self.constant(x)) {
+                (Some(c), _) if c >= 0 => self.sign_leaves(f, proven, x, found),
+                (_, Some(c)) if c >= 0 => self.sign_leaves(f, proven, y, found),
+                _ => self.leaf(f, v, integer, found),
+            },
+            _ => self.leaf(f, v, integer, found),
+        }
+    }
+
+    /// A top-level integer scalar becomes a guard.
+    fn leaf(&self, f: &Function, v: ValueId, integer: bool, found: &mut Vec<ValueId>) -> bool {
+        let ok =
+            integer && f.ty(v).shape.is_empty() && self.top_level.get(v.index()).copied().unwrap_or(false);
+        if ok {
+            found.push(v);
+        }
+        ok
+    }
+
+    fn constant(&self, mut v: ValueId) -> Option<i64> {
+        loop {
+            let op = self.op.get(v.index()).copied().flatten()?;
+            match (&op.kind, &op.operands[..]) {
+                (OpKind::Constant(Literal::Int(c)), _) => return Some(*c),
+                (OpKind::Broadcast | OpKind::ExpandDims { .. }, &[x]) => v = x,
+                _ => return None,
+            }
+        }
+    }
+}
+
+fn remainders<'f>(b: &'f Block, visit: &mut impl FnMut(&'f Op)) {
+    for op in &b.ops {
+        if matches!(op.kind, OpKind::Binary(BinaryOp::Rem)) {
+            visit(op);
+        }
+        for region in &op.regions {
+            remainders(region, visit);
+        }
+    }
+}
+
+/// A value whose facts are the proven ones rests on no guard; any other rests
+/// on whatever its operands rest on (a region's arguments on whatever the op's
+/// operands do: a loop's counter on its bounds), as its facts come from theirs.
+fn propagate(b: &Block, same: &impl Fn(ValueId) -> bool, relies: &mut [u64]) {
+    for op in &b.ops {
+        let from = op.operands.iter().fold(0u64, |acc, v| acc | relies[v.index()]);
+        for region in &op.regions {
+            for &a in &region.args {
+                if !same(a) {
+                    relies[a.index()] |= from;
+                }
+            }
+            propagate(region, same, relies);
+        }
+        for &r in &op.results {
+            if !same(r) {
+                relies[r.index()] |= from;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metile_ir::{Builder, DType, Operand, ParamKind};
+
+    #[test]
+    fn a_wrapped_tile_offset_from_a_scalar_of_unknown_sign_keeps_its_runs_under_a_guard() {
+        let mut b = Builder::new("k");
+        let x = b.add_param("X", ParamKind::Pointer(DType::F16));
+        let n = b.add_param("N", ParamKind::Scalar(DType::I32));
+        let g = b.add_param("G", ParamKind::Scalar(DType::I32));
+        b.set_param_divisibility(n, 16);
+        // Triton's grouped `pid_n`: a non-negative value divided by a size of unknown sign.
+        let pid = b.program_id(0).unwrap();
+        let pid_n = b.binary(BinaryOp::FloorDiv, pid.into(), g.into()).unwrap();
+        let start = b.binary(BinaryOp::Mul, pid_n.into(), Operand::Int(128)).unwrap();
+        let ar = b.arange(0, 128).unwrap();
+        let offs = b.binary(BinaryOp::Add, start.into(), ar.into()).unwrap();
+        let wrapped = b.binary(BinaryOp::Rem, offs.into(), n.into()).unwrap();
+        let ptrs = b.binary(BinaryOp::Add, x.into(), wrapped.into()).unwrap();
+        // The same quotient read where its sign changes nothing.
+        let unrelated = b.binary(BinaryOp::Sub, pid_n.into(), Operand::Int(1)).unwrap();
+        // A tile (not a scalar) of unknown sign cannot be tested once.
+        let shifted = b.binary(BinaryOp::Sub, ar.into(), Operand::Int(64)).unwrap();
+        let below_zero = b.binary(BinaryOp::Rem, shifted.into(), n.into()).unwrap();
+        let f = b.finish().unwrap();
+        let proven = super::super::analyze(&f);
+        assert_eq!(proven.get(ptrs).contiguity, 1);
+        let guarded = analyze_guarded(&f, &proven).expect("pid_n is a guard");
+        assert_eq!(guarded.infos.get(wrapped).contiguity, 16);
+        assert_eq!(guarded.infos.get(ptrs).contiguity, 16);
+        assert_eq!(guarded.guards_of(&[ptrs]), vec![pid_n]);
+        assert_eq!(guarded.guards_of(&[unrelated]), vec![]);
+        assert_eq!(guarded.infos.get(below_zero).contiguity, 1);
+        assert_eq!(guarded.guards_of(&[below_zero]), vec![]);
+    }
+
+    #[test]
+    fn kernels_whose_remainders_have_known_signs_have_no_guards() {
+        let mut b = Builder::new("k");
+        let n = b.add_param("N", ParamKind::Scalar(DType::I32));
+        let pid = b.program_id(0).unwrap();
+        let start = b.binary(BinaryOp::Mul, pid.into(), Operand::Int(64)).unwrap();
+        let ar = b.arange(0, 64).unwrap();
+        let offs = b.binary(BinaryOp::Add, start.into(), ar.into()).unwrap();
+        b.binary(BinaryOp::Rem, offs.into(), n.into()).unwrap();
+        let f = b.finish().unwrap();
+        assert!(analyze_guarded(&f, &super::super::analyze(&f)).is_none());
+    }
+}
