@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import metile
+from metile import _frontend, _metile
 from metile.extra import libdevice
 
 # ------------------------------------------------------------ 01 vector add
@@ -699,7 +700,9 @@ def matmul_kernel_descriptor_persistent(a_ptr, b_ptr, c_ptr,  #
 NUM_SMS = 3  # a persistent grid smaller than the number of tiles: each program loops
 
 
-@pytest.mark.parametrize("M, N, K", [(100, 70, 45), (32, 32, 32), (17, 129, 80)])
+# N = 80 and 48: the last column tile is clamped by `where` while the others take the
+# copies that assume no clamp.
+@pytest.mark.parametrize("M, N, K", [(100, 70, 45), (32, 32, 32), (17, 129, 80), (96, 80, 64), (40, 48, 70)])
 def test_09_persistent_matmul(device, rng, M, N, K):
     a = rng.standard_normal((M, K)).astype(np.float16)
     b = rng.standard_normal((K, N)).astype(np.float16)
@@ -709,6 +712,23 @@ def test_09_persistent_matmul(device, rng, M, N, K):
                                    BLOCK_SIZE_M=32, BLOCK_SIZE_N=32, BLOCK_SIZE_K=32, GROUP_SIZE_M=4, NUM_SMS=NUM_SMS)
     ref = a.astype(np.float32) @ b.astype(np.float32)
     np.testing.assert_allclose(c.astype(np.float32), ref, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_09_persistent_matmul_copies_clamped_columns_behind_a_bounds_test(arch):
+    # `where(offs_bn < N, offs_bn, 0)` keeps no runs; every column tile but the last
+    # has no clamped lane, so B's runs are copied asynchronously once a uniform
+    # bounds test finds that, as A's are.
+    sizes = [(n, "scalar", "i32", 16) for n in ("M", "N", "K", "stride_am")]
+    params = ([(n, "ptr", "f16") for n in ("a_ptr", "b_ptr", "c_ptr")] + sizes + [("stride_ak", "one", "i32"),
+              ("stride_bk", "scalar", "i32", 16), ("stride_bn", "one", "i32"), ("stride_cm", "scalar", "i32", 16),
+              ("stride_cn", "one", "i32")])
+    constexprs = {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8, "NUM_SMS": 132}
+    traced = _frontend.specialize(matmul_kernel_persistent.fn, params, constexprs, {"threads_per_group": 128})
+    src = _metile.compile_cuda(traced, num_sgs=4, arch=arch)["cuda"]
+    copies = {x: sum(f'"l"({x}_ptr' in line for line in src.splitlines() if "cp.async.cg.shared.global" in line)
+              for x in "ab"}
+    assert copies["a"] > 0 and copies["b"] > 0
 
 
 @pytest.mark.parametrize("M, N, K", [(100, 70, 45), (17, 129, 80)])

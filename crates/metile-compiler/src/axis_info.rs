@@ -33,7 +33,7 @@ use metile_ir::{AssumeFact, BinaryOp, Block, CmpOp, DType, Elem, Function, Liter
 mod assumed;
 mod guarded;
 use assumed::assumed_non_negative;
-pub use guarded::{analyze_guarded, Guarded};
+pub use guarded::{analyze_guarded, Guard, Guarded};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AxisInfo {
@@ -121,6 +121,8 @@ pub struct AxisInfos {
     non_negative: Vec<bool>,
     /// Values an `assume_true` promises to be `>= 0`.
     assumed_non_negative: Vec<bool>,
+    /// Selects taken to pick their first value everywhere (`guarded.rs`).
+    select_first: Vec<bool>,
 }
 
 impl AxisInfos {
@@ -135,14 +137,21 @@ impl AxisInfos {
 }
 
 pub fn analyze(f: &Function) -> AxisInfos {
-    analyze_assuming(f, &[])
+    analyze_assuming(f, &[], &[])
 }
 
-/// [`analyze`], with the scalars `guards` taken as non-negative.
-fn analyze_assuming(f: &Function, guards: &[ValueId]) -> AxisInfos {
+/// [`analyze`], with the scalars `non_negative` taken as non-negative and the
+/// results of the selects `first` taken as their first value.
+fn analyze_assuming(f: &Function, non_negative: &[ValueId], first: &[ValueId]) -> AxisInfos {
     let mut assumed = assumed_non_negative(f);
-    for g in guards {
+    for g in non_negative {
         if let Some(slot) = assumed.get_mut(g.index()) {
+            *slot = true;
+        }
+    }
+    let mut select_first = vec![false; f.values.len()];
+    for s in first {
+        if let Some(slot) = select_first.get_mut(s.index()) {
             *slot = true;
         }
     }
@@ -151,6 +160,7 @@ fn analyze_assuming(f: &Function, guards: &[ValueId]) -> AxisInfos {
         constants: vec![None; f.values.len()],
         non_negative: vec![false; f.values.len()],
         assumed_non_negative: assumed,
+        select_first,
     };
     for p in &f.params {
         a.non_negative[p.value.index()] = is_unsigned(f.ty(p.value).dtype());
@@ -229,6 +239,7 @@ fn block(f: &Function, b: &Block, a: &mut AxisInfos) {
                 remainder(ins[0], ins[1])
             }
             OpKind::Compare(cmp) => compare(*cmp, ins[0], ins[1]),
+            OpKind::Select if op.results.first().is_some_and(|r| a.select_first[r.index()]) => ins[1],
             OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Fma | OpKind::Select | OpKind::Cast => AxisInfo {
                 constancy: ins.iter().map(|i| i.constancy).min().unwrap_or(BIG),
                 ..UNKNOWN
@@ -299,6 +310,7 @@ fn produces_non_negative(f: &Function, op: &Op, a: &AxisInfos) -> bool {
         // The remainder takes the dividend's sign; the shift keeps the sign bit.
         OpKind::Binary(BinaryOp::Rem | BinaryOp::Shr) => known(0),
         OpKind::Binary(BinaryOp::Max | BinaryOp::And) => known(0) || known(1),
+        OpKind::Select if op.results.first().is_some_and(|r| a.select_first[r.index()]) => known(1),
         OpKind::Select => known(1) && known(2),
         _ => false,
     }

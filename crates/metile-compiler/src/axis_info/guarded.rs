@@ -1,38 +1,62 @@
-//! Facts that hold when some integer scalars turn out non-negative at run time.
+//! Facts that hold when some uniform conditions turn out true at run time.
 //!
-//! `x % n` keeps runs only for a non-negative `x` (see the parent module), and
-//! the most common dividend is an index tile `s * BLOCK + arange(0, BLOCK)`
-//! whose scalar `s` the compiler cannot prove non-negative: in Triton's
-//! grouped ordering, `pid_n = (pid % num_pid_in_group) // group_size_m` divides
-//! by a difference of launch sizes. Every program of a launch that matches its
-//! sizes has `s >= 0`, so the code worth emitting is the one that assumes it,
-//! behind a uniform test of the assumption that falls back to the code that
-//! assumes nothing.
+//! Two spellings users write break the runs that vector and asynchronous
+//! copies need, though every program of a launch that matches its sizes keeps
+//! them:
 //!
-//! [`analyze_guarded`] picks those scalars (*guards*): top-level integer
-//! scalars of unknown sign that a remainder's dividend reaches only through
-//! sums with known non-negative values, products by non-negative constants,
-//! broadcasts and widening casts. It then runs the analysis again with the
-//! guards taken as non-negative and records, for every value, which guards
-//! its facts may rest on (any guard among its transitive operands). A user of
-//! a guarded fact about `v` tests `g >= 0` for each guard `g` of `v` first;
-//! they are all defined at the top level, before `v`, so the test can be
-//! emitted wherever `v` is used.
+//! * `x % n` keeps runs only for a non-negative `x` (see the parent module),
+//!   and the most common dividend is an index tile `s * BLOCK + arange(0,
+//!   BLOCK)` whose scalar `s` the compiler cannot prove non-negative: in
+//!   Triton's grouped ordering, `pid_n = (pid % num_pid_in_group) //
+//!   group_size_m` divides by a difference of launch sizes;
+//! * `where(offs < N, offs, 0)` (Triton's persistent matmul clamps its row and
+//!   column offsets so) is `offs` itself wherever the bounds check holds on
+//!   every lane, which a uniform test of a few scalars decides
+//!   (`lower/uniform_masks.rs`).
+//!
+//! The code worth emitting assumes the condition, behind a uniform test of it
+//! that falls back to the code that assumes nothing. [`analyze_guarded`] picks
+//! those conditions (*guards*): top-level integer scalars of unknown sign that
+//! a remainder's dividend reaches only through sums with known non-negative
+//! values, products by non-negative constants, broadcasts and widening casts;
+//! and integer selects whose first value is known better than the select. It
+//! then runs the analysis again with the guards assumed and records, for every
+//! value, which guards its facts may rest on: none where its facts are the
+//! proven ones, else those its operands rest on. A user of a guarded fact about
+//! `v` tests the guards of `v` first. Each guard is `v` itself or among its
+//! transitive operands, so it is defined, and in scope, wherever `v` is used.
 
 use super::{analyze_assuming, AxisInfos};
 use metile_ir::{BinaryOp, Block, Elem, Function, Literal, Op, OpKind, ValueId};
 
+/// A condition the guarded facts assume.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Guard {
+    /// This integer scalar is `>= 0`.
+    NonNegative(ValueId),
+    /// This select's condition holds on every lane, so it is its first value.
+    SelectsFirst { select: ValueId, condition: ValueId },
+}
+
+impl Guard {
+    fn value(self) -> ValueId {
+        match self {
+            Guard::NonNegative(v) | Guard::SelectsFirst { select: v, .. } => v,
+        }
+    }
+}
+
 /// The axis facts with the guards assumed, and what each value rests on.
 pub struct Guarded {
     pub infos: AxisInfos,
-    /// The guard scalars; bit `i` of a value's `relies` stands for `guards[i]`.
-    guards: Vec<ValueId>,
+    /// Bit `i` of a value's `relies` stands for `guards[i]`.
+    guards: Vec<Guard>,
     relies: Vec<u64>,
 }
 
 impl Guarded {
-    /// The guards whose non-negativity the facts of `values` may rest on.
-    pub fn guards_of(&self, values: &[ValueId]) -> Vec<ValueId> {
+    /// The guards the facts of `values` may rest on.
+    pub fn guards_of(&self, values: &[ValueId]) -> Vec<Guard> {
         let bits = values.iter().fold(0u64, |acc, v| {
             acc | self.relies.get(v.index()).copied().unwrap_or(0)
         });
@@ -47,8 +71,8 @@ impl Guarded {
 /// the first ones.
 const MOST_GUARDS: usize = 64;
 
-/// The facts that hold when the kernel's guards are non-negative, or `None`
-/// when no remainder has a guardable dividend of unknown sign.
+/// The facts that hold when the kernel's guards do, or `None` when it has no
+/// guards.
 pub fn analyze_guarded(f: &Function, proven: &AxisInfos) -> Option<Guarded> {
     let mut defs = Defs {
         op: vec![None; f.values.len()],
@@ -58,28 +82,44 @@ pub fn analyze_guarded(f: &Function, proven: &AxisInfos) -> Option<Guarded> {
         defs.top_level[p.value.index()] = true;
     }
     defs.collect(&f.body, true);
-    let mut guards = Vec::new();
-    remainders(&f.body, &mut |op| {
-        let dividend = op.operands[0];
-        if proven.is_non_negative(dividend) {
-            return;
+    let mut guards: Vec<Guard> = Vec::new();
+    let add = |g: Guard, guards: &mut Vec<Guard>| {
+        if !guards.contains(&g) && guards.len() < MOST_GUARDS {
+            guards.push(g);
         }
-        let mut found = Vec::new();
-        if defs.sign_leaves(f, proven, dividend, &mut found) {
-            for g in found {
-                if !guards.contains(&g) && guards.len() < MOST_GUARDS {
-                    guards.push(g);
+    };
+    visit(
+        &f.body,
+        &mut |op| match (&op.kind, &op.operands[..], &op.results[..]) {
+            (OpKind::Binary(BinaryOp::Rem), &[dividend, _], _) if !proven.is_non_negative(dividend) => {
+                let mut found = Vec::new();
+                if defs.sign_leaves(f, proven, dividend, &mut found) {
+                    for g in found {
+                        add(Guard::NonNegative(g), &mut guards);
+                    }
                 }
             }
-        }
-    });
+            (OpKind::Select, &[condition, first, _], &[select]) => {
+                let integer = matches!(f.ty(select).elem, Elem::Scalar(d) if d.is_int());
+                let better = proven.get(first) != proven.get(select)
+                    || (proven.is_non_negative(first) && !proven.is_non_negative(select));
+                if integer && better {
+                    add(Guard::SelectsFirst { select, condition }, &mut guards);
+                }
+            }
+            _ => {}
+        },
+    );
     if guards.is_empty() {
         return None;
     }
-    let infos = analyze_assuming(f, &guards);
+    let (non_negative, first): (Vec<Guard>, Vec<Guard>) =
+        guards.iter().partition(|g| matches!(g, Guard::NonNegative(_)));
+    let values = |gs: Vec<Guard>| gs.into_iter().map(Guard::value).collect::<Vec<_>>();
+    let infos = analyze_assuming(f, &values(non_negative), &values(first));
     let mut relies = vec![0u64; f.values.len()];
     for (i, g) in guards.iter().enumerate() {
-        relies[g.index()] = 1 << i;
+        relies[g.value().index()] = 1 << i;
     }
     let same =
         |v: ValueId| proven.get(v) == infos.get(v) && proven.is_non_negative(v) == infos.is_non_negative(v);
@@ -159,13 +199,11 @@ impl<'f> Defs<'f> {
     }
 }
 
-fn remainders<'f>(b: &'f Block, visit: &mut impl FnMut(&'f Op)) {
+fn visit<'f>(b: &'f Block, each: &mut impl FnMut(&'f Op)) {
     for op in &b.ops {
-        if matches!(op.kind, OpKind::Binary(BinaryOp::Rem)) {
-            visit(op);
-        }
+        each(op);
         for region in &op.regions {
-            remainders(region, visit);
+            visit(region, each);
         }
     }
 }
@@ -195,7 +233,7 @@ fn propagate(b: &Block, same: &impl Fn(ValueId) -> bool, relies: &mut [u64]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use metile_ir::{Builder, DType, Operand, ParamKind};
+    use metile_ir::{Builder, CmpOp, DType, Operand, ParamKind};
 
     #[test]
     fn a_wrapped_tile_offset_from_a_scalar_of_unknown_sign_keeps_its_runs_under_a_guard() {
@@ -223,10 +261,36 @@ mod tests {
         let guarded = analyze_guarded(&f, &proven).expect("pid_n is a guard");
         assert_eq!(guarded.infos.get(wrapped).contiguity, 16);
         assert_eq!(guarded.infos.get(ptrs).contiguity, 16);
-        assert_eq!(guarded.guards_of(&[ptrs]), vec![pid_n]);
+        assert_eq!(guarded.guards_of(&[ptrs]), vec![Guard::NonNegative(pid_n)]);
         assert_eq!(guarded.guards_of(&[unrelated]), vec![]);
         assert_eq!(guarded.infos.get(below_zero).contiguity, 1);
         assert_eq!(guarded.guards_of(&[below_zero]), vec![]);
+    }
+
+    #[test]
+    fn a_clamped_offset_keeps_its_runs_where_its_bounds_check_holds_on_every_lane() {
+        let mut b = Builder::new("k");
+        let x = b.add_param("X", ParamKind::Pointer(DType::F16));
+        let n = b.add_param("N", ParamKind::Scalar(DType::I32));
+        let pid = b.program_id(0).unwrap();
+        let start = b.binary(BinaryOp::Mul, pid.into(), Operand::Int(64)).unwrap();
+        let ar = b.arange(0, 64).unwrap();
+        let offs = b.binary(BinaryOp::Add, start.into(), ar.into()).unwrap();
+        let inside = b.compare(CmpOp::Lt, offs.into(), n.into()).unwrap();
+        let clamped = b.select(inside.into(), offs.into(), Operand::Int(0)).unwrap();
+        let ptrs = b.binary(BinaryOp::Add, x.into(), clamped.into()).unwrap();
+        let f = b.finish().unwrap();
+        let proven = super::super::analyze(&f);
+        assert_eq!(proven.get(ptrs).contiguity, 1);
+        let guarded = analyze_guarded(&f, &proven).expect("the select is a guard");
+        assert_eq!(guarded.infos.get(ptrs).contiguity, 64);
+        assert_eq!(
+            guarded.guards_of(&[ptrs]),
+            vec![Guard::SelectsFirst {
+                select: clamped,
+                condition: inside
+            }]
+        );
     }
 
     #[test]

@@ -34,6 +34,7 @@
 
 use super::ring_barriers::RingBarriers;
 use super::{Home, Lowering};
+use crate::axis_info::Guard;
 use crate::dist_layout::DistLayout;
 use crate::dot_tiling::{k_major_b, reads_k_major_b, ring_stage, AtomTiling, Staged};
 use crate::error::CompileResult;
@@ -528,9 +529,11 @@ impl<'f> Lowering<'f> {
             (OpKind::Load { .. }, Some(g)) if !proven.copyable => g.guards_of(&op.operands),
             _ => vec![],
         };
-        let guarded = match guards.is_empty() {
-            true => None,
-            false => Some(self.copy_plan(op, l, dtype, place, true)?).filter(|p| p.copyable),
+        let guarded = match self.guards_hold(&guards)? {
+            Some(holds) => {
+                Some(holds).zip(Some(self.copy_plan(op, l, dtype, place, true)?).filter(|p| p.copyable))
+            }
+            None => None,
         };
         let place_base = self.const_i32(place.base as i32);
         let slot = Slot {
@@ -541,31 +544,41 @@ impl<'f> Lowering<'f> {
         };
         match guarded {
             None => self.fill_slot(op, &slot, &proven, &proven),
-            Some(plan) => {
-                let zero = self.const_i32(0);
-                let mut all = None;
-                for g in guards {
-                    let Some(Home::Uniform(x)) = self.homes[g.index()] else {
-                        return Err(self.internal(format!("the guard {g} is not a uniform scalar")));
+            Some((holds, plan)) => self.if_else(
+                holds,
+                |t| t.fill_slot(op, &slot, &plan, &proven),
+                |t| t.slot_through_registers(op, &slot, &proven),
+            ),
+        }
+    }
+
+    /// A uniform bool that holds when every guard does, or `None` where there
+    /// are none or one cannot be tested.
+    fn guards_hold(&mut self, guards: &[Guard]) -> CompileResult<Option<GpuValue>> {
+        let mut all = None;
+        for &g in guards {
+            let holds = match g {
+                Guard::NonNegative(v) => {
+                    let Some(Home::Uniform(x)) = self.homes[v.index()] else {
+                        return Ok(None);
                     };
                     let zero = match self.dtype_of(x) {
-                        DType::I32 => zero,
+                        DType::I32 => self.const_i32(0),
                         d => self.konst(Literal::Int(0), d),
                     };
-                    let holds = self.compare(CmpOp::Ge, x, zero);
-                    all = Some(match all {
-                        Some(a) => self.binary(BinaryOp::And, a, holds),
-                        None => holds,
-                    });
+                    self.compare(CmpOp::Ge, x, zero)
                 }
-                let all = all.ok_or_else(|| self.internal("a guarded copy without guards"))?;
-                self.if_else(
-                    all,
-                    |t| t.fill_slot(op, &slot, &plan, &proven),
-                    |t| t.slot_through_registers(op, &slot, &proven),
-                )
-            }
+                Guard::SelectsFirst { condition, .. } => match self.mask_all_true(condition) {
+                    Some(c) => c,
+                    None => return Ok(None),
+                },
+            };
+            all = Some(match all {
+                Some(a) => self.binary(BinaryOp::And, a, holds),
+                None => holds,
+            });
         }
+        Ok(all)
     }
 
     /// How the threads copy a ring tile's runs, from the proven axis facts or
