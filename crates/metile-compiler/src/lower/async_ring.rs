@@ -656,11 +656,29 @@ impl<'f> Lowering<'f> {
                 None => None,
             };
             let owner = this.owner(plan.layout);
+            let mut first: Option<(Vec<i64>, GpuValue)> = None;
             for start in (0..plan.index.len()).step_by(width) {
-                let row = this.coord(plan.layout, 0, start);
-                let col = this.coord(plan.layout, 1, start);
-                let offset = this.staged_index(slot.at, row, col, dtype);
-                let dst = this.binary(BinaryOp::Add, slot.base, offset);
+                // A run a constant away from the first (in the stage's
+                // placement) takes the first's offset plus that constant, which
+                // the CUDA compiler folds into the copy's address.
+                let at = this.layout(plan.layout).value_coords(start);
+                let delta = first.as_ref().and_then(|(at0, dst0)| {
+                    staged_delta(slot.at, dtype, at[0] - at0[0], at[1] - at0[1]).map(|d| (*dst0, d))
+                });
+                let dst = match delta {
+                    Some((dst0, d)) => {
+                        let d = this.const_i32(i32::try_from(d).map_err(|_| this.internal("a stage offset past i32"))?);
+                        this.binary(BinaryOp::Add, dst0, d)
+                    }
+                    None => {
+                        let row = this.coord(plan.layout, 0, start);
+                        let col = this.coord(plan.layout, 1, start);
+                        let offset = this.staged_index(slot.at, row, col, dtype);
+                        let dst = this.binary(BinaryOp::Add, slot.base, offset);
+                        first.get_or_insert((at, dst));
+                        dst
+                    }
+                };
                 let mut operands = vec![slot.root, dst, slot.src_root, plan.index[start]];
                 operands.extend(owner);
                 operands.extend(insides.as_ref().map(|m| m[start]));
@@ -887,4 +905,23 @@ impl<'f> Lowering<'f> {
     pub(super) fn in_ring(&self, v: ValueId) -> Option<RingValue> {
         self.ring_values.get(&v).copied()
     }
+}
+
+/// How far (in elements) the element `(dr, dc)` rows and columns from another
+/// sits from it in the staged placement `at`, where that is the same for every
+/// position of the first: always in padded rows; in a swizzled placement when
+/// the columns move by whole blocks and the rows by whole periods of the
+/// swizzle (the XORed chunk bits come from row bits the move leaves alone).
+fn staged_delta(at: Staged, dtype: DType, dr: i64, dc: i64) -> Option<i64> {
+    let ld = at.ld as i64;
+    let Some(swizzle) = at.swizzle else {
+        return Some(dr * ld + dc);
+    };
+    let size = dtype.size_bytes() as i64;
+    // The row bits XORed into the chunk bits start at 128 bytes and span
+    // `bytes / 16` values of them.
+    let period = (128 / size) * (swizzle.bytes as i64 / 16);
+    let moved = dr * ld;
+    (dc.rem_euclid(ld) == 0 && moved.rem_euclid(period) == 0)
+        .then(|| dc.div_euclid(ld) * (swizzle.rows as i64 * ld) + moved)
 }
