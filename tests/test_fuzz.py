@@ -24,7 +24,9 @@ def test_the_generator_writes_what_the_fuzzer_promises():
     for spelling in ["axis=0)", "axis=1)", "axis=-1)", "[:, None]", "[None, :]", "/ (metile.abs(",
                      "    if ", "for it in range", " // ", "metile.load(XF + offs, mask=mask)\n",
                      "metile.cumsum(", "metile.sort(", "metile.argmax(", "metile.erf(", ".T, axis=0)",
-                     "metile.trans(", ".reshape(BM, BN)", "metile.split(", "metile.permute(", "w.T)"]:
+                     "metile.trans(", ".reshape(BM, BN)", "metile.split(", "metile.permute(", "w.T)",
+                     # Pointer-tile products: plain, wrapped from a start of either sign, clamped.
+                     "pb += ", "N + rn % N", "- 16 + rn) % N", "N + metile.where(rn < N, rn, 0)"]:
         assert any(spelling in s for s in sources), spelling
     # Reductions of 1-D tiles (a row `r0`, a column `c0`) to scalars.
     assert any("metile.max(r0, axis=0)" in s or "metile.sum(r0, axis=0)" in s or "metile.min(r0, axis=0)" in s

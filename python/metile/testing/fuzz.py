@@ -58,6 +58,9 @@ class Case:
     float_slots: int
     int_slots: int
     divides: bool
+    # The K extent of the pointer-tile product (0 without one): XH holds its A (M x KH) and
+    # then its B (KH x 2N).
+    kh: int = 0
 
     @property
     def grid(self) -> tuple[int]:
@@ -231,6 +234,35 @@ class _Generator:
         op = self.rng.choice(["argmax", "argmin", "xor_sum"] if x.is_int else ["argmax", "argmin"])
         self.emit(kind, True, f"metile.{op}({x.name}, axis={axis})")
 
+    def pointer_product(self, rng: random.Random) -> None:
+        """A product over a K loop written with pointer tiles, as Triton's matmul
+        tutorial writes it: A's rows wrapped by `% M`, pointers advanced each step,
+        the K edge masked, and B's columns plain, wrapped from a start that may be
+        negative (the run-time sign test of the asynchronous copies), or clamped by
+        `where` (their bounds test)."""
+        bk = rng.choice([8, 16, 32])
+        shift = rng.choice([0, 3, 8, 16])
+        col = rng.choice([
+            "rn % N",
+            f"(pid * BN - {shift} + rn) % N",
+            "metile.where(rn < N, rn, 0)",
+        ])
+        acc = self.fresh()
+        self.lines += [
+            f"    pk = metile.arange(0, {bk})",
+            f"    pcol = N + {col}",
+            "    pa = XH + (rm[:, None] % M) * KH + pk[None, :]",
+            "    pb = XH + M * KH + pk[:, None] * (2 * N) + pcol[None, :]",
+            f"    {acc} = zf",
+            f"    for kt in range(0, metile.cdiv(KH, {bk})):",
+            f"        pav = metile.load(pa, mask=pk[None, :] < KH - kt * {bk}, other=0.0)",
+            f"        pbv = metile.load(pb, mask=pk[:, None] < KH - kt * {bk}, other=0.0)",
+            f"        {acc} = metile.dot(pav, pbv, {acc})",
+            f"        pa += {bk}",
+            f"        pb += {bk} * (2 * N)",
+        ]
+        self.pool.append(Value(acc, "full", False))
+
     def carried_reduction(self) -> None:
         """A scalar and a 1-D value carried through a loop with a run-time trip count."""
         x = self.pick(False, ("full",))
@@ -289,7 +321,7 @@ import metile
 
 
 @metile.kernel
-def fuzz(XF, XI, OutF, OutI, M, N, K, BM: metile.constexpr, BN: metile.constexpr):
+def fuzz(XF, XI, XH, OutF, OutI, M, N, K, KH, BM: metile.constexpr, BN: metile.constexpr):
     pid = metile.program_id(0)
     rm = pid * BM + metile.arange(0, BM)
     rn = metile.arange(0, BN)
@@ -343,6 +375,14 @@ def generate(seed: int) -> Case:
             f"        {acc} = {op}({acc}, part)",
         ]
         g.pool.append(Value(acc, "full", False, init.exact))
+    # A product with pointer tiles, drawn from a stream of its own so that the rest of a
+    # seed's case stays as it was; its wrapped columns keep runs of 8 only for N a
+    # multiple of 8, so N is often made one.
+    products = random.Random(seed ^ 0x5EED)
+    kh = products.choice([0, 0, 16, 40, 64])
+    if kh:
+        n = max(8, n - n % 8) if products.random() < 0.5 and bn >= 8 else n
+        g.pointer_product(products)
     floats = [v for v in g.pool if not v.is_int]
     ints = [v for v in g.pool if v.is_int]
     for out, values in (("OutF", floats), ("OutI", ints)):
@@ -350,7 +390,7 @@ def generate(seed: int) -> Case:
             g.lines.append(f"    metile.store({out} + {slot} * M * N + offs, {_broadcast(v)}, mask=mask)")
     source = _PRELUDE + "\n".join(g.lines) + "\n"
     num_sgs = rng.choice([None, 1, 2, 4, 8])
-    return Case(seed, source, m, n, bm, bn, num_sgs, len(floats), len(ints), g.divides)
+    return Case(seed, source, m, n, bm, bn, num_sgs, len(floats), len(ints), g.divides, kh)
 
 
 def _load(case: Case, folder: str):
@@ -371,7 +411,9 @@ def _inputs(case: Case) -> list[np.ndarray]:
     xi = rng.integers(-1000, 1000, size).astype(np.int32)
     out_f = np.full(max(1, case.float_slots) * size, -7.0, np.float32)
     out_i = np.full(max(1, case.int_slots) * size, -7, np.int32)
-    return [xf, xi, out_f, out_i]
+    # Small integers: the products and their sums are exact in f32.
+    xh = rng.integers(-3, 4, max(1, case.m * case.kh + case.kh * 2 * case.n)).astype(np.float16)
+    return [xf, xi, xh, out_f, out_i]
 
 
 def run(kernel, case: Case, device: str) -> tuple[np.ndarray, np.ndarray]:
@@ -379,9 +421,10 @@ def run(kernel, case: Case, device: str) -> tuple[np.ndarray, np.ndarray]:
     import metile
 
     metile.set_device(device)
-    xf, xi, out_f, out_i = _inputs(case)
+    xf, xi, xh, out_f, out_i = _inputs(case)
     options = {} if case.num_sgs is None else {"num_sgs": case.num_sgs}
-    kernel[case.grid](xf, xi, out_f, out_i, case.m, case.n, 3, BM=case.bm, BN=case.bn, **options)
+    kernel[case.grid](xf, xi, xh, out_f, out_i, case.m, case.n, 3, max(case.kh, 1), BM=case.bm, BN=case.bn,
+                      **options)
     return out_f, out_i
 
 
