@@ -1,6 +1,6 @@
 /* meTile ahead-of-time artifact: kernel `gemm` for sm_90 (CUDA C++ for sm_90a).
  * Written by `python -m metile compile`; manifest.json describes the same in full.
- * Source: gemm.cu (sha256 e633ffaf16b4420319d09d35fde53c23456edfbd1852fdfa3a4888eb130edc3a). */
+ * Source: gemm.cu (sha256 46877dafa2cb5330f5bcad6badedeaaccbe8f78e9d39c3843ddd7188989fc2cd). */
 #ifndef METILE_AOT_GEMM_H
 #define METILE_AOT_GEMM_H
 
