@@ -1,7 +1,7 @@
 """Triton's matmul tutorials ported line by line, beside Triton's own kernels and meTile's
 `tile_load` GEMM, in one process on one NVIDIA GPU.
 
-    python benchmarks/matmul_tutorial.py [--quick] [--dtypes fp16,bf16] [--stages]
+    python benchmarks/matmul_tutorial.py [--quick] [--dtypes fp16,bf16]
 
 Kernels, each searched over the same (BLOCK_M, BLOCK_N, BLOCK_K, warps) tiles:
 
@@ -15,8 +15,7 @@ Kernels, each searched over the same (BLOCK_M, BLOCK_N, BLOCK_K, warps) tiles:
   and at its own best tile with its default passes (tensor copies on Hopper).
 
 Every result is checked against a float64 product of sampled rows before it is timed;
-times are medians of `triton.testing.do_bench`. `--stages` adds the port with its K loop
-written `metile.range(..., num_stages=s)` for s in 3..5 (the depth of the operand ring).
+times are medians of `triton.testing.do_bench`.
 """
 
 import argparse
@@ -120,42 +119,6 @@ def tr_persistent(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
         tl.store(c_ptrs, accumulator.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
-def staged_port(stages):
-    """The port with its K loop as `metile.range(..., num_stages=stages)`."""
-
-    @metile.kernel
-    def port(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-             BLOCK_SIZE_M: metile.constexpr, BLOCK_SIZE_N: metile.constexpr, BLOCK_SIZE_K: metile.constexpr,
-             GROUP_SIZE_M: metile.constexpr, ACTIVATION: metile.constexpr):
-        pid = metile.program_id(axis=0)
-        num_pid_m = metile.cdiv(M, BLOCK_SIZE_M)
-        num_pid_n = metile.cdiv(N, BLOCK_SIZE_N)
-        num_pid_in_group = GROUP_SIZE_M * num_pid_n
-        group_id = pid // num_pid_in_group
-        first_pid_m = group_id * GROUP_SIZE_M
-        group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
-        pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-        pid_n = (pid % num_pid_in_group) // group_size_m
-        offs_am = (pid_m * BLOCK_SIZE_M + metile.arange(0, BLOCK_SIZE_M)) % M
-        offs_bn = (pid_n * BLOCK_SIZE_N + metile.arange(0, BLOCK_SIZE_N)) % N
-        offs_k = metile.arange(0, BLOCK_SIZE_K)
-        a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
-        b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
-        accumulator = metile.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=metile.float32)
-        for k in metile.range(0, metile.cdiv(K, BLOCK_SIZE_K), num_stages=stages):
-            a = metile.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
-            b = metile.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
-            accumulator = metile.dot(a, b, accumulator)
-            a_ptrs += BLOCK_SIZE_K * stride_ak
-            b_ptrs += BLOCK_SIZE_K * stride_bk
-        offs_cm = pid_m * BLOCK_SIZE_M + metile.arange(0, BLOCK_SIZE_M)
-        offs_cn = pid_n * BLOCK_SIZE_N + metile.arange(0, BLOCK_SIZE_N)
-        c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
-        metile.store(c_ptrs, accumulator.to(metile.float16), mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
-
-    return port
-
-
 def runner(kind, cfg, a, b, c, sms):
     M, K = a.shape
     N = b.shape[1]
@@ -165,9 +128,6 @@ def runner(kind, cfg, a, b, c, sms):
     blocks = dict(BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=8)
     if kind == "port":
         return lambda: mt_port[(tiles,)](a, b, c, M, N, K, *strides, **blocks, ACTIVATION="", num_sgs=warps)
-    if kind.startswith("port, "):
-        port = staged_port(int(kind.split("=")[1]))
-        return lambda: port[(tiles,)](a, b, c, M, N, K, *strides, **blocks, ACTIVATION="", num_sgs=warps)
     if kind == "persistent port":
         grid = (min(sms, tiles),)
         return lambda: mt_persistent[grid](a, b, c, M, N, K, *strides, **blocks, NUM_SMS=sms, num_sgs=warps)
@@ -215,15 +175,12 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true", help="4096^3 and the ragged shape only")
     p.add_argument("--dtypes", default="fp16,bf16")
-    p.add_argument("--stages", action="store_true", help="also the port with num_stages 3, 4 and 5")
     args = p.parse_args()
     metile.set_device("cuda")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     shapes = [s for s in SHAPES if not args.quick or s in ((4096, 4096, 4096), (4000, 3000, 2000))]
     dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
     kinds = ["port", "Triton", "persistent port", "Triton persistent"]
-    if args.stages:
-        kinds += [f"port, num_stages={s}" for s in (3, 4, 5)]
     print(torch.cuda.get_device_name(), "| triton", triton.__version__, "| TFLOP/s, best config (BM, BN, BK, warps)")
     print("| shape | dtype | " + " | ".join(kinds) + " | tile_load at port's tile | tile_load best "
           "| port / Triton | persistent / Triton's | port / tile_load (same tile) |")

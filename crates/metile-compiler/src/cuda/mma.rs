@@ -125,7 +125,9 @@ impl BodyWriter<'_, Cuda> {
                 let cache = if bytes == 16 { "cg" } else { "ca" };
                 // In the 32-bit shared window, so that a constant added to the
                 // index folds into the instruction's address.
-                let dst_addr = format!("\"r\"(uint(__cvta_generic_to_shared({dst})) + uint({di}) * uint(sizeof(*{dst})))");
+                let dst_addr = format!(
+                    "\"r\"(uint(__cvta_generic_to_shared({dst})) + uint({di}) * uint(sizeof(*{dst})))"
+                );
                 let copy = if zero_fill {
                     // Outside, zero source bytes are read (from the buffer's start)
                     // and the rest of the destination is zero-filled.

@@ -667,7 +667,9 @@ impl<'f> Lowering<'f> {
                 });
                 let dst = match delta {
                     Some((dst0, d)) => {
-                        let d = this.const_i32(i32::try_from(d).map_err(|_| this.internal("a stage offset past i32"))?);
+                        let d = this.const_i32(
+                            i32::try_from(d).map_err(|_| this.internal("a stage offset past i32"))?,
+                        );
                         this.binary(BinaryOp::Add, dst0, d)
                     }
                     None => {
