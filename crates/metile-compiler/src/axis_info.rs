@@ -27,6 +27,10 @@
 //! with `c >= -1`, the sides swapped, or a conjunction `&` of such) makes `x`
 //! non-negative at every use, before the promise as after, as Triton's
 //! `tl.assume` does, where the promise runs whenever `x` exists (`assumed.rs`).
+//!
+//! Where no promise is made, `guarded.rs` computes the facts that hold when
+//! some scalars are non-negative or some selects pick their first value, for
+//! users that test those conditions at run time (the operand ring's copies).
 
 use metile_ir::{AssumeFact, BinaryOp, Block, CmpOp, DType, Elem, Function, Literal, Op, OpKind, ValueId};
 
