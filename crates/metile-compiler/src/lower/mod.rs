@@ -104,8 +104,9 @@ pub struct Lowering<'f> {
     f: &'f Function,
     a: Assignment,
     info: AxisInfos,
-    /// The axis facts that hold when the kernel's guard scalars are
-    /// non-negative (tested where they are used), if it has guards.
+    /// The axis facts that hold when the kernel's guards do (scalars
+    /// non-negative, selects taking their first value; tested where the
+    /// facts are used), if it has guards.
     guarded: Option<axis_info::Guarded>,
     b: GpuBuilder,
     homes: Vec<Option<Home>>,
@@ -409,7 +410,6 @@ impl<'f> Lowering<'f> {
         self.emit1(GpuOpKind::Cast, [v], GpuType::Scalar(dtype))
     }
 
-    /// Emits `if cond { then } else { otherwise }`, each branch built by its closure.
     /// The axis facts proven, or those that hold when the guards do.
     fn facts(&self, guarded: bool) -> &AxisInfos {
         match (&self.guarded, guarded) {
@@ -418,6 +418,7 @@ impl<'f> Lowering<'f> {
         }
     }
 
+    /// Emits `if cond { then } else { otherwise }`, each branch built by its closure.
     fn if_else(
         &mut self,
         cond: GpuValue,
