@@ -35,6 +35,7 @@
 use metile_ir::{AssumeFact, BinaryOp, Block, CmpOp, DType, Elem, Function, Literal, Op, OpKind, ValueId};
 
 mod assumed;
+mod definitions;
 mod guarded;
 use assumed::assumed_non_negative;
 pub use guarded::{analyze_guarded, Guard, Guarded};

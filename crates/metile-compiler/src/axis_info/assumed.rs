@@ -2,7 +2,8 @@
 //! a constant `c >= 0` (`x > c` with `c >= -1`, the sides swapped, and `&` of
 //! such) as "`x` is non-negative".
 
-use metile_ir::{BinaryOp, Block, CmpOp, Function, Literal, Op, OpKind, ValueId};
+use super::definitions::{Definitions, TOP_LEVEL};
+use metile_ir::{BinaryOp, CmpOp, Function, OpKind};
 
 /// The values that some `assume_true(x >= c)` of the kernel promises to be
 /// non-negative (see the module comment). A promise is a promise about the
@@ -11,32 +12,11 @@ use metile_ir::{BinaryOp, Block, CmpOp, Function, Literal, Op, OpKind, ValueId};
 /// block or in the block that defines `x` (a promise inside an `if` or a loop
 /// about a value from outside may never run, and then says nothing).
 pub(super) fn assumed_non_negative(f: &Function) -> Vec<bool> {
-    let mut found = Definitions {
-        defs: vec![None; f.values.len()],
-        conditions: Vec::new(),
-        blocks: 1,
-    };
-    for p in &f.params {
-        found.define(p.value, None, TOP_LEVEL);
-    }
-    found.collect(&f.body, TOP_LEVEL);
-    let Definitions {
-        defs, mut conditions, ..
-    } = found;
-    let def = |v: ValueId| defs.get(v.index()).copied().flatten();
-    let constant = |mut v: ValueId| loop {
-        match def(v)
-            .and_then(|(op, _)| op)
-            .map(|op| (&op.kind, op.operands.first()))
-        {
-            Some((OpKind::Constant(Literal::Int(c)), _)) => return Some(*c),
-            Some((OpKind::Broadcast | OpKind::ExpandDims { .. }, Some(&x))) => v = x,
-            _ => return None,
-        }
-    };
+    let mut defs = Definitions::of(f);
+    let mut conditions = std::mem::take(&mut defs.conditions);
     let mut assumed = vec![false; f.values.len()];
     while let Some((c, at)) = conditions.pop() {
-        let Some(op) = def(c).and_then(|(op, _)| op) else {
+        let Some(op) = defs.op(c) else {
             continue;
         };
         let (x, bound, strict) = match (&op.kind, &op.operands[..]) {
@@ -48,53 +28,15 @@ pub(super) fn assumed_non_negative(f: &Function) -> Vec<bool> {
             (OpKind::Compare(CmpOp::Gt), &[x, b]) | (OpKind::Compare(CmpOp::Lt), &[b, x]) => (x, b, true),
             _ => continue,
         };
-        let runs_whenever_x_exists = at == TOP_LEVEL || def(x).is_some_and(|(_, block)| block == at);
+        let runs_whenever_x_exists = at == TOP_LEVEL || defs.block(x) == Some(at);
         let lowest = if strict { -1 } else { 0 };
-        if runs_whenever_x_exists && constant(bound).is_some_and(|c| c >= lowest) {
+        if runs_whenever_x_exists && defs.constant(bound).is_some_and(|c| c >= lowest) {
             if let Some(slot) = assumed.get_mut(x.index()) {
                 *slot = true;
             }
         }
     }
     assumed
-}
-
-const TOP_LEVEL: usize = 0;
-
-/// Where each value is defined (its op, none for parameters and block
-/// arguments, and the block, numbered in walk order), and the conditions of
-/// the `assume_true`s with the block each sits in.
-struct Definitions<'f> {
-    defs: Vec<Option<(Option<&'f Op>, usize)>>,
-    conditions: Vec<(ValueId, usize)>,
-    blocks: usize,
-}
-
-impl<'f> Definitions<'f> {
-    fn define(&mut self, v: ValueId, op: Option<&'f Op>, block: usize) {
-        if let Some(slot) = self.defs.get_mut(v.index()) {
-            *slot = Some((op, block));
-        }
-    }
-
-    fn collect(&mut self, b: &'f Block, block: usize) {
-        for &arg in &b.args {
-            self.define(arg, None, block);
-        }
-        for op in &b.ops {
-            if matches!(op.kind, OpKind::AssumeTrue) {
-                self.conditions.extend(op.operands.first().map(|&c| (c, block)));
-            }
-            for &r in &op.results {
-                self.define(r, Some(op), block);
-            }
-            for region in &op.regions {
-                let inner = self.blocks;
-                self.blocks += 1;
-                self.collect(region, inner);
-            }
-        }
-    }
 }
 
 #[cfg(test)]

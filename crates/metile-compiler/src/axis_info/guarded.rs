@@ -26,8 +26,9 @@
 //! `v` tests the guards of `v` first. Each guard is `v` itself or among its
 //! transitive operands, so it is defined, and in scope, wherever `v` is used.
 
+use super::definitions::{Definitions, TOP_LEVEL};
 use super::{analyze_assuming, AxisInfos};
-use metile_ir::{BinaryOp, Block, Elem, Function, Literal, Op, OpKind, ValueId};
+use metile_ir::{BinaryOp, Block, Elem, Function, Op, OpKind, ValueId};
 
 /// A condition the guarded facts assume.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,14 +75,12 @@ const MOST_GUARDS: usize = 64;
 /// The facts that hold when the kernel's guards do, or `None` when it has no
 /// guards.
 pub fn analyze_guarded(f: &Function, proven: &AxisInfos) -> Option<Guarded> {
-    let mut defs = Defs {
-        op: vec![None; f.values.len()],
-        top_level: vec![false; f.values.len()],
+    let defs = Definitions::of(f);
+    let search = SignSearch {
+        f,
+        proven,
+        defs: &defs,
     };
-    for p in &f.params {
-        defs.top_level[p.value.index()] = true;
-    }
-    defs.collect(&f.body, true);
     let mut guards: Vec<Guard> = Vec::new();
     let add = |g: Guard, guards: &mut Vec<Guard>| {
         if !guards.contains(&g) && guards.len() < MOST_GUARDS {
@@ -93,7 +92,7 @@ pub fn analyze_guarded(f: &Function, proven: &AxisInfos) -> Option<Guarded> {
         &mut |op| match (&op.kind, &op.operands[..], &op.results[..]) {
             (OpKind::Binary(BinaryOp::Rem), &[dividend, _], _) if !proven.is_non_negative(dividend) => {
                 let mut found = Vec::new();
-                if defs.sign_leaves(f, proven, dividend, &mut found) {
+                if search.leaves(dividend, &mut found) {
                     for g in found {
                         add(Guard::NonNegative(g), &mut guards);
                     }
@@ -131,71 +130,48 @@ pub fn analyze_guarded(f: &Function, proven: &AxisInfos) -> Option<Guarded> {
     })
 }
 
-struct Defs<'f> {
-    op: Vec<Option<&'f Op>>,
-    top_level: Vec<bool>,
+/// The guard search's walk back from a remainder's dividend.
+struct SignSearch<'a, 'f> {
+    f: &'f Function,
+    proven: &'a AxisInfos,
+    defs: &'a Definitions<'f>,
 }
 
-impl<'f> Defs<'f> {
-    fn collect(&mut self, b: &'f Block, top: bool) {
-        for op in &b.ops {
-            for r in &op.results {
-                self.op[r.index()] = Some(op);
-                self.top_level[r.index()] = top;
-            }
-            for region in &op.regions {
-                self.collect(region, false);
-            }
-        }
-    }
-
+impl SignSearch<'_, '_> {
     /// Whether `v` is non-negative once the scalars pushed to `found` are:
     /// `v` reaches them only through sums with non-negative values, products
     /// by non-negative constants, broadcasts and widening casts.
-    fn sign_leaves(&self, f: &Function, proven: &AxisInfos, v: ValueId, found: &mut Vec<ValueId>) -> bool {
-        if proven.is_non_negative(v) {
+    fn leaves(&self, v: ValueId, found: &mut Vec<ValueId>) -> bool {
+        if self.proven.is_non_negative(v) {
             return true;
         }
-        let integer = matches!(f.ty(v).elem, Elem::Scalar(d) if d.is_int());
-        let op = self.op.get(v.index()).copied().flatten();
-        match op.map(|op| (&op.kind, &op.operands[..])) {
-            Some((OpKind::Broadcast | OpKind::ExpandDims { .. }, &[x])) => {
-                self.sign_leaves(f, proven, x, found)
+        match self.defs.op(v).map(|op| (&op.kind, &op.operands[..])) {
+            Some((OpKind::Broadcast | OpKind::ExpandDims { .. }, &[x])) => self.leaves(x, found),
+            Some((OpKind::Cast, &[x])) if super::widens(self.f.ty(x).dtype(), self.f.ty(v).dtype()) => {
+                self.leaves(x, found)
             }
-            Some((OpKind::Cast, &[x])) if super::widens(f.ty(x).dtype(), f.ty(v).dtype()) => {
-                self.sign_leaves(f, proven, x, found)
+            Some((OpKind::Binary(BinaryOp::Add), &[x, y])) => self.leaves(x, found) && self.leaves(y, found),
+            Some((OpKind::Binary(BinaryOp::Mul), &[x, y])) => {
+                match (self.defs.constant(y), self.defs.constant(x)) {
+                    (Some(c), _) if c >= 0 => self.leaves(x, found),
+                    (_, Some(c)) if c >= 0 => self.leaves(y, found),
+                    _ => self.leaf(v, found),
+                }
             }
-            Some((OpKind::Binary(BinaryOp::Add), &[x, y])) => {
-                self.sign_leaves(f, proven, x, found) && self.sign_leaves(f, proven, y, found)
-            }
-            Some((OpKind::Binary(BinaryOp::Mul), &[x, y])) => match (self.constant(y), self.constant(x)) {
-                (Some(c), _) if c >= 0 => self.sign_leaves(f, proven, x, found),
-                (_, Some(c)) if c >= 0 => self.sign_leaves(f, proven, y, found),
-                _ => self.leaf(f, v, integer, found),
-            },
-            _ => self.leaf(f, v, integer, found),
+            _ => self.leaf(v, found),
         }
     }
 
     /// A top-level integer scalar becomes a guard.
-    fn leaf(&self, f: &Function, v: ValueId, integer: bool, found: &mut Vec<ValueId>) -> bool {
-        let ok =
-            integer && f.ty(v).shape.is_empty() && self.top_level.get(v.index()).copied().unwrap_or(false);
+    fn leaf(&self, v: ValueId, found: &mut Vec<ValueId>) -> bool {
+        let ty = self.f.ty(v);
+        let ok = matches!(ty.elem, Elem::Scalar(d) if d.is_int())
+            && ty.shape.is_empty()
+            && self.defs.block(v) == Some(TOP_LEVEL);
         if ok {
             found.push(v);
         }
         ok
-    }
-
-    fn constant(&self, mut v: ValueId) -> Option<i64> {
-        loop {
-            let op = self.op.get(v.index()).copied().flatten()?;
-            match (&op.kind, &op.operands[..]) {
-                (OpKind::Constant(Literal::Int(c)), _) => return Some(*c),
-                (OpKind::Broadcast | OpKind::ExpandDims { .. }, &[x]) => v = x,
-                _ => return None,
-            }
-        }
     }
 }
 
