@@ -33,6 +33,7 @@
 //! where the launch allows.
 
 use super::ring_barriers::RingBarriers;
+use super::wgmma::staged_delta;
 use super::{Home, Lowering};
 use crate::axis_info::Guard;
 use crate::dist_layout::DistLayout;
@@ -531,7 +532,8 @@ impl<'f> Lowering<'f> {
         };
         let guarded = match self.guards_hold(&guards)? {
             Some(holds) => {
-                Some(holds).zip(Some(self.copy_plan(op, l, dtype, place, true)?).filter(|p| p.copyable))
+                let plan = self.copy_plan(op, l, dtype, place, true)?;
+                plan.copyable.then_some((holds, plan))
             }
             None => None,
         };
@@ -907,23 +909,4 @@ impl<'f> Lowering<'f> {
     pub(super) fn in_ring(&self, v: ValueId) -> Option<RingValue> {
         self.ring_values.get(&v).copied()
     }
-}
-
-/// How far (in elements) the element `(dr, dc)` rows and columns from another
-/// sits from it in the staged placement `at`, where that is the same for every
-/// position of the first: always in padded rows; in a swizzled placement when
-/// the columns move by whole blocks and the rows by whole periods of the
-/// swizzle (the XORed chunk bits come from row bits the move leaves alone).
-fn staged_delta(at: Staged, dtype: DType, dr: i64, dc: i64) -> Option<i64> {
-    let ld = at.ld as i64;
-    let Some(swizzle) = at.swizzle else {
-        return Some(dr * ld + dc);
-    };
-    let size = dtype.size_bytes() as i64;
-    // The row bits XORed into the chunk bits start at 128 bytes and span
-    // `bytes / 16` values of them.
-    let period = (128 / size) * (swizzle.bytes as i64 / 16);
-    let moved = dr * ld;
-    (dc.rem_euclid(ld) == 0 && moved.rem_euclid(period) == 0)
-        .then(|| dc.div_euclid(ld) * (swizzle.rows as i64 * ld) + moved)
 }

@@ -739,3 +739,23 @@ fn k_major_operand(swizzle: Swizzle) -> WgmmaOperand {
         mn_major: false,
     }
 }
+
+/// How far (in elements) the element `(dr, dc)` rows and columns from another
+/// sits from it in the staged placement `at` (`Lowering::staged_index`), where
+/// that is the same for every position of the first: always in padded rows; in
+/// a swizzled placement when the columns move by whole blocks and the rows by
+/// whole periods of the swizzle (the XORed chunk bits come from row bits the
+/// move leaves alone).
+pub(super) fn staged_delta(at: Staged, dtype: DType, dr: i64, dc: i64) -> Option<i64> {
+    let ld = at.ld as i64;
+    let Some(swizzle) = at.swizzle else {
+        return Some(dr * ld + dc);
+    };
+    let size = dtype.size_bytes() as i64;
+    // The row bits XORed into the chunk bits start at 128 bytes and span
+    // `bytes / 16` values of them.
+    let period = (128 / size) * (swizzle.bytes as i64 / 16);
+    let moved = dr * ld;
+    (dc.rem_euclid(ld) == 0 && moved.rem_euclid(period) == 0)
+        .then(|| dc.div_euclid(ld) * (swizzle.rows as i64 * ld) + moved)
+}
