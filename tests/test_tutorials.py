@@ -6,6 +6,7 @@ random numbers (test_atomics.py, test_random.py)."""
 
 import numpy as np
 import pytest
+from test_pointer_gemm import _tutorial_params
 
 import metile
 from metile import _frontend, _metile
@@ -719,12 +720,9 @@ def test_09_persistent_matmul_copies_clamped_columns_behind_a_bounds_test(arch):
     # `where(offs_bn < N, offs_bn, 0)` keeps no runs; every column tile but the last
     # has no clamped lane, so B's runs are copied asynchronously once a uniform
     # bounds test finds that, as A's are.
-    sizes = [(n, "scalar", "i32", 16) for n in ("M", "N", "K", "stride_am")]
-    params = ([(n, "ptr", "f16") for n in ("a_ptr", "b_ptr", "c_ptr")] + sizes + [("stride_ak", "one", "i32"),
-              ("stride_bk", "scalar", "i32", 16), ("stride_bn", "one", "i32"), ("stride_cm", "scalar", "i32", 16),
-              ("stride_cn", "one", "i32")])
     constexprs = {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8, "NUM_SMS": 132}
-    traced = _frontend.specialize(matmul_kernel_persistent.fn, params, constexprs, {"threads_per_group": 128})
+    traced = _frontend.specialize(matmul_kernel_persistent.fn, _tutorial_params("f16"), constexprs,
+                                  {"threads_per_group": 128})
     src = _metile.compile_cuda(traced, num_sgs=4, arch=arch)["cuda"]
     copies = {x: sum(f'"l"({x}_ptr' in line for line in src.splitlines() if "cp.async.cg.shared.global" in line)
               for x in "ab"}
