@@ -241,21 +241,27 @@ pub fn compile_cuda_py<'py>(
 ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
     let target = nvidia_target(arch)?;
     let f = func.get().func.clone();
+    let (print_after, record_stages) = metile_runtime::debug::pipeline_requests();
     let options = CompileOptions {
         num_sgs,
         passes: parse_passes(passes)?,
+        print_after,
+        record_stages,
         ..Default::default()
     };
-    let compiled = py
-        .detach(|| metile_compiler::compile_cuda(&f, &options, &target))
-        .map_err(|e| {
-            compilation_error(
-                py,
-                &format!("cannot compile `{}` for NVIDIA GPUs: {}", e.op, e.reason),
-                &e.loc,
-            )
-        })?;
-    let k = compiled.kernel;
+    let compiled = py.detach(|| compile(&f, &options, &target)).map_err(|e| {
+        compilation_error(
+            py,
+            &format!("cannot compile `{}` for NVIDIA GPUs: {}", e.op, e.reason),
+            &e.loc,
+        )
+    })?;
+    metile_runtime::debug::report_run(&f.name, arch, &compiled.printed, &compiled.records, record_stages);
+    let metile_compiler::Kernel::Cuda(k) = compiled.kernel else {
+        return Err(crate::errors::CompilationError::new_err(format!(
+            "internal: {arch} compiled to another language"
+        )));
+    };
     let d = pyo3::types::PyDict::new(py);
     d.set_item("repack", repack_step(py, &k)?)?;
     d.set_item("cuda", k.source)?;

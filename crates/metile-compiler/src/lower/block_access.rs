@@ -2,39 +2,75 @@
 //! memory accelerator copies (`tma.rs`).
 //!
 //! A load qualifies when it reads a block of a row-major matrix the runtime
-//! can describe at launch: a `tile_load`, or a load through
-//! `ptr + (r0 + arange(R))[:, None] * stride + (c0 + arange(C))[None, :]`
-//! masked by `row < rows` and `col < cols` (a bounded `tile_load`, or the
-//! Triton spelling; block pointers and tensor descriptors add `row >= 0` and
-//! `col >= 0`, which the tensor copy honours too: it fills the elements at
-//! negative coordinates with zeros) with zeros masked off, where `ptr` is a buffer argument
-//! and `stride`, `rows` and `cols` are scalar arguments or constants (the
-//! runtime reads them to build the matrix's tensor map). Matching looks
-//! through broadcasts, the order of sums and products, and pointer sums in
-//! several steps.
+//! can describe at launch: a `tile_load`, or a load through a buffer argument
+//! plus offsets whose affine form (`affine_index.rs`) is
+//! `stride·i + j + stride·r0 + c0`, `i` and `j` the tile's row and column
+//! indices, where `stride` is a scalar argument or a constant (the runtime
+//! reads it to build the matrix's tensor map). The pointer may be built in
+//! several steps and carried through a loop, the offsets written in any
+//! order, wrapped by `% M`, clamped by `where` or `min` (each the identity
+//! under a uniform test the copy makes first).
+//!
+//! Its mask, if any, is a conjunction of bounds on the row and column
+//! indices, `r0 + i < rows` (`Triton`'s `offs_k[None, :] < K - k * BLOCK_K`
+//! is `k * BLOCK_K + j < K`) and `r0 + i >= 0`, with zeros masked off: the
+//! tensor copy's zeros outside the matrix stand for them. A bound says which
+//! part of the offsets is the row's and which the column's; without one, the
+//! terms with the stride as a factor are the row's. An axis without a
+//! `>= 0` bound needs its origin to be non-negative, and an axis without an
+//! upper bound a tile that does not leave the matrix, tested at run time
+//! (`tma.rs`).
 
+use super::affine_index::{Affine, RunTest, Term};
 use super::Lowering;
 use metile_ir::gpu_ir::LaunchValue;
 use metile_ir::{BinaryOp, CmpOp, DType, Op, OpKind, ParamKind, ValueId};
 
-/// A tile's origin along one axis: a scalar Tile IR value (or none) plus a constant.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Coord {
-    pub(super) value: Option<ValueId>,
-    pub(super) offset: i64,
-}
-
 /// A load of a block of a row-major matrix.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct BlockLoad {
     /// Tile IR parameter index of the buffer.
     pub(super) buffer: usize,
-    pub(super) row: Coord,
-    pub(super) col: Coord,
+    /// The block's first row and column (forms without lane indices).
+    pub(super) row: Affine,
+    pub(super) col: Affine,
     pub(super) stride: LaunchValue,
     /// `None`: the load has no bound on that axis.
     pub(super) rows: Option<LaunchValue>,
     pub(super) cols: Option<LaunchValue>,
+    /// Per axis, whether the mask tests `index >= 0` there.
+    pub(super) from_zero: [bool; 2],
+    /// What the offsets' form relies on, tested before the copy.
+    pub(super) tests: Vec<RunTest>,
+}
+
+/// One part of a load's mask: a bound on the row (axis 0) or column index.
+enum MaskBound {
+    /// `origin + index < bound`.
+    Below(usize, Affine, LaunchValue),
+    /// `origin + index >= 0`.
+    FromZero(usize, Affine),
+}
+
+/// Where one axis's origin comes from, read off the mask.
+#[derive(Default)]
+struct AxisBounds {
+    origin: Option<Affine>,
+    bound: Option<LaunchValue>,
+    from_zero: bool,
+}
+
+impl AxisBounds {
+    /// Takes `origin` as the axis's; a second bound must agree with the first.
+    fn agree(&mut self, origin: Affine) -> Option<()> {
+        match &self.origin {
+            Some(o) => (*o == origin).then_some(()),
+            None => {
+                self.origin = Some(origin);
+                Some(())
+            }
+        }
+    }
 }
 
 impl<'f> Lowering<'f> {
@@ -43,7 +79,7 @@ impl<'f> Lowering<'f> {
     }
 
     /// `v` without the broadcasts around it.
-    fn unbroadcast(&self, mut v: ValueId) -> ValueId {
+    pub(super) fn unbroadcast(&self, mut v: ValueId) -> ValueId {
         while let Some(op) = self.def(v).filter(|o| matches!(o.kind, OpKind::Broadcast)) {
             v = op.operands[0];
         }
@@ -63,84 +99,14 @@ impl<'f> Lowering<'f> {
         self.constant(v).map(LaunchValue::Const)
     }
 
-    /// A uniform scalar as a coordinate.
-    fn scalar_coord(&self, v: ValueId) -> Option<Coord> {
+    /// A uniform scalar as a form.
+    fn scalar_form(&self, v: ValueId) -> Option<Affine> {
         if !self.f.ty(v).shape.is_empty() {
             return None;
         }
         Some(match self.constant(v) {
-            Some(offset) => Coord { value: None, offset },
-            None => Coord {
-                value: Some(v),
-                offset: 0,
-            },
-        })
-    }
-
-    /// `c0 + arange(a, a + n)`: the coordinate `c0 + a` and `n`.
-    fn index_vector(&self, v: ValueId) -> Option<(Coord, i64)> {
-        let op = self.def(v)?;
-        match op.kind {
-            OpKind::Arange { start, end } => Some((
-                Coord {
-                    value: None,
-                    offset: start,
-                },
-                end - start,
-            )),
-            OpKind::Binary(BinaryOp::Add) => {
-                let (x, y) = (op.operands[0], op.operands[1]);
-                let (range, scalar) = match self.def(x)?.kind {
-                    OpKind::Arange { .. } => (x, y),
-                    _ => (y, x),
-                };
-                let OpKind::Arange { start, end } = self.def(range)?.kind else {
-                    return None;
-                };
-                let c = self.scalar_coord(self.unbroadcast(scalar))?;
-                Some((
-                    Coord {
-                        offset: c.offset + start,
-                        ..c
-                    },
-                    end - start,
-                ))
-            }
-            _ => None,
-        }
-    }
-
-    /// An index vector laid along `axis` of a 2-D tile (`x[:, None]` for rows).
-    fn axis_index(&self, v: ValueId, axis: usize) -> Option<(Coord, i64)> {
-        let op = self.def(self.unbroadcast(v))?;
-        match op.kind {
-            OpKind::ExpandDims { axis: new } if new == 1 - axis => self.index_vector(op.operands[0]),
-            _ => None,
-        }
-    }
-
-    /// Splits a sum of offsets into its terms, through broadcasts.
-    fn offset_terms(&self, v: ValueId, terms: &mut Vec<ValueId>) {
-        let v = self.unbroadcast(v);
-        match self.def(v) {
-            Some(op) if matches!(op.kind, OpKind::Binary(BinaryOp::Add)) => {
-                self.offset_terms(op.operands[0], terms);
-                self.offset_terms(op.operands[1], terms);
-            }
-            _ => terms.push(v),
-        }
-    }
-
-    /// The row and column of one element `(row, col)` compare of a bounds mask.
-    fn bound(&self, v: ValueId) -> Option<(usize, Coord, LaunchValue)> {
-        let op = self.def(self.unbroadcast(v))?;
-        if !matches!(op.kind, OpKind::Compare(CmpOp::Lt)) {
-            return None;
-        }
-        let bound = self.launch_value(op.operands[1])?;
-        (0..2).find_map(|axis| {
-            let (c, _) = self.axis_index(op.operands[0], axis)?;
-            Some((axis, c, bound))
+            Some(c) => Affine::constant(c),
+            None => Affine::scalar(v),
         })
     }
 
@@ -156,15 +122,77 @@ impl<'f> Lowering<'f> {
         }
     }
 
-    /// The axis and origin of a `(row or col index) >= 0` part of a mask.
-    fn lower_bound(&self, v: ValueId) -> Option<(usize, Coord)> {
-        let op = self.def(self.unbroadcast(v))?;
-        if !matches!(op.kind, OpKind::Compare(CmpOp::Ge))
-            || self.constant(self.unbroadcast(op.operands[1])) != Some(0)
-        {
+    /// A mask part that bounds one index of a 2-D tile: a comparison whose
+    /// sides differ by that index plus uniform terms.
+    fn mask_bound(&self, part: ValueId, tests: &mut Vec<RunTest>) -> Option<MaskBound> {
+        let op = self.def(part)?;
+        let OpKind::Compare(cmp) = op.kind else {
+            return None;
+        };
+        let x = self.affine_at_rank(op.operands[0], 2, tests)?;
+        let y = self.affine_at_rank(op.operands[1], 2, tests)?;
+        // As `d < 0`.
+        let d = match cmp {
+            CmpOp::Lt => x.sub(&y)?,
+            CmpOp::Le => x.sub(&y)?.sub(&Affine::constant(1))?,
+            CmpOp::Gt => y.sub(&x)?,
+            CmpOp::Ge => y.sub(&x)?.sub(&Affine::constant(1))?,
+            _ => return None,
+        };
+        let mut lanes = d.lane_terms();
+        let lane = lanes.next()?;
+        let axis = lane.lane?;
+        if lanes.next().is_some() || !lane.factors.is_empty() {
             return None;
         }
-        (0..2).find_map(|axis| Some((axis, self.axis_index(op.operands[0], axis)?.0)))
+        match lane.coeff {
+            // `origin + index - bound < 0`: the bound is the one argument
+            // subtracted, or else the constant.
+            1 => {
+                let free = d.origin();
+                let mut args = free.terms().iter().filter(|t| {
+                    let [f] = t.factors[..] else { return false };
+                    t.coeff == -1 && matches!(self.launch_value(f), Some(LaunchValue::Arg(_)))
+                });
+                let (bound, bound_form) = match (args.next(), args.next()) {
+                    (Some(t), None) => (self.launch_value(t.factors[0])?, Affine::scalar(t.factors[0])),
+                    (None, _) => {
+                        let c = free.constant_term().checked_neg()?;
+                        (c > 0).then_some(())?;
+                        (LaunchValue::Const(c), Affine::constant(c))
+                    }
+                    _ => return None,
+                };
+                Some(MaskBound::Below(axis, free.add(&bound_form)?, bound))
+            }
+            // `-(origin + index) - 1 < 0`, that is `origin + index >= 0`.
+            -1 => Some(MaskBound::FromZero(
+                axis,
+                d.scale(-1)?.sub(&Affine::constant(1))?.origin(),
+            )),
+            _ => None,
+        }
+    }
+
+    /// `form / stride`, where every term divides.
+    fn divide(form: &Affine, stride: &StrideForm) -> Option<Affine> {
+        let mut out = Affine::default();
+        for t in form.terms() {
+            let term = match *stride {
+                StrideForm::Arg(p) => {
+                    let at = t.factors.iter().position(|&f| f == p)?;
+                    let mut factors = t.factors.clone();
+                    factors.remove(at);
+                    Term { factors, ..t.clone() }
+                }
+                StrideForm::Const(c) => (t.coeff % c == 0).then(|| Term {
+                    coeff: t.coeff / c,
+                    ..t.clone()
+                })?,
+            };
+            out = out.add(&Affine::from_term(term))?;
+        }
+        Some(out)
     }
 
     /// The block a load in a ring reads, when the tensor memory accelerator
@@ -178,11 +206,13 @@ impl<'f> Lowering<'f> {
         if let OpKind::TileLoad { .. } = op.kind {
             return Some(BlockLoad {
                 buffer: param(op.operands[0])?,
-                row: self.scalar_coord(op.operands[1])?,
-                col: self.scalar_coord(op.operands[2])?,
+                row: self.scalar_form(op.operands[1])?,
+                col: self.scalar_form(op.operands[2])?,
                 stride: self.launch_value(op.operands[3])?,
                 rows: None,
                 cols: None,
+                from_zero: [false; 2],
+                tests: vec![],
             });
         }
         let OpKind::Load { has_mask, .. } = op.kind else {
@@ -191,57 +221,103 @@ impl<'f> Lowering<'f> {
         if has_mask && !self.masked_off_value_is_zero(op) {
             return None;
         }
+        if self.f.ty(op.results[0]).shape[..] != [shape.0, shape.1] {
+            return None;
+        }
         // The pointer: a buffer argument plus offsets, possibly in steps.
-        let mut terms = vec![];
+        let mut tests = vec![];
+        let mut offsets = Affine::default();
         let mut ptr = self.unbroadcast(op.operands[0]);
         while let Some(add) = self.def(ptr).filter(|o| matches!(o.kind, OpKind::AddPtr)) {
-            self.offset_terms(add.operands[1], &mut terms);
+            offsets = offsets.add(&self.affine_at_rank(add.operands[1], 2, &mut tests)?)?;
             ptr = self.unbroadcast(add.operands[0]);
         }
         let buffer = param(ptr)?;
-        let (mut row, mut col, mut stride) = (None, None, None);
-        for t in terms {
-            let def = self.def(t)?;
-            if let Some((c, n)) = self.axis_index(t, 1) {
-                (col.is_none() && n == shape.1 as i64).then_some(())?;
-                col = Some(c);
-            } else if matches!(def.kind, OpKind::Binary(BinaryOp::Mul)) {
-                let (x, s) = (def.operands[0], def.operands[1]);
-                let ((c, n), s) = match self.axis_index(x, 0) {
-                    Some(r) => (r, s),
-                    None => (self.axis_index(s, 0)?, x),
-                };
-                (row.is_none() && n == shape.0 as i64).then_some(())?;
-                row = Some(c);
-                stride = Some(self.launch_value(s)?);
-            } else {
-                return None;
-            }
-        }
-        let mut load = BlockLoad {
-            buffer,
-            row: row?,
-            col: col?,
-            stride: stride?,
-            rows: None,
-            cols: None,
+        // Lanes: `stride·i + j`.
+        let lane = |axis| {
+            let mut terms = offsets.lane_terms().filter(move |t| t.lane == Some(axis));
+            let t = terms.next()?;
+            terms.next().is_none().then_some(t)
         };
+        let (row_lane, col_lane) = (lane(0)?, lane(1)?);
+        if offsets.lane_terms().count() != 2 || col_lane.coeff != 1 || !col_lane.factors.is_empty() {
+            return None;
+        }
+        let (stride, stride_form) = match row_lane.factors[..] {
+            [] if row_lane.coeff > 0 => (
+                LaunchValue::Const(row_lane.coeff),
+                StrideForm::Const(row_lane.coeff),
+            ),
+            [p] if row_lane.coeff == 1 => match self.launch_value(p)? {
+                LaunchValue::Arg(i) => (LaunchValue::Arg(i), StrideForm::Arg(p)),
+                LaunchValue::Const(_) => return None,
+            },
+            _ => return None,
+        };
+        let stride_affine = match stride_form {
+            StrideForm::Arg(p) => Affine::scalar(p),
+            StrideForm::Const(c) => Affine::constant(c),
+        };
+        // The mask's bounds.
+        let mut axes: [AxisBounds; 2] = Default::default();
         if has_mask {
             let mut parts = vec![];
             self.conjuncts(op.operands[1], &mut parts);
             for part in parts {
-                if let Some((axis, c)) = self.lower_bound(part) {
-                    let origin = if axis == 0 { load.row } else { load.col };
-                    (c == origin).then_some(())?;
-                    continue;
+                match self.mask_bound(part, &mut tests)? {
+                    MaskBound::Below(axis, origin, bound) => {
+                        let a = &mut axes[axis];
+                        (a.bound.is_none()).then_some(())?;
+                        a.agree(origin)?;
+                        a.bound = Some(bound);
+                    }
+                    MaskBound::FromZero(axis, origin) => {
+                        axes[axis].agree(origin)?;
+                        axes[axis].from_zero = true;
+                    }
                 }
-                let (axis, c, bound) = self.bound(part)?;
-                let slot = if axis == 0 { &mut load.rows } else { &mut load.cols };
-                let origin = if axis == 0 { load.row } else { load.col };
-                (slot.is_none() && c == origin).then_some(())?;
-                *slot = Some(bound);
             }
         }
-        Some(load)
+        // The origins: from the mask where it bounds an axis, else the
+        // offsets' terms with the stride as a factor are the row's.
+        let free = offsets.origin();
+        let (row, col) = match (axes[0].origin.clone(), axes[1].origin.clone()) {
+            (Some(row), Some(col)) => (row, col),
+            (None, Some(col)) => (Self::divide(&free.sub(&col)?, &stride_form)?, col),
+            (Some(row), None) => {
+                let col = free.sub(&row.mul(&stride_affine)?)?;
+                (row, col)
+            }
+            (None, None) => {
+                let (mut row, mut col) = (Affine::default(), Affine::default());
+                for t in free.terms() {
+                    let one = Affine::from_term(t.clone());
+                    match Self::divide(&one, &stride_form) {
+                        Some(r) => row = row.add(&r)?,
+                        None => col = col.add(&one)?,
+                    }
+                }
+                (row, col)
+            }
+        };
+        // Every offset accounted for: `stride·row + col` is the free part.
+        (row.mul(&stride_affine)?.add(&col)? == free).then_some(())?;
+        Some(BlockLoad {
+            buffer,
+            row,
+            col,
+            stride,
+            rows: axes[0].bound,
+            cols: axes[1].bound,
+            from_zero: [axes[0].from_zero, axes[1].from_zero],
+            tests,
+        })
     }
+}
+
+/// A matrix's row stride as a factor of the offsets' terms.
+enum StrideForm {
+    /// A scalar argument (the Tile IR value).
+    Arg(ValueId),
+    Const(i64),
 }

@@ -21,6 +21,7 @@
 //! loop); values that live across loop iterations or leave an `if` go through
 //! register arrays.
 
+mod affine_index;
 mod async_ring;
 mod atomic;
 mod b_ring;

@@ -11,7 +11,7 @@
 //! without TMA (`async_ring.rs`). The copies complete on the stage's full
 //! barrier (`ring_barriers.rs`).
 
-use super::block_access::Coord;
+use super::affine_index::{Affine, RunTest};
 use super::ring_barriers::RingBarriers;
 use super::Lowering;
 use crate::dot_tiling::Staged;
@@ -38,19 +38,59 @@ impl<'f> Lowering<'f> {
         self.a.switches.tma && warpgroups >= 2 && k_bytes >= 128
     }
 
-    /// A coordinate as an i32 GPU value.
-    fn coord_value(&mut self, c: Coord) -> CompileResult<GpuValue> {
-        let offset = self.const_i32(c.offset as i32);
-        let Some(v) = c.value else {
-            return Ok(offset);
-        };
-        let v = self.uniform(v)?;
-        let v = self.cast(v, DType::I32);
-        Ok(if c.offset == 0 {
-            v
-        } else {
-            self.binary(BinaryOp::Add, v, offset)
+    /// A form without lane indices (a block's origin) as an i32 GPU value,
+    /// computed with wrapping `i32` arithmetic as the kernel computes it.
+    fn affine_value(&mut self, form: &Affine) -> CompileResult<GpuValue> {
+        let constant = self.const_i32(form.constant_term() as i32);
+        let mut sum = None;
+        for t in form.terms().iter().filter(|t| !t.factors.is_empty()) {
+            let mut product = None;
+            for &f in &t.factors {
+                let x = self.uniform(f)?;
+                let x = self.cast(x, DType::I32);
+                product = Some(match product {
+                    None => x,
+                    Some(p) => self.binary(BinaryOp::Mul, p, x),
+                });
+            }
+            let mut term = product.ok_or_else(|| self.internal("a term without factors"))?;
+            if t.coeff != 1 {
+                let c = self.const_i32(t.coeff as i32);
+                term = self.binary(BinaryOp::Mul, term, c);
+            }
+            sum = Some(match sum {
+                None => term,
+                Some(s) => self.binary(BinaryOp::Add, s, term),
+            });
+        }
+        Ok(match sum {
+            None => constant,
+            Some(s) if form.constant_term() == 0 => s,
+            Some(s) => self.binary(BinaryOp::Add, s, constant),
         })
+    }
+
+    /// A uniform bool that holds where every test does (`affine_index.rs`),
+    /// or `None` where one cannot be made.
+    fn run_tests_hold(&mut self, tests: &[RunTest]) -> CompileResult<Option<GpuValue>> {
+        let mut all = None;
+        for t in tests {
+            let bound = match t.bound {
+                None => self.const_i32(0),
+                Some(b) => match self.constant(b) {
+                    Some(c) => self.const_i32(c as i32),
+                    None => self.uniform(b)?,
+                },
+            };
+            let Some(holds) = self.every_lane_compares(t.value, t.cmp, bound) else {
+                return Ok(None);
+            };
+            all = Some(match all {
+                None => holds,
+                Some(a) => self.binary(BinaryOp::And, a, holds),
+            });
+        }
+        Ok(all)
     }
 
     /// The tensor map (and its ready flag) for `spec`, declared once.
@@ -114,9 +154,16 @@ impl<'f> Lowering<'f> {
             box_cols: place.ld as u16,
             swizzle_bytes: swizzle.bytes as u16,
         };
+        let tests = match load.tests.is_empty() {
+            true => None,
+            false => match self.run_tests_hold(&load.tests)? {
+                Some(holds) => Some(holds),
+                None => return Ok(false),
+            },
+        };
         let (map, ready) = self.tensor_map(spec);
-        let row = self.coord_value(load.row)?;
-        let col = self.coord_value(load.col)?;
+        let row = self.affine_value(&load.row)?;
+        let col = self.affine_value(&load.col)?;
         let zero = self.const_i32(0);
         let mut usable = self.compare(CmpOp::Ne, ready, zero);
         // Without a column bound the tile must not leave its row, as a
@@ -129,10 +176,17 @@ impl<'f> Lowering<'f> {
             let from_zero = self.compare(CmpOp::Ge, col, zero);
             usable = self.binary(BinaryOp::And, usable, inside);
             usable = self.binary(BinaryOp::And, usable, from_zero);
+        } else if !load.from_zero[1] && !load.col.is_non_negative_constant() {
+            // The load reads what lies left of the matrix; the copy, zeros.
+            let from_zero = self.compare(CmpOp::Ge, col, zero);
+            usable = self.binary(BinaryOp::And, usable, from_zero);
         }
-        if load.rows.is_none() {
+        if (load.rows.is_none() || !load.from_zero[0]) && !load.row.is_non_negative_constant() {
             let from_zero = self.compare(CmpOp::Ge, row, zero);
             usable = self.binary(BinaryOp::And, usable, from_zero);
+        }
+        if let Some(tests) = tests {
+            usable = self.binary(BinaryOp::And, usable, tests);
         }
         let place_base = self.const_i32(place.base as i32);
         let slot_base = self.binary(BinaryOp::Add, base, place_base);

@@ -59,6 +59,18 @@ impl<'f> Lowering<'f> {
         }
     }
 
+    /// A uniform bool that holds only when every lane of the `i32` tile `v`
+    /// compares `cmp` to the uniform `bound`.
+    pub(super) fn every_lane_compares(
+        &mut self,
+        v: ValueId,
+        cmp: CmpOp,
+        bound: GpuValue,
+    ) -> Option<GpuValue> {
+        let span = self.span(v)?;
+        self.span_compare(span, cmp, bound)
+    }
+
     fn uniform_i32(&self, v: ValueId) -> Option<GpuValue> {
         match (self.homes[v.index()].as_ref()?, self.f.ty(v).elem) {
             (Home::Uniform(x), Elem::Scalar(DType::I32)) => Some(*x),

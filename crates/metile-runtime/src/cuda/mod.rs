@@ -440,7 +440,8 @@ impl CudaLaunchable {
             let map = matrix.and_then(|m| tensor_map::encode_matrix(spec, &m));
             if let (None, Some(m), Some(_)) = (map, matrix, &self.repacker) {
                 let slot = maps.len();
-                if candidates.iter().any(|o| o.map == slot && o.spec == *spec) {
+                let candidate = candidates.iter().any(|o| o.map == slot && o.spec == *spec);
+                if candidate && tensor_map::within_buffer(spec, &m, args) {
                     if let Some(copy) = copies.add(spec, &m, grid) {
                         to_copy.push((slot, copy));
                     }

@@ -92,6 +92,21 @@ pub fn matrix(spec: &TensorMapSpec, args: &[KernelArg]) -> Option<Matrix> {
     })
 }
 
+/// Whether every row of `m` lies within the buffer argument `spec` reads (its
+/// `len` elements): a tensor copy reads only the boxes a kernel asks for, but
+/// a copy of the whole matrix (`repack.rs`) reads every row, and a kernel's
+/// bounds may describe more rows than its buffer holds.
+pub fn within_buffer(spec: &TensorMapSpec, m: &Matrix, args: &[KernelArg]) -> bool {
+    let Some(KernelArg::Buffer { len, .. }) = args.get(spec.buffer) else {
+        return false;
+    };
+    let size = spec.dtype.size_bytes() as i64;
+    let last_row_end = (m.rows - 1)
+        .checked_mul(m.pitch)
+        .and_then(|x| x.checked_add(m.cols.checked_mul(size)?));
+    last_row_end.is_some_and(|end| end <= (*len as i64).saturating_mul(size))
+}
+
 /// The tensor map of `spec`'s box over `m` (a launch's matrix, or its copy in
 /// aligned rows), or `None` when the hardware cannot describe it.
 pub fn encode_matrix(spec: &TensorMapSpec, m: &Matrix) -> Option<cu::CUtensorMap> {
@@ -123,4 +138,42 @@ pub fn encode_matrix(spec: &TensorMapSpec, m: &Matrix) -> Option<cu::CUtensorMap
         )
     };
     (code == cu::CUresult::CUDA_SUCCESS).then_some(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 4 x 6 f16 matrix whose rows are 8 elements apart ends at element 30.
+    #[test]
+    fn a_matrix_lies_within_its_buffer_up_to_its_last_rows_end() {
+        let spec = TensorMapSpec {
+            buffer: 0,
+            dtype: DType::F16,
+            rows: LaunchValue::Const(4),
+            cols: LaunchValue::Const(6),
+            stride: LaunchValue::Const(8),
+            box_rows: 4,
+            box_cols: 8,
+            swizzle_bytes: 32,
+        };
+        let m = Matrix {
+            address: 0,
+            rows: 4,
+            cols: 6,
+            pitch: 16,
+        };
+        let buffer = |len| KernelArg::Buffer {
+            ptr: std::ptr::null_mut(),
+            len,
+            dtype: DType::F16,
+        };
+        assert!(within_buffer(&spec, &m, &[buffer(30)]));
+        assert!(!within_buffer(&spec, &m, &[buffer(29)]));
+        assert!(!within_buffer(
+            &spec,
+            &m,
+            &[KernelArg::Scalar(ScalarValue::I32(30))]
+        ));
+    }
 }

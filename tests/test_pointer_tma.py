@@ -1,0 +1,213 @@
+"""Tensor copies for matrix products written with pointer tiles: on the H100, a load through
+`ptr + rows[:, None] * stride + cols[None, :]`, whichever way the offsets are written (advanced
+through the K loop, wrapped by `% M`, clamped by `where` or `minimum`, the K edge masked relative
+to the step), fills the wgmma ring with tensor copies, behind a uniform test of what the offsets
+rely on; where the test fails the threads copy. Results never depend on which."""
+
+import re
+
+import numpy as np
+import pytest
+from test_pointer_gemm import _tutorial_params, matmul_kernel, shifted_wrap_gemm
+from test_tutorials import matmul_kernel_persistent
+
+import metile
+from metile import _frontend, _metile
+
+BIG = {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8}
+
+
+def _sm90(kernel, params, constexprs, **options):
+    traced = _frontend.specialize(kernel.fn, params, constexprs, {"threads_per_group": 256})
+    return _metile.compile_cuda(traced, num_sgs=8, arch="sm_90", **options)["cuda"]
+
+
+def _maps(src):
+    return set(re.findall(r"metile_tensor_map (\w+)_tma\d", src))
+
+
+def _blocks(device):
+    """Tiles that get tensor copies on the H100 (two warpgroups, 64-deep f16), small elsewhere."""
+    return ((128, 128, 64), {"num_sgs": 8}) if device == "cuda" else ((32, 32, 32), {})
+
+
+# ------------------------------------------------------------ emitted code (no GPU needed)
+
+def test_the_tutorials_operands_get_tensor_maps():
+    src = _sm90(matmul_kernel, _tutorial_params("f16"), BIG)
+    assert _maps(src) == {"a_ptr", "b_ptr"}
+    # `% M` and `% N` are the identity where the tile's rows (columns) lie in 0..M (0..N): the
+    # copy tests that in 64 bits; the threads copy the last, wrapped, tiles.
+    assert re.search(r"bool v\d+ = v\d+ < v\d+;", src) and "long(M)" in src and "long(N)" in src
+    assert "cp.async.cg.shared.global" in src
+    assert _maps(_sm90(matmul_kernel, _tutorial_params("f16"), BIG, tma=False)) == set()
+
+
+def test_the_persistent_tutorials_clamped_operands_get_tensor_maps():
+    src = _sm90(matmul_kernel_persistent, _tutorial_params("f16"), {**BIG, "NUM_SMS": 132})
+    assert _maps(src) == {"a_ptr", "b_ptr"}
+
+
+@metile.kernel
+def spelled_gemm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, SPELLING: metile.constexpr,
+                 BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr, BLOCK_K: metile.constexpr):
+    """C = A @ B with the operands' offsets spelled several ways users write them."""
+    pid_m = metile.program_id(0)
+    pid_n = metile.program_id(1)
+    offs_m = pid_m * BLOCK_M + metile.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + metile.arange(0, BLOCK_N)
+    offs_k = metile.arange(0, BLOCK_K)
+    if SPELLING == "minimum":
+        rows = metile.minimum(offs_m, M - 1)
+        cols = metile.minimum(offs_n, N - 1)
+    elif SPELLING == "where":
+        rows = metile.where(offs_m < M, offs_m, 0)
+        cols = metile.where(offs_n < N, offs_n, 0)
+    else:
+        rows = offs_m
+        cols = offs_n
+    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype=metile.float32)
+    for k in range(0, metile.cdiv(K, BLOCK_K)):
+        kk = k * BLOCK_K + offs_k
+        if SPELLING == "masked":
+            a = metile.load(a_ptr + stride_am * rows[:, None] + kk[None, :],
+                            mask=(rows[:, None] < M) & (kk[None, :] < K), other=0.0)
+            b = metile.load(b_ptr + cols[None, :] + kk[:, None] * stride_bk,
+                            mask=(kk[:, None] < K) & (cols[None, :] < N), other=0.0)
+        elif SPELLING == "off by one":
+            a = metile.load(a_ptr + rows[:, None] * stride_am + kk[None, :], mask=kk[None, :] < K - 1, other=0.0)
+            b = metile.load(b_ptr + kk[:, None] * stride_bk + cols[None, :], mask=kk[:, None] < K, other=1.0)
+        else:
+            a = metile.load(a_ptr + rows[:, None] * stride_am + kk[None, :], mask=kk[None, :] < K, other=0.0)
+            b = metile.load(b_ptr + kk[:, None] * stride_bk + cols[None, :], mask=kk[:, None] < K, other=0.0)
+        acc = metile.dot(a, b, acc)
+    metile.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc,
+                 mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+SPELLED_PARAMS = ([(n, "ptr", "f16") for n in ("a_ptr", "b_ptr")] + [("c_ptr", "ptr", "f32")]
+                  + [(n, "scalar", "i32", 16) for n in ("M", "N", "K", "stride_am", "stride_bk")])
+SPELLED_BLOCKS = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}
+
+
+@pytest.mark.parametrize("spelling", ["minimum", "where", "masked", "plain"])
+def test_spellings_of_a_block_get_tensor_maps(spelling):
+    assert _maps(_sm90(spelled_gemm, SPELLED_PARAMS, {**SPELLED_BLOCKS, "SPELLING": spelling})) == {"a_ptr", "b_ptr"}
+
+
+def test_loads_that_read_no_block_are_copied_by_the_threads():
+    # A's mask bounds its columns one short of the pointer's; B's masked-off value is 1.
+    src = _sm90(spelled_gemm, SPELLED_PARAMS, {**SPELLED_BLOCKS, "SPELLING": "off by one"})
+    assert _maps(src) == set() and "cp.async" in src
+    # B stored transposed: its column index steps by a stride, not by one.
+    params = _tutorial_params("f16")
+    params = [("stride_bn", "scalar", "i32", 16) if p[0] == "stride_bn" else
+              ("stride_bk", "one", "i32") if p[0] == "stride_bk" else p for p in params]
+    assert _maps(_sm90(matmul_kernel, params, BIG)) == {"a_ptr"}
+
+
+@metile.kernel
+def shifted_k_gemm(a_ptr, b_ptr, c_ptr, M, N, K, KS, S: metile.constexpr, BLOCK_M: metile.constexpr,
+                   BLOCK_N: metile.constexpr, BLOCK_K: metile.constexpr):
+    """C[m] = A_flat[(m + 1) * K - S : (m + 2) * K] @ B, KS = K + S: A's columns start S before
+    its row (the last S of the row above) and are bounded only above; B's rows on both sides."""
+    pid_m = metile.program_id(0)
+    pid_n = metile.program_id(1)
+    offs_m = pid_m * BLOCK_M + metile.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + metile.arange(0, BLOCK_N)
+    offs_k = metile.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + (offs_m[:, None] + 1) * K + (offs_k[None, :] - S)
+    b_ptrs = b_ptr + offs_k[:, None] * N + offs_n[None, :]
+    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype=metile.float32)
+    for k in range(0, metile.cdiv(KS, BLOCK_K)):
+        a = metile.load(a_ptrs, mask=offs_k[None, :] - S < K - k * BLOCK_K, other=0.0)
+        b = metile.load(b_ptrs, mask=(offs_k[:, None] < KS - k * BLOCK_K) & (offs_k[:, None] >= -k * BLOCK_K)
+                        & (offs_n[None, :] < N), other=0.0)
+        acc = metile.dot(a, b, acc)
+        a_ptrs += BLOCK_K
+        b_ptrs += BLOCK_K * N
+    metile.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc,
+                 mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def test_a_column_origin_below_zero_without_a_lower_bound_is_tested():
+    params = ([(n, "ptr", "f16") for n in ("a_ptr", "b_ptr")] + [("c_ptr", "ptr", "f32")]
+              + [(n, "scalar", "i32", 16) for n in ("M", "N", "K", "KS")])
+    src = _sm90(shifted_k_gemm, params, {**SPELLED_BLOCKS, "S": 3})
+    assert _maps(src) == {"a_ptr", "b_ptr"}
+    # The load reads the row above left of column 0, where a tensor copy would read zeros:
+    # A's copies test that the column origin is at least zero.
+    body = src[src.index("a_ptr_tma0_ready != 0"):]
+    assert re.search(r"bool v\d+ = v\d+ >= 0;", body[:body.index("metile_tma_load(")])
+
+
+# ------------------------------------------------------------ results, on every device
+
+def _check(c, ref, K):
+    np.testing.assert_allclose(c.astype(np.float64), ref, rtol=2e-2, atol=2e-2 * np.sqrt(K))
+
+
+# Multiples of the tile (every tile copied by the tensor memory accelerator), ragged sides
+# (the wrapped last tiles copied by the threads), and K odd (A's rows not 16-byte aligned).
+@pytest.mark.parametrize("M, N, K", [(256, 256, 192), (300, 200, 136), (130, 260, 77), (64, 48, 40)])
+def test_the_tutorial_with_tensor_copies(device, rng, M, N, K):
+    (bm, bn, bk), opts = _blocks(device)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float32)
+    matmul_kernel[(metile.cdiv(M, bm) * metile.cdiv(N, bn),)](
+        a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=4, **opts)
+    _check(c, a.astype(np.float64) @ b.astype(np.float64), K)
+
+
+@pytest.mark.parametrize("M, N, K", [(256, 256, 192), (300, 200, 136)])
+def test_the_persistent_tutorial_with_tensor_copies(device, rng, M, N, K):
+    (bm, bn, bk), opts = _blocks(device)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.zeros((M, N), np.float16)
+    programs = min(3, metile.cdiv(M, bm) * metile.cdiv(N, bn))
+    matmul_kernel_persistent[(programs,)](a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn,
+                                          BLOCK_SIZE_K=bk, GROUP_SIZE_M=4, NUM_SMS=programs, **opts)
+    _check(c, a.astype(np.float64) @ b.astype(np.float64), K)
+
+
+@pytest.mark.parametrize("spelling", ["minimum", "where", "masked"])
+@pytest.mark.parametrize("M, N, K", [(256, 128, 128), (200, 136, 100)])
+def test_spellings_with_tensor_copies(device, rng, spelling, M, N, K):
+    (bm, bn, bk), opts = _blocks(device)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float32)
+    spelled_gemm[(metile.cdiv(M, bm), metile.cdiv(N, bn))](a, b, c, M, N, K, K, N, SPELLING=spelling, BLOCK_M=bm,
+                                                           BLOCK_N=bn, BLOCK_K=bk, **opts)
+    # Clamped rows and columns repeat the last (or first) one; the store masks them off.
+    _check(c, a.astype(np.float64) @ b.astype(np.float64), K)
+
+
+@pytest.mark.parametrize("shift", [0, 5, 130])
+def test_a_shifted_wrap_with_tensor_copies(device, rng, shift):
+    (bm, bn, bk), opts = _blocks(device)
+    M, N, K = 200, 256, 128
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, 2 * N)).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float32)
+    shifted_wrap_gemm[(metile.cdiv(M, bm), metile.cdiv(N, bn))](a, b, c, M, N, K, shift, 2 * N, BLOCK_M=bm,
+                                                                 BLOCK_N=bn, BLOCK_K=bk, **opts)
+    cols = np.arange(metile.cdiv(N, bn) * bn) - shift
+    picked = b[:, N + np.fmod(cols, N)][:, :N]
+    _check(c, a.astype(np.float64) @ picked.astype(np.float64), K)
+
+
+@pytest.mark.parametrize("M, N, K, S", [(130, 136, 128, 3), (128, 128, 120, 8), (64, 40, 64, 64)])
+def test_a_column_origin_below_zero_reads_the_row_above(device, rng, M, N, K, S):
+    (bm, bn, bk), opts = _blocks(device)
+    rows = metile.cdiv(M, bm) * bm + 1  # A's rows are read unmasked, whole tiles of them
+    a = rng.standard_normal((rows, K)).astype(np.float16)
+    b = rng.standard_normal((K + S, N)).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float32)
+    shifted_k_gemm[(metile.cdiv(M, bm), metile.cdiv(N, bn))](a, b, c, M, N, K, K + S, S=S, BLOCK_M=bm, BLOCK_N=bn,
+                                                             BLOCK_K=bk, **opts)
+    flat = a.reshape(-1).astype(np.float64)
+    window = np.stack([flat[(m + 1) * K - S:(m + 2) * K] for m in range(M)])
+    _check(c, window @ b.astype(np.float64), K + S)
