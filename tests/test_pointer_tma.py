@@ -106,6 +106,20 @@ def test_loads_that_read_no_block_are_copied_by_the_threads():
     assert _maps(_sm90(matmul_kernel, params, BIG)) == {"a_ptr"}
 
 
+def test_a_column_origin_not_on_16_bytes_is_tested():
+    # The tensor memory accelerator faults on a first column off 16 bytes (f16: 8 elements):
+    # B's columns start `shift` off a tile, tested unless `shift` is specialised as a multiple of 16.
+    params = ([(n, "ptr", "f16") for n in ("a_ptr", "b_ptr")] + [("c_ptr", "ptr", "f32")]
+              + [(n, "scalar", "i32", 16) for n in ("M", "N", "K")] + [("shift", "scalar", "i32"),
+                                                                       ("stride_bk", "scalar", "i32", 16)])
+    aligned = re.compile(r"int (v\d+) = v\d+ & 7;\n\s*bool v\d+ = \1 == 0;")
+    blocks = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}
+    assert aligned.search(_sm90(shifted_wrap_gemm, params, blocks))
+    params[6] = ("shift", "scalar", "i32", 16)
+    assert not aligned.search(_sm90(shifted_wrap_gemm, params, blocks))
+    assert not aligned.search(_sm90(matmul_kernel, _tutorial_params("f16"), BIG))
+
+
 @metile.kernel
 def shifted_k_gemm(a_ptr, b_ptr, c_ptr, M, N, K, KS, S: metile.constexpr, BLOCK_M: metile.constexpr,
                    BLOCK_N: metile.constexpr, BLOCK_K: metile.constexpr):
@@ -185,7 +199,7 @@ def test_spellings_with_tensor_copies(device, rng, spelling, M, N, K):
     _check(c, a.astype(np.float64) @ b.astype(np.float64), K)
 
 
-@pytest.mark.parametrize("shift", [0, 5, 130])
+@pytest.mark.parametrize("shift", [0, 5, 8, 130])
 def test_a_shifted_wrap_with_tensor_copies(device, rng, shift):
     (bm, bn, bk), opts = _blocks(device)
     M, N, K = 200, 256, 128
