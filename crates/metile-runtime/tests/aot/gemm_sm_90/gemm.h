@@ -1,6 +1,6 @@
 /* meTile ahead-of-time artifact: kernel `gemm` for sm_90 (CUDA C++ for sm_90a).
  * Written by `python -m metile compile`; manifest.json describes the same in full.
- * Source: gemm.cu (sha256 46877dafa2cb5330f5bcad6badedeaaccbe8f78e9d39c3843ddd7188989fc2cd). */
+ * Source: gemm.cu (sha256 70d96b5c890815e09025da3859fff21cac0b0afa1350bdfb17bbff3297e7fd71). */
 #ifndef METILE_AOT_GEMM_H
 #define METILE_AOT_GEMM_H
 
