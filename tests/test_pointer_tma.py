@@ -48,6 +48,18 @@ def test_the_persistent_tutorials_clamped_operands_get_tensor_maps():
     assert _maps(src) == {"a_ptr", "b_ptr"}
 
 
+@pytest.mark.parametrize("persistent", [False, True])
+def test_wrapped_and_clamped_axes_give_the_repack_step_their_extent(persistent):
+    # `% M` and `where(offs_bn < N, ..)` keep the copied tiles' rows below M and columns below N,
+    # so the tensor maps may end there: A is (M, K), B (K, N), and a launch whose rows are not
+    # 16-byte aligned can copy them into aligned rows (K odd: A).
+    kernel, constexprs = (matmul_kernel_persistent, {**BIG, "NUM_SMS": 132}) if persistent else (matmul_kernel, BIG)
+    traced = _frontend.specialize(kernel.fn, _tutorial_params("f16"), constexprs, {"threads_per_group": 256})
+    repack = _metile.compile_cuda(traced, num_sgs=8, arch="sm_90")["repack"]
+    M, N, K = ("arg", 3), ("arg", 4), ("arg", 5)
+    assert [(r["buffer"], r["rows"], r["cols"]) for r in repack] == [(0, M, K), (1, K, N)]
+
+
 @metile.kernel
 def spelled_gemm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, SPELLING: metile.constexpr,
                  BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr, BLOCK_K: metile.constexpr):

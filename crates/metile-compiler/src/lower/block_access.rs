@@ -195,6 +195,26 @@ impl<'f> Lowering<'f> {
         Some(out)
     }
 
+    /// The argument or constant that one of `tests` keeps every index of a
+    /// block's axis below (the `M` of `(r0 + arange(R)) % M`), where the
+    /// tested vector is that axis's `origin + arange(len)`: the copy runs
+    /// only where the test holds, so the matrix may be taken to end there
+    /// (which gives a repack step its extent).
+    fn tested_extent(&self, tests: &[RunTest], origin: &Affine, len: usize) -> Option<LaunchValue> {
+        tests.iter().find_map(|t| {
+            if t.cmp != CmpOp::Lt || self.f.ty(t.value).shape[..] != [len] {
+                return None;
+            }
+            let form = self.affine(t.value, &mut vec![])?;
+            let [lane] = form.lane_terms().collect::<Vec<_>>()[..] else {
+                return None;
+            };
+            let unit = lane.coeff == 1 && lane.factors.is_empty();
+            (unit && form.origin() == *origin).then_some(())?;
+            self.launch_value(t.bound?)
+        })
+    }
+
     /// The block a load in a ring reads, when the tensor memory accelerator
     /// can copy it (see the module header).
     pub(super) fn block_load(&self, op: &Op, shape: (usize, usize)) -> Option<BlockLoad> {
@@ -302,13 +322,18 @@ impl<'f> Lowering<'f> {
         };
         // Every offset accounted for: `stride·row + col` is the free part.
         (row.mul(&stride_affine)?.add(&col)? == free).then_some(())?;
+        let extent = |axis: usize, origin: &Affine, len: usize| {
+            axes[axis]
+                .bound
+                .or_else(|| self.tested_extent(&tests, origin, len))
+        };
         Some(BlockLoad {
+            rows: extent(0, &row, shape.0),
+            cols: extent(1, &col, shape.1),
             buffer,
             row,
             col,
             stride,
-            rows: axes[0].bound,
-            cols: axes[1].bound,
             from_zero: [axes[0].from_zero, axes[1].from_zero],
             tests,
         })
