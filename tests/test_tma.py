@@ -165,7 +165,7 @@ def test_debug_repack_names_the_operands_copied_into_aligned_rows():
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
     # A's rows (99 f16, 198 bytes apart) are copied once, by the launch that allows it; B's are aligned.
     assert r.stderr.count("copied into rows") == 1, r.stderr
-    assert "argument 0 (300 x 99 f16, rows 198 bytes apart) copied into rows 208 bytes apart" in r.stderr
+    assert "argument 0 (300 x 99 f16, rows 198 bytes apart) copied into rows 256 bytes apart" in r.stderr
 
 
 def test_shifted_operand(device, rng):

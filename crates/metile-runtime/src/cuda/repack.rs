@@ -17,6 +17,12 @@
 //! side (a lower bound of the reuse of a `dot` operand that every block walks
 //! along its K loop).
 //!
+//! A matrix that has a tensor map but whose rows do not start on 32-byte
+//! sectors (`Matrix::sector_aligned`) is read more slowly, by tensor copies
+//! and threads alike; it is copied where the reuse is [`SECTOR_REUSE`] times
+//! its boxes, as there the kernel would have run without a copy. Copies'
+//! rows start on 128 bytes.
+//!
 //! The workspace (the plan's `Workspace::AlignedRows`) stays with the device
 //! between launches in a `WorkspacePool`, as split-K's does: a launch takes
 //! it, and gives it back once the kernel is enqueued; the next launch's copy
@@ -47,6 +53,10 @@ const THREADS: u32 = 256;
 const REGION_ALIGN: u64 = 256;
 /// See the module header.
 const MIN_REUSE: i64 = 2;
+/// See the module header.
+const SECTOR_REUSE: i64 = 6;
+/// A copy's rows start this many bytes apart, rounded up.
+const COPY_ROW_ALIGN: i64 = 128;
 
 /// One thread per 16 bytes of a destination row: a warp takes 32 consecutive
 /// chunks of one row (blocks of 8 warps: x the row's chunk segment, y eight
@@ -129,13 +139,15 @@ struct Copy {
 }
 
 impl Copy {
-    /// The copy's row pitch: its rows rounded up to 16 bytes.
+    /// The copy's row pitch: its rows rounded up to [`COPY_ROW_ALIGN`] bytes.
     fn pitch(&self) -> i64 {
-        (self.row_bytes + 15) / 16 * 16
+        (self.row_bytes + COPY_ROW_ALIGN - 1) / COPY_ROW_ALIGN * COPY_ROW_ALIGN
     }
 
+    /// The 16-byte chunks of a row the copy writes (the padding after them
+    /// is never read).
     fn chunks_per_row(&self) -> i64 {
-        self.pitch() / 16
+        (self.row_bytes + 15) / 16
     }
 }
 
@@ -151,7 +163,12 @@ impl Copies {
     /// its index (a matrix read by several maps is copied once), or `None`
     /// where a copy would not pay or not help.
     pub fn add(&mut self, spec: &TensorMapSpec, m: &Matrix, grid: [u32; 3]) -> Option<usize> {
-        if m.aligned() || !worth_copying(spec, m, grid) {
+        let reuse = match (m.aligned(), m.sector_aligned()) {
+            (false, _) => MIN_REUSE,
+            (true, false) => SECTOR_REUSE,
+            (true, true) => return None,
+        };
+        if !worth_copying(spec, m, grid, reuse) {
             return None;
         }
         let row_bytes = m.cols.checked_mul(spec.dtype.size_bytes() as i64)?;
@@ -187,12 +204,13 @@ impl Copies {
     }
 }
 
-/// Whether the launch's blocks read `m` often enough for a copy to pay (see
-/// the module header).
-fn worth_copying(spec: &TensorMapSpec, m: &Matrix, grid: [u32; 3]) -> bool {
+/// Whether the launch's blocks read `m` often enough for a copy to pay: at
+/// least `reuse` times as many blocks as boxes along its longer side (see the
+/// module header).
+fn worth_copying(spec: &TensorMapSpec, m: &Matrix, grid: [u32; 3], reuse: i64) -> bool {
     let blocks: i64 = grid.iter().map(|&g| i64::from(g)).product();
     let boxes = |extent: i64, side: u16| (extent + i64::from(side) - 1) / i64::from(side.max(1));
-    blocks >= MIN_REUSE * boxes(m.rows, spec.box_rows).max(boxes(m.cols, spec.box_cols))
+    blocks >= reuse * boxes(m.rows, spec.box_rows).max(boxes(m.cols, spec.box_cols))
 }
 
 /// The copy kernel and the pooled workspace of one device.
@@ -356,12 +374,29 @@ mod tests {
         let b = f16_matrix(999, 1025);
         assert_eq!(plan.add(&spec(64, 64), &b, [8, 9, 1]), Some(1));
         let (ca, cb) = (plan.copies[0], plan.copies[1]);
-        assert_eq!((ca.pitch(), cb.pitch()), (2000, 2064));
+        assert_eq!((ca.pitch(), cb.pitch()), (2048, 2176));
+        assert_eq!((ca.chunks_per_row(), cb.chunks_per_row()), (125, 129));
         assert_eq!(cb.offset % REGION_ALIGN, 0);
-        assert!(cb.offset >= 1023 * 2000);
+        assert!(cb.offset >= 1023 * 2048);
         assert_eq!(
             plan.bytes,
-            (cb.offset + 999 * 2064).div_ceil(REGION_ALIGN) * REGION_ALIGN
+            (cb.offset + 999 * 2176).div_ceil(REGION_ALIGN) * REGION_ALIGN
+        );
+    }
+
+    #[test]
+    fn rows_off_32_byte_sectors_are_copied_where_the_reuse_is_high() {
+        // 3000 f16 columns: rows 6000 bytes apart, a map can be made but reads slowly.
+        let b = f16_matrix(2048, 3000);
+        assert!(b.aligned() && !b.sector_aligned());
+        // 47 boxes along the columns: 6 x 47 blocks are needed, where an odd pitch needs 2 x 47.
+        assert_eq!(Copies::default().add(&spec(64, 64), &b, [32, 12, 1]), Some(0));
+        assert_eq!(Copies::default().add(&spec(64, 64), &b, [16, 12, 1]), None);
+        let odd = f16_matrix(2048, 2999);
+        assert_eq!(Copies::default().add(&spec(64, 64), &odd, [16, 12, 1]), Some(0));
+        assert_eq!(
+            Copies::default().add(&spec(64, 64), &f16_matrix(2048, 3008), [32, 12, 1]),
+            None
         );
     }
 
