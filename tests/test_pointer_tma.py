@@ -33,14 +33,54 @@ def _blocks(device):
 
 # ------------------------------------------------------------ emitted code (no GPU needed)
 
+def _copy_condition(src, operand):
+    """The code that decides whether `operand`'s first tile is a tensor copy."""
+    start = src.index(f"{operand}_tma0_ready != 0" if operand == "a_ptr" else f"{operand}_tma1_ready != 0")
+    return src[start:src.index("metile_tma_load(", start)]
+
+
 def test_the_tutorials_operands_get_tensor_maps():
     src = _sm90(matmul_kernel, _tutorial_params("f16"), BIG)
     assert _maps(src) == {"a_ptr", "b_ptr"}
-    # `% M` and `% N` are the identity where the tile's rows (columns) lie in 0..M (0..N): the
-    # copy tests that in 64 bits; the threads copy the last, wrapped, tiles.
-    assert re.search(r"bool v\d+ = v\d+ < v\d+;", src) and "long(M)" in src and "long(N)" in src
+    # `% M` and `% N` are the identity where the tile's rows (columns) lie in 0..M (0..N); past M
+    # (N) the rows (columns) of the product are masked off by the store, so the copies test only
+    # the lower end, and the last tiles read zeros there where the kernel reads wrapped rows.
+    for operand, size in (("a_ptr", "M"), ("b_ptr", "N")):
+        condition = _copy_condition(src, operand)
+        assert re.search(r"bool v\d+ = v\d+ >= v\d+;", condition) and f"long({size})" not in condition
     assert "cp.async.cg.shared.global" in src
     assert _maps(_sm90(matmul_kernel, _tutorial_params("f16"), BIG, tma=False)) == set()
+
+
+@metile.kernel
+def wrapped_rows_stored_gemm(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
+                             BLOCK_K: metile.constexpr):
+    """Rows wrapped by `% M` and stored unmasked: C's rows past M hold A's first rows' products."""
+    pid_m = metile.program_id(0)
+    pid_n = metile.program_id(1)
+    offs_m = pid_m * BLOCK_M + metile.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + metile.arange(0, BLOCK_N)
+    offs_k = metile.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + (offs_m[:, None] % M) * K + offs_k[None, :]
+    b_ptrs = b_ptr + offs_k[:, None] * N + offs_n[None, :]
+    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype=metile.float32)
+    for k in range(0, metile.cdiv(K, BLOCK_K)):
+        a = metile.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_K, other=0.0)
+        b = metile.load(b_ptrs, mask=(offs_k[:, None] < K - k * BLOCK_K) & (offs_n[None, :] < N), other=0.0)
+        acc = metile.dot(a, b, acc)
+        a_ptrs += BLOCK_K
+        b_ptrs += BLOCK_K * N
+    metile.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc, mask=offs_n[None, :] < N)
+
+
+WRAPPED_PARAMS = ([(n, "ptr", "f16") for n in ("a_ptr", "b_ptr")] + [("c_ptr", "ptr", "f32")]
+                  + [(n, "scalar", "i32", 16) for n in ("M", "N", "K")])
+
+
+def test_a_wrap_whose_far_side_is_stored_keeps_its_test():
+    src = _sm90(wrapped_rows_stored_gemm, WRAPPED_PARAMS, {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64})
+    assert _maps(src) == {"a_ptr", "b_ptr"}
+    assert "long(M)" in _copy_condition(src, "a_ptr")
 
 
 def test_the_persistent_tutorials_clamped_operands_get_tensor_maps():
@@ -237,3 +277,15 @@ def test_a_column_origin_below_zero_reads_the_row_above(device, rng, M, N, K, S)
     flat = a.reshape(-1).astype(np.float64)
     window = np.stack([flat[(m + 1) * K - S:(m + 2) * K] for m in range(M)])
     _check(c, window @ b.astype(np.float64), K + S)
+
+
+@pytest.mark.parametrize("M, N, K", [(200, 136, 128), (130, 64, 64)])
+def test_wrapped_rows_that_are_stored_read_the_first_rows(device, rng, M, N, K):
+    (bm, bn, bk), opts = _blocks(device)
+    rows = metile.cdiv(M, bm) * bm
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.full((rows, N), np.nan, np.float32)
+    wrapped_rows_stored_gemm[(metile.cdiv(M, bm), metile.cdiv(N, bn))](a, b, c, M, N, K, BLOCK_M=bm, BLOCK_N=bn,
+                                                                       BLOCK_K=bk, **opts)
+    _check(c, a[np.arange(rows) % M].astype(np.float64) @ b.astype(np.float64), K)

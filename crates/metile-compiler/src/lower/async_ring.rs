@@ -491,7 +491,8 @@ impl<'f> Lowering<'f> {
             let copied = match bars.release_counts {
                 Some((_, last_release)) => {
                     let refill = ring.refill.map(|parity| (parity, last_release));
-                    self.tma_fill(op, at, sync, refill, shape, dtype, by_threads)?
+                    let shape_tile = (shape, (rv.ring, rv.tile));
+                    self.tma_fill(op, at, sync, refill, shape_tile, dtype, by_threads)?
                 }
                 None => false,
             };

@@ -45,7 +45,7 @@ pub(super) struct BlockLoad {
 }
 
 /// One part of a load's mask: a bound on the row (axis 0) or column index.
-enum MaskBound {
+pub(super) enum MaskBound {
     /// `origin + index < bound`.
     Below(usize, Affine, LaunchValue),
     /// `origin + index >= 0`.
@@ -87,7 +87,7 @@ impl<'f> Lowering<'f> {
     }
 
     /// A scalar the runtime knows at launch: an integer argument or constant.
-    fn launch_value(&self, v: ValueId) -> Option<LaunchValue> {
+    pub(super) fn launch_value(&self, v: ValueId) -> Option<LaunchValue> {
         let v = self.unbroadcast(v);
         if let Some(i) = self.f.params.iter().position(|p| p.value == v) {
             let int = matches!(
@@ -111,7 +111,7 @@ impl<'f> Lowering<'f> {
     }
 
     /// The parts of a mask that is a conjunction (`a & b & ...`), through broadcasts.
-    fn conjuncts(&self, v: ValueId, parts: &mut Vec<ValueId>) {
+    pub(super) fn conjuncts(&self, v: ValueId, parts: &mut Vec<ValueId>) {
         let v = self.unbroadcast(v);
         match self.def(v) {
             Some(op) if matches!(op.kind, OpKind::Binary(BinaryOp::And)) => {
@@ -124,7 +124,7 @@ impl<'f> Lowering<'f> {
 
     /// A mask part that bounds one index of a 2-D tile: a comparison whose
     /// sides differ by that index plus uniform terms.
-    fn mask_bound(&self, part: ValueId, tests: &mut Vec<RunTest>) -> Option<MaskBound> {
+    pub(super) fn mask_bound(&self, part: ValueId, tests: &mut Vec<RunTest>) -> Option<MaskBound> {
         let op = self.def(part)?;
         let OpKind::Compare(cmp) = op.kind else {
             return None;
@@ -195,23 +195,44 @@ impl<'f> Lowering<'f> {
         Some(out)
     }
 
-    /// The argument or constant that one of `tests` keeps every index of a
-    /// block's axis below (the `M` of `(r0 + arange(R)) % M`), where the
-    /// tested vector is that axis's `origin + arange(len)`: the copy runs
-    /// only where the test holds, so the matrix may be taken to end there
-    /// (which gives a repack step its extent).
-    fn tested_extent(&self, tests: &[RunTest], origin: &Affine, len: usize) -> Option<LaunchValue> {
+    /// The axis of a block (whose first row and column are `origins`) along
+    /// which `t` tests every index: its vector is that axis's
+    /// `origin + arange(len)`.
+    pub(super) fn tested_axis(
+        &self,
+        t: &RunTest,
+        origins: [&Affine; 2],
+        shape: (usize, usize),
+    ) -> Option<usize> {
+        let form = self.affine(t.value, &mut vec![])?;
+        let [lane] = form.lane_terms().collect::<Vec<_>>()[..] else {
+            return None;
+        };
+        if lane.coeff != 1 || !lane.factors.is_empty() {
+            return None;
+        }
+        let len = match self.f.ty(t.value).shape[..] {
+            [n] => n,
+            _ => return None,
+        };
+        (0..2).find(|&a| [shape.0, shape.1][a] == len && form.origin() == *origins[a])
+    }
+
+    /// The argument or constant that one of `tests` keeps every index along
+    /// `axis` below (the `M` of `(r0 + arange(R)) % M`): the copy runs only
+    /// where the test holds (or where what lies past it is never observed,
+    /// `unobserved_lanes.rs`), so the matrix may be taken to end there (which
+    /// gives a repack step its extent).
+    fn tested_extent(
+        &self,
+        tests: &[RunTest],
+        axis: usize,
+        origins: [&Affine; 2],
+        shape: (usize, usize),
+    ) -> Option<LaunchValue> {
         tests.iter().find_map(|t| {
-            if t.cmp != CmpOp::Lt || self.f.ty(t.value).shape[..] != [len] {
-                return None;
-            }
-            let form = self.affine(t.value, &mut vec![])?;
-            let [lane] = form.lane_terms().collect::<Vec<_>>()[..] else {
-                return None;
-            };
-            let unit = lane.coeff == 1 && lane.factors.is_empty();
-            (unit && form.origin() == *origin).then_some(())?;
-            self.launch_value(t.bound?)
+            let on_axis = t.cmp == CmpOp::Lt && self.tested_axis(t, origins, shape) == Some(axis);
+            on_axis.then(|| self.launch_value(t.bound?)).flatten()
         })
     }
 
@@ -322,14 +343,14 @@ impl<'f> Lowering<'f> {
         };
         // Every offset accounted for: `stride·row + col` is the free part.
         (row.mul(&stride_affine)?.add(&col)? == free).then_some(())?;
-        let extent = |axis: usize, origin: &Affine, len: usize| {
+        let extent = |axis: usize| {
             axes[axis]
                 .bound
-                .or_else(|| self.tested_extent(&tests, origin, len))
+                .or_else(|| self.tested_extent(&tests, axis, [&row, &col], shape))
         };
         Some(BlockLoad {
-            rows: extent(0, &row, shape.0),
-            cols: extent(1, &col, shape.1),
+            rows: extent(0),
+            cols: extent(1),
             buffer,
             row,
             col,

@@ -42,6 +42,7 @@ mod store_staging;
 mod thread_ops;
 mod tma;
 mod uniform_masks;
+mod unobserved_lanes;
 mod wgmma;
 
 use crate::axis_info::{self, AxisInfos};

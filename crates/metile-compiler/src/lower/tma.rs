@@ -143,13 +143,21 @@ impl<'f> Lowering<'f> {
         (root, place, base): (GpuValue, Staged, GpuValue),
         (bars, stage_len): (RingBarriers, usize),
         refill: Option<(GpuValue, RegId)>,
-        shape: (usize, usize),
+        (shape, ring_tile): ((usize, usize), (usize, usize)),
         dtype: DType,
         by_threads: impl FnOnce(&mut Self) -> CompileResult<()>,
     ) -> CompileResult<bool> {
-        let Some(load) = self.block_load(op, shape) else {
+        let Some(mut load) = self.block_load(op, shape) else {
             return Ok(false);
         };
+        // A wrap whose far side no store observes needs no test (`unobserved_lanes.rs`).
+        let origins = [load.row.clone(), load.col.clone()];
+        load.tests.retain(|t| {
+            let axis = (t.cmp == CmpOp::Lt)
+                .then(|| self.tested_axis(t, [&origins[0], &origins[1]], shape))
+                .flatten();
+            !axis.is_some_and(|a| self.unobserved_past(ring_tile, a, &origins[a], t))
+        });
         let Some(swizzle) = place.swizzle else {
             return Ok(false);
         };
