@@ -576,10 +576,7 @@ impl<'f> Lowering<'f> {
                     None => return Ok(None),
                 },
             };
-            all = Some(match all {
-                Some(a) => self.binary(BinaryOp::And, a, holds),
-                None => holds,
-            });
+            all = Some(self.accumulate(BinaryOp::And, all, holds));
         }
         Ok(all)
     }

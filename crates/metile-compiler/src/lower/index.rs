@@ -86,10 +86,7 @@ impl<'f> Lowering<'f> {
                 let s = self.const_i32(t.stride as i32);
                 self.binary(BinaryOp::Mul, digit, s)
             };
-            acc = Some(match acc {
-                None => scaled,
-                Some(a) => self.binary(BinaryOp::Add, a, scaled),
-            });
+            acc = Some(self.accumulate(BinaryOp::Add, acc, scaled));
         }
         match acc {
             Some(a) => a,
@@ -157,10 +154,7 @@ impl<'f> Lowering<'f> {
                     let s = this.const_i32(t.stride as i32);
                     digit = this.binary(BinaryOp::Mul, digit, s);
                 }
-                acc = Some(match acc {
-                    None => digit,
-                    Some(a) => this.binary(BinaryOp::Add, a, digit),
-                });
+                acc = Some(this.accumulate(BinaryOp::Add, acc, digit));
             }
             acc.unwrap_or_else(|| this.const_i32(0))
         }))

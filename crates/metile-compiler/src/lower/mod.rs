@@ -396,6 +396,15 @@ impl<'f> Lowering<'f> {
         self.emit1(GpuOpKind::Binary(op), [x, y], ty)
     }
 
+    /// `acc op x`, or `x` where nothing has been accumulated yet: a sum,
+    /// product or conjunction built term by term.
+    fn accumulate(&mut self, op: metile_ir::BinaryOp, acc: Option<GpuValue>, x: GpuValue) -> GpuValue {
+        match acc {
+            None => x,
+            Some(a) => self.binary(op, a, x),
+        }
+    }
+
     fn compare(&mut self, op: metile_ir::CmpOp, x: GpuValue, y: GpuValue) -> GpuValue {
         self.emit1(GpuOpKind::Compare(op), [x, y], GpuType::Scalar(DType::Bool))
     }

@@ -198,10 +198,7 @@ impl<'f> Lowering<'f> {
                         self.binary(BinaryOp::Add, e, off)
                     };
                     let y = self.mem_load(root, idx, 1, None, None);
-                    acc = Some(match acc {
-                        None => y,
-                        Some(a) => self.binary(combine, a, y),
-                    });
+                    acc = Some(self.accumulate(combine, acc, y));
                 }
                 *p = acc.ok_or_else(|| self.internal("an empty exchange"))?;
             }

@@ -48,20 +48,14 @@ impl<'f> Lowering<'f> {
             for &f in &t.factors {
                 let x = self.uniform(f)?;
                 let x = self.cast(x, DType::I32);
-                product = Some(match product {
-                    None => x,
-                    Some(p) => self.binary(BinaryOp::Mul, p, x),
-                });
+                product = Some(self.accumulate(BinaryOp::Mul, product, x));
             }
             let mut term = product.ok_or_else(|| self.internal("a term without factors"))?;
             if t.coeff != 1 {
                 let c = self.const_i32(t.coeff as i32);
                 term = self.binary(BinaryOp::Mul, term, c);
             }
-            sum = Some(match sum {
-                None => term,
-                Some(s) => self.binary(BinaryOp::Add, s, term),
-            });
+            sum = Some(self.accumulate(BinaryOp::Add, sum, term));
         }
         Ok(match sum {
             None => constant,
@@ -99,10 +93,7 @@ impl<'f> Lowering<'f> {
             let Some(holds) = self.every_lane_compares(t.value, t.cmp, bound) else {
                 return Ok(None);
             };
-            all = Some(match all {
-                None => holds,
-                Some(a) => self.binary(BinaryOp::And, a, holds),
-            });
+            all = Some(self.accumulate(BinaryOp::And, all, holds));
         }
         Ok(all)
     }
@@ -176,12 +167,13 @@ impl<'f> Lowering<'f> {
             box_cols: place.ld as u16,
             swizzle_bytes: swizzle.bytes as u16,
         };
-        let tests = match load.tests.is_empty() {
-            true => None,
-            false => match self.run_tests_hold(&load.tests)? {
-                Some(holds) => Some(holds),
-                None => return Ok(false),
-            },
+        let tests = if load.tests.is_empty() {
+            None
+        } else {
+            let Some(holds) = self.run_tests_hold(&load.tests)? else {
+                return Ok(false);
+            };
+            Some(holds)
         };
         let (map, ready) = self.tensor_map(spec);
         let row = self.affine_value(&load.row)?;
