@@ -326,3 +326,85 @@ impl<'f> Lowering<'f> {
         (int32 && (self.is_uniform(v) || self.constant(v).is_some())).then_some(v)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(i: u32) -> Affine {
+        Affine::scalar(ValueId(i))
+    }
+
+    #[test]
+    fn equal_sums_in_any_order_are_one_form() {
+        // 64·k + j + 128·pid, and j + pid·128 + k·64.
+        let j = Affine::lane(1);
+        let a = v(1)
+            .scale(64)
+            .unwrap()
+            .add(&j)
+            .unwrap()
+            .add(&v(2).scale(128).unwrap())
+            .unwrap();
+        let b = j
+            .add(&v(2).mul(&Affine::constant(128)).unwrap())
+            .unwrap()
+            .add(&v(1).scale(64).unwrap())
+            .unwrap();
+        assert_eq!(a, b);
+        // Terms that cancel vanish: the form of `x - x` is zero.
+        assert_eq!(a.sub(&a).unwrap(), Affine::default());
+        assert_eq!(Affine::constant(0), Affine::default());
+    }
+
+    #[test]
+    fn products_multiply_out_and_keep_one_lane_a_term() {
+        // (t + 3) · (64 · stride) = 64·stride·t + 192·stride, its factors sorted.
+        let t3 = v(7).add(&Affine::constant(3)).unwrap();
+        let step = v(9).scale(64).unwrap();
+        let p = t3.mul(&step).unwrap();
+        let terms: Vec<_> = p.terms().iter().map(|t| (t.factors.clone(), t.coeff)).collect();
+        assert_eq!(terms.len(), 2);
+        assert!(terms.contains(&(vec![ValueId(9)], 192)));
+        assert!(terms.contains(&(vec![ValueId(7), ValueId(9)], 64)));
+        // i · j is no affine form.
+        assert!(Affine::lane(0).mul(&Affine::lane(1)).is_none());
+        // Overflowing coefficients give up rather than wrap.
+        assert!(v(1).scale(i64::MAX).unwrap().scale(2).is_none());
+    }
+
+    #[test]
+    fn origins_constants_and_lanes_are_read_off() {
+        let f = Affine::lane(0)
+            .mul(&v(4))
+            .unwrap()
+            .add(&v(5).scale(128).unwrap())
+            .unwrap()
+            .add(&Affine::constant(-8))
+            .unwrap();
+        assert_eq!(
+            f.origin(),
+            v(5).scale(128).unwrap().add(&Affine::constant(-8)).unwrap()
+        );
+        assert_eq!(f.constant_term(), -8);
+        let lanes: Vec<_> = f.lane_terms().collect();
+        assert_eq!(
+            (lanes.len(), lanes[0].lane, lanes[0].factors.clone()),
+            (1, Some(0), vec![ValueId(4)])
+        );
+        assert!(
+            Affine::constant(0).is_non_negative_constant() && Affine::constant(64).is_non_negative_constant()
+        );
+        assert!(!Affine::constant(-1).is_non_negative_constant() && !v(1).is_non_negative_constant());
+    }
+
+    #[test]
+    fn broadcasting_moves_lanes_to_the_last_axes_and_drops_unit_ones() {
+        // An arange of 64 broadcast to [128, 64] runs along axis 1.
+        assert_eq!(Affine::lane(0).broadcast(&[64], 2), Affine::lane(1));
+        // A [1, 64] tile's lane along its unit axis 0 is constant 0.
+        let both = Affine::lane(0).add(&Affine::lane(1)).unwrap();
+        assert_eq!(both.broadcast(&[1, 64], 2), Affine::lane(1));
+        assert_eq!(both.broadcast(&[128, 64], 2), both);
+    }
+}
