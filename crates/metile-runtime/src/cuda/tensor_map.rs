@@ -106,14 +106,15 @@ pub fn matrix(spec: &TensorMapSpec, args: &[KernelArg]) -> Option<Matrix> {
 /// a copy of the whole matrix (`repack.rs`) reads every row, and a kernel's
 /// bounds may describe more rows than its buffer holds.
 pub fn within_buffer(spec: &TensorMapSpec, m: &Matrix, args: &[KernelArg]) -> bool {
-    let Some(KernelArg::Buffer { len, .. }) = args.get(spec.buffer) else {
+    let Some(KernelArg::Buffer { len, dtype, .. }) = args.get(spec.buffer) else {
         return false;
     };
     let size = spec.dtype.size_bytes() as i64;
     let last_row_end = (m.rows - 1)
         .checked_mul(m.pitch)
         .and_then(|x| x.checked_add(m.cols.checked_mul(size)?));
-    last_row_end.is_some_and(|end| end <= (*len as i64).saturating_mul(size))
+    let buffer_bytes = (*len as i64).saturating_mul(dtype.size_bytes() as i64);
+    last_row_end.is_some_and(|end| end <= buffer_bytes)
 }
 
 /// The tensor map of `spec`'s box over `m` (a launch's matrix, or its copy in
