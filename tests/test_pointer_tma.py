@@ -289,3 +289,47 @@ def test_wrapped_rows_that_are_stored_read_the_first_rows(device, rng, M, N, K):
     wrapped_rows_stored_gemm[(metile.cdiv(M, bm), metile.cdiv(N, bn))](a, b, c, M, N, K, BLOCK_M=bm, BLOCK_N=bn,
                                                                        BLOCK_K=bk, **opts)
     _check(c, a[np.arange(rows) % M].astype(np.float64) @ b.astype(np.float64), K)
+
+
+@metile.kernel
+def doubled_offsets_gemm(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
+                         BLOCK_K: metile.constexpr, DOUBLINGS: metile.constexpr):
+    """A's row offsets and mask rebuilt `x = (x + x) - x` and `m = m & m` many times over: the same
+    values, each read several times at every level."""
+    offs_m = metile.program_id(0) * BLOCK_M + metile.arange(0, BLOCK_M)
+    offs_n = metile.program_id(1) * BLOCK_N + metile.arange(0, BLOCK_N)
+    offs_k = metile.arange(0, BLOCK_K)
+    rows = offs_m
+    for _ in metile.static_range(DOUBLINGS):
+        rows = (rows + rows) - rows
+    mask = (rows[:, None] > -1) & (rows[:, None] < M)
+    for _ in metile.static_range(DOUBLINGS):
+        mask = mask & mask
+    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype=metile.float32)
+    for k in range(0, metile.cdiv(K, BLOCK_K)):
+        kk = k * BLOCK_K + offs_k
+        a = metile.load(a_ptr + rows[:, None] * K + kk[None, :], mask=mask & (kk[None, :] < K), other=0.0)
+        b = metile.load(b_ptr + kk[:, None] * N + offs_n[None, :], mask=(kk[:, None] < K) & (offs_n[None, :] < N),
+                        other=0.0)
+        acc = metile.dot(a, b, acc)
+    metile.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def test_offsets_read_many_times_over_compile_in_bounded_time():
+    # 40 levels: a walk that followed every read would visit 3^40 values (the uniform mask test
+    # once did, from 12 levels on: 35 s, and out of memory at 16). The offsets' form gives up
+    # past its budget, so A is copied by the threads.
+    src = _sm90(doubled_offsets_gemm, WRAPPED_PARAMS, {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64,
+                                                       "DOUBLINGS": 40})
+    assert _maps(src) == {"b_ptr"}
+
+
+@pytest.mark.parametrize("M, N, K", [(70, 40, 50)])
+def test_offsets_read_many_times_over(device, rng, M, N, K):
+    (bm, bn, bk), opts = _blocks(device)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float32)
+    doubled_offsets_gemm[(metile.cdiv(M, bm), metile.cdiv(N, bn))](a, b, c, M, N, K, BLOCK_M=bm, BLOCK_N=bn,
+                                                                   BLOCK_K=bk, DOUBLINGS=40, **opts)
+    _check(c, a.astype(np.float64) @ b.astype(np.float64), K)

@@ -19,12 +19,15 @@
 
 use super::Lowering;
 use metile_ir::{BinaryOp, CmpOp, DType, Elem, Literal, OpKind, UnaryOp, ValueId};
+use std::cell::Cell;
 
 /// Terms in a form, past which the analysis gives up (index arithmetic of
 /// real kernels has a handful).
 const MAX_TERMS: usize = 16;
-/// Operations followed from a value, past which the analysis gives up.
-const MAX_DEPTH: usize = 32;
+/// Operations followed from a value, past which the analysis gives up (a
+/// budget for the whole walk, so that values read many times over, as in
+/// `x = x + x` repeated, cost no more than a long chain).
+const MAX_STEPS: usize = 256;
 
 /// A constant times a product of uniform scalars and at most one lane index.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -206,7 +209,7 @@ impl<'f> Lowering<'f> {
     /// The affine form of an integer tile or scalar (module header), with
     /// the tests it relies on appended to `tests`; `None` where it has none.
     pub(super) fn affine(&self, v: ValueId, tests: &mut Vec<RunTest>) -> Option<Affine> {
-        self.affine_within(v, tests, MAX_DEPTH)
+        self.affine_within(v, tests, &Cell::new(MAX_STEPS))
     }
 
     /// [`Lowering::affine`] of `v` as broadcast to a shape of `rank` axes.
@@ -216,7 +219,7 @@ impl<'f> Lowering<'f> {
         Some(self.affine(v, tests)?.broadcast(&shape, rank))
     }
 
-    fn affine_within(&self, v: ValueId, tests: &mut Vec<RunTest>, depth: usize) -> Option<Affine> {
+    fn affine_within(&self, v: ValueId, tests: &mut Vec<RunTest>, steps: &Cell<usize>) -> Option<Affine> {
         let ty = self.f.ty(v);
         let Elem::Scalar(dtype) = ty.elem else {
             return None;
@@ -229,10 +232,11 @@ impl<'f> Lowering<'f> {
         let Some(op) = self.def_op[v.index()] else {
             return leaf();
         };
-        if depth == 0 {
+        if steps.get() == 0 {
             return leaf();
         }
-        let d = depth - 1;
+        steps.set(steps.get() - 1);
+        let d = steps;
         let operand = |i: usize, tests: &mut Vec<RunTest>| self.affine_within(op.operands[i], tests, d);
         match &op.kind {
             OpKind::Constant(Literal::Int(c)) => Some(Affine::constant(*c)),
@@ -309,9 +313,9 @@ impl<'f> Lowering<'f> {
         cmp: CmpOp,
         bound: Option<ValueId>,
         tests: &mut Vec<RunTest>,
-        depth: usize,
+        steps: &Cell<usize>,
     ) -> Option<Affine> {
-        let form = self.affine_within(x, tests, depth)?;
+        let form = self.affine_within(x, tests, steps)?;
         form.lane_terms().next()?;
         tests.push(RunTest { value: x, cmp, bound });
         Some(form)

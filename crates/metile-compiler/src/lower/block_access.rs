@@ -110,15 +110,23 @@ impl<'f> Lowering<'f> {
         })
     }
 
-    /// The parts of a mask that is a conjunction (`a & b & ...`), through broadcasts.
+    /// The distinct parts of a mask that is a conjunction (`a & b & ...`),
+    /// through broadcasts; a part read twice (`m & m`) is walked once.
     pub(super) fn conjuncts(&self, v: ValueId, parts: &mut Vec<ValueId>) {
-        let v = self.unbroadcast(v);
-        match self.def(v) {
-            Some(op) if matches!(op.kind, OpKind::Binary(BinaryOp::And)) => {
-                self.conjuncts(op.operands[0], parts);
-                self.conjuncts(op.operands[1], parts);
+        let mut stack = vec![v];
+        let mut seen = std::collections::HashSet::new();
+        while let Some(v) = stack.pop() {
+            let v = self.unbroadcast(v);
+            if !seen.insert(v) {
+                continue;
             }
-            _ => parts.push(v),
+            match self.def(v) {
+                Some(op) if matches!(op.kind, OpKind::Binary(BinaryOp::And)) => {
+                    stack.push(op.operands[1]);
+                    stack.push(op.operands[0]);
+                }
+                _ => parts.push(v),
+            }
         }
     }
 

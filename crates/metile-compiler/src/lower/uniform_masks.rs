@@ -11,11 +11,22 @@
 //! 2^32; the test therefore also checks, in `i64`, that `base + lo` and
 //! `base + hi` lie in `i32` range, so no lane wrapped and every lane's exact
 //! value lies between them. A test that cannot be built is `None`: the
-//! per-lane path alone is emitted, as before.
+//! per-lane path alone is emitted, as before. A test walks each value once
+//! (`Memo`), so masks and indices that read a value several times (`m & m`,
+//! `x + x` repeated) cost time linear in their size.
 
 use super::{Home, Lowering};
 use metile_ir::gpu_ir::*;
 use metile_ir::{BinaryOp, CmpOp, DType, Elem, Literal, OpKind, ValueId};
+use std::collections::HashMap;
+
+/// What one test's walk has found, so that a value read several times is
+/// walked once: the GPU values it made lie at the same place in the code.
+#[derive(Default)]
+struct Memo {
+    masks: HashMap<ValueId, Option<GpuValue>>,
+    spans: HashMap<ValueId, Option<Span>>,
+}
 
 /// `base + offset`, `offset` in `[lo, hi]` on every lane.
 #[derive(Clone, Copy)]
@@ -28,6 +39,21 @@ struct Span {
 impl<'f> Lowering<'f> {
     /// A uniform bool that holds only when every lane of `mask` is true.
     pub(super) fn mask_all_true(&mut self, mask: ValueId) -> Option<GpuValue> {
+        self.mask_all_true_in(mask, &mut Memo::default())
+    }
+
+    /// [`Lowering::mask_all_true`], each value of the mask walked once
+    /// (`m & m`, `x + x` repeated would otherwise cost twice per level).
+    fn mask_all_true_in(&mut self, mask: ValueId, memo: &mut Memo) -> Option<GpuValue> {
+        if let Some(&known) = memo.masks.get(&mask) {
+            return known;
+        }
+        let found = self.mask_all_true_uncached(mask, memo);
+        memo.masks.insert(mask, found);
+        found
+    }
+
+    fn mask_all_true_uncached(&mut self, mask: ValueId, memo: &mut Memo) -> Option<GpuValue> {
         if let Some(Home::Uniform(x)) = self.homes[mask.index()] {
             return Some(x);
         }
@@ -38,10 +64,10 @@ impl<'f> Lowering<'f> {
             | OpKind::ExpandDims { .. }
             | OpKind::Permute { .. }
             | OpKind::Reshape
-            | OpKind::Take { .. } => self.mask_all_true(op.operands[0]),
+            | OpKind::Take { .. } => self.mask_all_true_in(op.operands[0], memo),
             OpKind::Binary(BinaryOp::And) => {
-                let a = self.mask_all_true(op.operands[0])?;
-                let b = self.mask_all_true(op.operands[1])?;
+                let a = self.mask_all_true_in(op.operands[0], memo)?;
+                let b = self.mask_all_true_in(op.operands[1], memo)?;
                 Some(self.binary(BinaryOp::And, a, b))
             }
             OpKind::Compare(cmp) => {
@@ -52,7 +78,7 @@ impl<'f> Lowering<'f> {
                     (y, x, swapped(cmp)?)
                 };
                 let bound = self.uniform_i32(y)?;
-                let span = self.span(x)?;
+                let span = self.span(x, memo)?;
                 self.span_compare(span, cmp, bound)
             }
             _ => None,
@@ -67,7 +93,7 @@ impl<'f> Lowering<'f> {
         cmp: CmpOp,
         bound: GpuValue,
     ) -> Option<GpuValue> {
-        let span = self.span(v)?;
+        let span = self.span(v, &mut Memo::default())?;
         self.span_compare(span, cmp, bound)
     }
 
@@ -78,7 +104,17 @@ impl<'f> Lowering<'f> {
         }
     }
 
-    fn span(&mut self, v: ValueId) -> Option<Span> {
+    /// `v` as a span, each value walked once per `memo`.
+    fn span(&mut self, v: ValueId, memo: &mut Memo) -> Option<Span> {
+        if let Some(&known) = memo.spans.get(&v) {
+            return known;
+        }
+        let found = self.span_uncached(v, memo);
+        memo.spans.insert(v, found);
+        found
+    }
+
+    fn span_uncached(&mut self, v: ValueId, memo: &mut Memo) -> Option<Span> {
         if let Some(base) = self.uniform_i32(v) {
             return Some(Span { base, lo: 0, hi: 0 });
         }
@@ -96,10 +132,10 @@ impl<'f> Lowering<'f> {
             | OpKind::ExpandDims { .. }
             | OpKind::Permute { .. }
             | OpKind::Reshape
-            | OpKind::Take { .. } => self.span(op.operands[0]),
+            | OpKind::Take { .. } => self.span(op.operands[0], memo),
             OpKind::Binary(b @ (BinaryOp::Add | BinaryOp::Sub)) => {
-                let x = self.span(op.operands[0])?;
-                let y = self.span(op.operands[1])?;
+                let x = self.span(op.operands[0], memo)?;
+                let y = self.span(op.operands[1], memo)?;
                 let base = self.binary(b, x.base, y.base);
                 let (lo, hi) = match b {
                     BinaryOp::Add => (x.lo.checked_add(y.lo)?, x.hi.checked_add(y.hi)?),
@@ -113,7 +149,7 @@ impl<'f> Lowering<'f> {
                     (None, Some(c)) => (op.operands[1], c),
                     _ => return None,
                 };
-                let s = self.span(x)?;
+                let s = self.span(x, memo)?;
                 let cv = self.const_i32(i32::try_from(c).ok()?);
                 let base = self.binary(BinaryOp::Mul, s.base, cv);
                 let (a, b) = (s.lo.checked_mul(c)?, s.hi.checked_mul(c)?);

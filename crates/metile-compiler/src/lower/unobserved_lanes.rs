@@ -21,6 +21,7 @@ use super::block_access::MaskBound;
 use super::Lowering;
 use metile_ir::gpu_ir::LaunchValue;
 use metile_ir::{Block, Op, OpKind, ValueId};
+use std::collections::HashSet;
 
 impl<'f> Lowering<'f> {
     /// Whether the tiles of ring `ring`'s tile `tile` are unobserved wherever
@@ -76,19 +77,24 @@ impl<'f> Lowering<'f> {
         let carried = yield_op.operands.get(p) == Some(&dot_result)
             && self.uses[dot_result.index()] == 1
             && self.uses[acc.index()] == 1;
-        carried && self.reaches_memory_masked(lp.results[p], out_axis, origin, bound)
+        carried && self.reaches_memory_masked(lp.results[p], out_axis, origin, bound, &mut HashSet::new())
     }
 
     /// Whether every use of `v` (a tile of the accumulator's shape), through
     /// elementwise operations, is a store of it masked as
     /// [`Lowering::accumulator_masked`] requires.
+    /// (`seen`: the values already found to pass, each walked once.)
     fn reaches_memory_masked(
         &self,
         v: ValueId,
         out_axis: usize,
         origin: &Affine,
         bound: LaunchValue,
+        seen: &mut HashSet<ValueId>,
     ) -> bool {
+        if !seen.insert(v) {
+            return true;
+        }
         let shape = &self.f.ty(v).shape;
         let mut users = vec![];
         collect_users(&self.f.body, v, &mut users);
@@ -99,7 +105,8 @@ impl<'f> Lowering<'f> {
                 }
                 OpKind::Cast | OpKind::Unary(_) | OpKind::Binary(_) | OpKind::Select => {
                     let r = user.results[0];
-                    &self.f.ty(r).shape == shape && self.reaches_memory_masked(r, out_axis, origin, bound)
+                    &self.f.ty(r).shape == shape
+                        && self.reaches_memory_masked(r, out_axis, origin, bound, seen)
                 }
                 _ => false,
             })
