@@ -16,6 +16,9 @@
 //!
 //! The arithmetic is exact in `i64`; the kernel's wraps modulo 2^32, so a
 //! caller that computes a value of the form in `i32` gets the kernel's value.
+//! Comparisons read through forms (a mask's `offs < K - k * BLOCK_K`) assume,
+//! as the axis analysis does, that the kernel's index arithmetic does not
+//! overflow.
 
 use super::Lowering;
 use metile_ir::{BinaryOp, CmpOp, DType, Elem, Literal, OpKind, UnaryOp, ValueId};
