@@ -201,9 +201,11 @@ impl Affine {
 
 /// A uniform test a form relies on: every lane of `value` compares `cmp`
 /// (`Lt`, `Le` or `Ge`) to the uniform `bound` (to zero where it is `None`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct RunTest {
     pub(super) value: ValueId,
+    /// `value`'s own form (at its own rank), as the walk that made the test found it.
+    pub(super) form: Affine,
     pub(super) cmp: CmpOp,
     pub(super) bound: Option<ValueId>,
 }
@@ -282,6 +284,7 @@ impl<'f> Lowering<'f> {
                 let x = self.run_test(op.operands[0], CmpOp::Ge, None, tests, d)?;
                 tests.push(RunTest {
                     value: op.operands[0],
+                    form: x.clone(),
                     cmp: CmpOp::Lt,
                     bound: Some(m),
                 });
@@ -320,7 +323,12 @@ impl<'f> Lowering<'f> {
     ) -> Option<Affine> {
         let form = self.affine_within(x, tests, steps)?;
         form.lane_terms().next()?;
-        tests.push(RunTest { value: x, cmp, bound });
+        tests.push(RunTest {
+            value: x,
+            form: form.clone(),
+            cmp,
+            bound,
+        });
         Some(form)
     }
 

@@ -212,7 +212,7 @@ impl<'f> Lowering<'f> {
         origins: [&Affine; 2],
         shape: (usize, usize),
     ) -> Option<usize> {
-        let form = self.affine(t.value, &mut vec![])?;
+        let form = &t.form;
         let [lane] = form.lane_terms().collect::<Vec<_>>()[..] else {
             return None;
         };

@@ -12,6 +12,7 @@
 //! barrier (`ring_barriers.rs`).
 
 use super::affine_index::{Affine, RunTest};
+use super::block_access::BlockLoad;
 use super::ring_barriers::RingBarriers;
 use super::Lowering;
 use crate::dot_tiling::Staged;
@@ -142,12 +143,13 @@ impl<'f> Lowering<'f> {
             return Ok(false);
         };
         // A wrap whose far side no store observes needs no test (`unobserved_lanes.rs`).
-        let origins = [load.row.clone(), load.col.clone()];
-        load.tests.retain(|t| {
+        let BlockLoad { tests, row, col, .. } = &mut load;
+        let origins = [&*row, &*col];
+        tests.retain(|t| {
             let axis = (t.cmp == CmpOp::Lt)
-                .then(|| self.tested_axis(t, [&origins[0], &origins[1]], shape))
+                .then(|| self.tested_axis(t, origins, shape))
                 .flatten();
-            !axis.is_some_and(|a| self.unobserved_past(ring_tile, a, &origins[a], t))
+            !axis.is_some_and(|a| self.unobserved_past(ring_tile, a, origins[a], t))
         });
         let Some(swizzle) = place.swizzle else {
             return Ok(false);
