@@ -19,8 +19,9 @@
 use super::affine_index::{Affine, RunTest};
 use super::block_access::MaskBound;
 use super::Lowering;
+use crate::ir_emit::walk;
 use metile_ir::gpu_ir::LaunchValue;
-use metile_ir::{Block, Op, OpKind, ValueId};
+use metile_ir::{OpKind, ValueId};
 use std::collections::HashSet;
 
 impl<'f> Lowering<'f> {
@@ -59,7 +60,13 @@ impl<'f> Lowering<'f> {
     fn accumulator_masked(&self, ring: usize, out_axis: usize, origin: &Affine, bound: LaunchValue) -> bool {
         let r = &self.rings[ring];
         let (dot_result, loop_result) = (r.dots[0], r.loop_result);
-        let Some(lp) = find_op(&self.f.body, &|o| o.results.contains(&loop_result)) else {
+        let mut found = None;
+        walk(&self.f.body.ops, &mut |o| {
+            if found.is_none() && o.results.contains(&loop_result) {
+                found = Some(o);
+            }
+        });
+        let Some(lp) = found else {
             return false;
         };
         let body = &lp.regions[0];
@@ -97,7 +104,9 @@ impl<'f> Lowering<'f> {
         }
         let shape = &self.f.ty(v).shape;
         let mut users = vec![];
-        collect_users(&self.f.body, v, &mut users);
+        walk(&self.f.body.ops, &mut |o| {
+            users.extend(o.operands.iter().filter(|&&x| x == v).map(|_| o));
+        });
         users.len() == self.uses[v.index()] as usize
             && users.iter().all(|user| match user.kind {
                 OpKind::Store { has_mask: true } if user.operands[1] == v && user.operands[0] != v => {
@@ -121,25 +130,5 @@ impl<'f> Lowering<'f> {
             matches!(self.mask_bound(part, &mut tests),
                      Some(MaskBound::Below(a, o, b)) if a == axis && o == *origin && b == bound && tests.is_empty())
         })
-    }
-}
-
-/// The first op in `block` or its regions that `pred` accepts.
-fn find_op<'a>(block: &'a Block, pred: &dyn Fn(&Op) -> bool) -> Option<&'a Op> {
-    block.ops.iter().find_map(|o| {
-        if pred(o) {
-            return Some(o);
-        }
-        o.regions.iter().find_map(|r| find_op(r, pred))
-    })
-}
-
-/// The ops in `block` or its regions that read `v` (once per operand).
-fn collect_users<'a>(block: &'a Block, v: ValueId, users: &mut Vec<&'a Op>) {
-    for o in &block.ops {
-        users.extend(o.operands.iter().filter(|&&x| x == v).map(|_| o));
-        for r in &o.regions {
-            collect_users(r, v, users);
-        }
     }
 }
