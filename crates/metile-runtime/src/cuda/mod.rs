@@ -438,11 +438,8 @@ impl CudaLaunchable {
             let CudaParam::TensorMap(spec) = p else { continue };
             let matrix = tensor_map::matrix(spec, args);
             let map = matrix.and_then(|m| tensor_map::encode_matrix(spec, &m));
-            // A map of the operand itself may still be worth a copy (rows off 32-byte sectors).
-            if let (Some(m), Some(_)) = (
-                matrix.filter(|m| map.is_none() || !m.sector_aligned()),
-                &self.repacker,
-            ) {
+            // `Copies::add` decides, a map of the operand itself included (rows off 32-byte sectors).
+            if let (Some(m), Some(_)) = (matrix, &self.repacker) {
                 let slot = maps.len();
                 let candidate = candidates.iter().any(|o| o.map == slot && o.spec == *spec);
                 if candidate && tensor_map::within_buffer(spec, &m, args) {
