@@ -83,6 +83,20 @@ def test_a_wrap_whose_far_side_is_stored_keeps_its_test():
     assert "long(M)" in _copy_condition(src, "a_ptr")
 
 
+def test_a_wrapped_column_of_rows_whose_far_side_is_masked_needs_no_test():
+    # `(offs_m[:, None] % M)`, wrapped after expand_dims, with C's store masked to rows below M:
+    # the copy of A tests nothing about M, and its tensor map (and a repack) ends at row M.
+    params = ([(n, "ptr", "f16") for n in ("a_ptr", "b_ptr")] + [("c_ptr", "ptr", "f32")]
+              + [(n, "scalar", "i32", 16) for n in ("M", "N", "K")] + [("shift", "scalar", "i32", 16),
+                                                                       ("stride_bk", "scalar", "i32", 16)])
+    traced = _frontend.specialize(shifted_wrap_gemm.fn, params, {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64},
+                                  {"threads_per_group": 256})
+    out = _metile.compile_cuda(traced, num_sgs=8, arch="sm_90")
+    assert _maps(out["cuda"]) == {"a_ptr", "b_ptr"}
+    assert "long(M)" not in _copy_condition(out["cuda"], "a_ptr")
+    assert (out["repack"][0]["buffer"], out["repack"][0]["rows"]) == (0, ("arg", 3))
+
+
 def test_the_persistent_tutorials_clamped_operands_get_tensor_maps():
     src = _sm90(matmul_kernel_persistent, _tutorial_params("f16"), {**BIG, "NUM_SMS": 132})
     assert _maps(src) == {"a_ptr", "b_ptr"}

@@ -205,7 +205,7 @@ impl<'f> Lowering<'f> {
 
     /// The axis of a block (whose first row and column are `origins`) along
     /// which `t` tests every index: its vector is that axis's
-    /// `origin + arange(len)`.
+    /// `origin + arange(len)`, as a vector or as a column (row) of the block.
     pub(super) fn tested_axis(
         &self,
         t: &RunTest,
@@ -219,11 +219,19 @@ impl<'f> Lowering<'f> {
         if lane.coeff != 1 || !lane.factors.is_empty() {
             return None;
         }
-        let len = match self.f.ty(t.value).shape[..] {
-            [n] => n,
-            _ => return None,
-        };
-        (0..2).find(|&a| [shape.0, shape.1][a] == len && form.origin() == *origins[a])
+        let extents = [shape.0, shape.1];
+        let on_axis = |a: usize, len: usize| extents[a] == len && form.origin() == *origins[a];
+        match self.f.ty(t.value).shape[..] {
+            [len] => (0..2).find(|&a| on_axis(a, len)),
+            // A column or row of the tile itself (`offs_m[:, None] % M`):
+            // its lane names the axis, and the other axis has one element.
+            [rows, cols] => {
+                let a = lane.lane?;
+                let (len, other) = if a == 0 { (rows, cols) } else { (cols, rows) };
+                (other == 1 && on_axis(a, len)).then_some(a)
+            }
+            _ => None,
+        }
     }
 
     /// The argument or constant that one of `tests` keeps every index along
