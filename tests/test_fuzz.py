@@ -2,6 +2,8 @@
 random kernels written as users write them, on the cpu oracle and every other
 backend present. Longer runs: `--count 10000` (docs/testing.md)."""
 
+import re
+
 import numpy as np
 import pytest
 from conftest import BACKENDS
@@ -26,7 +28,11 @@ def test_the_generator_writes_what_the_fuzzer_promises():
                      "metile.cumsum(", "metile.sort(", "metile.argmax(", "metile.erf(", ".T, axis=0)",
                      "metile.trans(", ".reshape(BM, BN)", "metile.split(", "metile.permute(", "w.T)",
                      # Pointer-tile products: plain, wrapped from a start of either sign, clamped.
-                     "pb += ", "N + rn % N", "- 16 + rn) % N", "N + metile.where(rn < N, rn, 0)"]:
+                     "pb += ", "N + rn % N", "- 16 + rn) % N", "N + metile.where(rn < N, rn, 0)",
+                     # Chained products: K^T both ways, both masks, both loops, f16 and bf16 P.
+                     "other=0.0).T)", "+ cn[None, :] * KD", "(rm[:, None] >= cn[None, :])", "+ metile.where(",
+                     "for ks in metile.range(0, L,", "for ks in range(0, L,", "p.to(metile.bfloat16)",
+                     "p.to(metile.float16)", "* 2.0"]:
         assert any(spelling in s for s in sources), spelling
     # Reductions of 1-D tiles (a row `r0`, a column `c0`) to scalars.
     assert any("metile.max(r0, axis=0)" in s or "metile.sum(r0, axis=0)" in s or "metile.min(r0, axis=0)" in s
@@ -64,3 +70,29 @@ def test_floats_that_round_differently_by_backend_are_not_made_integers():
     assert "/ (metile.abs(" in source and ".to(metile.int32)" not in source
     # Exact floats still are.
     assert any(".to(metile.int32)" in fuzz.generate(s).source for s in range(50))
+
+
+def _attention(q, k, v, scale, causal):
+    qk = q @ k.T * scale
+    if causal:
+        qk = np.where(np.arange(len(q))[:, None] >= np.arange(len(k))[None, :], qk, -1.0e6)
+    p = np.exp2(qk - qk.max(axis=1, keepdims=True))
+    return (p @ v) / p.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("seed", [11, 20261131])
+def test_the_chained_products_compute_attention(tmp_path, seed):
+    # The oracle's answer for the generated attention is numpy's (the inputs make every
+    # exponent an integer, so the f16 P of the online softmax is exact).
+    case = fuzz.generate(seed)
+    assert case.kd and case.keys
+    out_f, _ = fuzz.run(fuzz._load(case, str(tmp_path)), case, "cpu")
+    m, n, kd, keys = case.m, case.n, case.kd, case.keys
+    xc = fuzz._inputs(case)[3].astype(np.float32)
+    q = xc[:m * kd].reshape(m, kd)
+    k = xc[m * kd:(m + keys) * kd].reshape(keys, kd)
+    v = xc[(m + keys) * kd:(m + keys) * kd + keys * n].reshape(keys, n)
+    expected = _attention(q, k, v, 2.0 if "qk * 2.0" in case.source else 1.0, "rm[:, None] >= cn" in case.source)
+    name = re.search(r"    (v\d+) = v\d+ / cl\[:, None\]", case.source).group(1)
+    slot = int(re.search(rf"OutF \+ (\d+) \* M \* N \+ offs, {name} \+ zf", case.source).group(1))
+    np.testing.assert_allclose(out_f[slot * m * n:(slot + 1) * m * n].reshape(m, n), expected, rtol=1e-6, atol=1e-6)

@@ -1,8 +1,9 @@
 """Differential fuzzing from Python: random kernels, written as kernel source the way
 people write them (2-D pointer tiles, `x[:, None]`, masked loads, axis reductions,
-loops and branches on traced values), run on the cpu interpreter (the oracle) and
-on every other backend asked for; the results must agree. Integers are compared
-bit for bit, floats within a tolerance that covers the order of float sums.
+loops and branches on traced values, products chained as attention chains them),
+run on the cpu interpreter (the oracle) and on every other backend asked for; the
+results must agree. Integers are compared bit for bit, floats within a tolerance
+that covers the order of float sums.
 
     python -m metile.testing.fuzz --devices cpu,msl-emu,cuda --count 1000 --seed 0
 
@@ -61,6 +62,10 @@ class Case:
     # The K extent of the pointer-tile product (0 without one): XH holds its A (M x KH) and
     # then its B (KH x 2N).
     kh: int = 0
+    # The chained products' head dim and key count (0 without them): XC holds their
+    # Q (M x KD), K (L x KD) and V (L x N).
+    kd: int = 0
+    keys: int = 0
 
     @property
     def grid(self) -> tuple[int]:
@@ -263,6 +268,50 @@ class _Generator:
         ]
         self.pool.append(Value(acc, "full", False))
 
+    def chained_products(self, rng: random.Random, kd: int) -> None:
+        """Two products chained in one loop over key blocks, as attention writes them:
+        `qk = dot(q, k.T)`, a running softmax on `qk` (masked past the last key, or
+        causally), then `acc = dot(p.to(f16), v, acc)`. Q, K and V hold -1, 0 and 1 and
+        the scale is a power of two, so every exponent is an integer and `exp2` exact
+        on every backend; only the order of the sums rounds."""
+        bn2 = rng.choice([8, 16, 32])
+        narrow = rng.choice(["metile.float16", "metile.bfloat16"])
+        exp2 = rng.choice(["metile.math.exp2", "metile.exp2"])
+        scale = rng.choice(["", " * 2.0"])
+        # K^T as `k.T` of a loaded [BN2, KD] block, or loaded transposed through its pointers.
+        transposed = rng.random() < 0.5
+        k_tile = ("metile.load(XC + M * KD + ck[:, None] + cn[None, :] * KD, mask=cn[None, :] < L, other=0.0)"
+                  if transposed else
+                  "metile.load(XC + M * KD + cn[:, None] * KD + ck[None, :], mask=cn[:, None] < L, other=0.0).T")
+        keep = rng.choice(["(cn < L)[None, :]", "(rm[:, None] >= cn[None, :]) & (cn[None, :] < L)"])
+        masked = rng.choice([f"metile.where({keep}, qk{scale}, -1.0e6)",
+                             f"qk{scale} + metile.where({keep}, 0.0, -1.0e6)"])
+        loop = rng.choice([f"range(0, L, {bn2})", f"metile.range(0, L, {bn2})"])
+        acc, out = self.fresh(), self.fresh()
+        self.lines += [
+            f"    KD = {kd}",
+            "    ck = metile.arange(0, KD)",
+            "    cq = metile.load(XC + rm[:, None] * KD + ck[None, :], mask=rm[:, None] < M, other=0.0)",
+            '    cm = metile.zeros((BM,), dtype=metile.float32) - float("inf")',
+            "    cl = metile.zeros((BM,), dtype=metile.float32)",
+            f"    {acc} = zf",
+            f"    for ks in {loop}:",
+            f"        cn = ks + metile.arange(0, {bn2})",
+            f"        qk = metile.dot(cq, {k_tile})",
+            f"        qk = {masked}",
+            "        mij = metile.maximum(cm, metile.max(qk, 1))",
+            f"        p = {exp2}(qk - mij[:, None])",
+            f"        alpha = {exp2}(cm - mij)",
+            "        cl = cl * alpha + metile.sum(p, 1)",
+            f"        {acc} = {acc} * alpha[:, None]",
+            "        cv = metile.load(XC + M * KD + L * KD + cn[:, None] * N + rn[None, :],",
+            "                         mask=(cn[:, None] < L) & (rn[None, :] < N), other=0.0)",
+            f"        {acc} = metile.dot(p.to({narrow}), cv.to({narrow}), {acc})",
+            "        cm = mij",
+            f"    {out} = {acc} / cl[:, None]",
+        ]
+        self.pool.append(Value(out, "full", False, exact=False))
+
     def carried_reduction(self) -> None:
         """A scalar and a 1-D value carried through a loop with a run-time trip count."""
         x = self.pick(False, ("full",))
@@ -321,7 +370,7 @@ import metile
 
 
 @metile.kernel
-def fuzz(XF, XI, XH, OutF, OutI, M, N, K, KH, BM: metile.constexpr, BN: metile.constexpr):
+def fuzz(XF, XI, XH, XC, OutF, OutI, M, N, K, KH, L, BM: metile.constexpr, BN: metile.constexpr):
     pid = metile.program_id(0)
     rm = pid * BM + metile.arange(0, BM)
     rn = metile.arange(0, BN)
@@ -383,6 +432,12 @@ def generate(seed: int) -> Case:
     if kh:
         n = max(8, n - n % 8) if products.random() < 0.5 and bn >= 8 else n
         g.pointer_product(products)
+    # Chained products (attention's two), from a stream of their own too.
+    chained = random.Random(seed ^ 0xA77E)
+    kd = chained.choice([0, 0, 0, 8, 16, 32])
+    keys = chained.randint(1, 48) if kd else 0
+    if kd:
+        g.chained_products(chained, kd)
     floats = [v for v in g.pool if not v.is_int]
     ints = [v for v in g.pool if v.is_int]
     for out, values in (("OutF", floats), ("OutI", ints)):
@@ -390,7 +445,7 @@ def generate(seed: int) -> Case:
             g.lines.append(f"    metile.store({out} + {slot} * M * N + offs, {_broadcast(v)}, mask=mask)")
     source = _PRELUDE + "\n".join(g.lines) + "\n"
     num_sgs = rng.choice([None, 1, 2, 4, 8])
-    return Case(seed, source, m, n, bm, bn, num_sgs, len(floats), len(ints), g.divides, kh)
+    return Case(seed, source, m, n, bm, bn, num_sgs, len(floats), len(ints), g.divides, kh, kd, keys)
 
 
 def _load(case: Case, folder: str):
@@ -413,7 +468,9 @@ def _inputs(case: Case) -> list[np.ndarray]:
     out_i = np.full(max(1, case.int_slots) * size, -7, np.int32)
     # Small integers: the products and their sums are exact in f32.
     xh = rng.integers(-3, 4, max(1, case.m * case.kh + case.kh * 2 * case.n)).astype(np.float16)
-    return [xf, xi, xh, out_f, out_i]
+    # Drawn after the others, so that a case without chained products keeps its inputs.
+    xc = rng.integers(-1, 2, max(1, (case.m + case.keys) * case.kd + case.keys * case.n)).astype(np.float16)
+    return [xf, xi, xh, xc, out_f, out_i]
 
 
 def run(kernel, case: Case, device: str) -> tuple[np.ndarray, np.ndarray]:
@@ -421,10 +478,10 @@ def run(kernel, case: Case, device: str) -> tuple[np.ndarray, np.ndarray]:
     import metile
 
     metile.set_device(device)
-    xf, xi, xh, out_f, out_i = _inputs(case)
+    xf, xi, xh, xc, out_f, out_i = _inputs(case)
     options = {} if case.num_sgs is None else {"num_sgs": case.num_sgs}
-    kernel[case.grid](xf, xi, xh, out_f, out_i, case.m, case.n, 3, max(case.kh, 1), BM=case.bm, BN=case.bn,
-                      **options)
+    kernel[case.grid](xf, xi, xh, xc, out_f, out_i, case.m, case.n, 3, max(case.kh, 1), case.keys, BM=case.bm,
+                      BN=case.bn, **options)
     return out_f, out_i
 
 
