@@ -147,6 +147,8 @@ struct Forest {
     parent: Vec<usize>,
     slot: Vec<Slot>,
     children: Vec<Vec<usize>>,
+    /// Edges from the op up to its root (an op joins as a leaf and never moves).
+    depth: Vec<u32>,
 }
 
 impl Forest {
@@ -157,30 +159,37 @@ impl Forest {
         i
     }
 
-    fn path_from_root(&self, mut i: usize) -> Vec<usize> {
-        let mut p = vec![i];
-        while self.parent[i] != NONE {
-            i = self.parent[i];
-            p.push(i);
-        }
-        p.reverse();
-        p
+    /// Places `i` (a root so far) just before `to`, at `slot` among `to`'s children.
+    fn place(&mut self, i: usize, to: usize, slot: Slot) {
+        self.parent[i] = to;
+        self.slot[i] = slot;
+        self.depth[i] = self.depth[to] + 1;
+        self.children[to].push(i);
     }
 
-    /// Whether `a` comes before `b` (`a != b`) in the post-order.
+    /// Whether `a` comes before `b` in the post-order.
     fn precedes(&self, a: usize, b: usize) -> bool {
-        let (pa, pb) = (self.path_from_root(a), self.path_from_root(b));
-        for depth in 0.. {
-            match (pa.get(depth), pb.get(depth)) {
-                (Some(x), Some(y)) if x == y => continue,
-                // Different roots (slot 0) or different children of one op.
-                (Some(&x), Some(&y)) => return (self.slot[x], x) < (self.slot[y], y),
-                // `a` is an ancestor of `b`: `b` comes first.
-                (None, _) => return false,
-                (Some(_), None) => return true,
-            }
+        // Up to one depth, remembering whether `a` (`b`) had to climb.
+        let (mut x, mut y) = (a, b);
+        let (mut x_climbed, mut y_climbed) = (false, false);
+        while self.depth[x] > self.depth[y] {
+            x = self.parent[x];
+            x_climbed = true;
         }
-        false
+        while self.depth[y] > self.depth[x] {
+            y = self.parent[y];
+            y_climbed = true;
+        }
+        if x == y {
+            // One is the other's ancestor (or `a == b`): a descendant comes first.
+            return x_climbed && !y_climbed;
+        }
+        // Up to the children of one op (or two roots, whose slot is 0).
+        while self.parent[x] != self.parent[y] {
+            x = self.parent[x];
+            y = self.parent[y];
+        }
+        (self.slot[x], x) < (self.slot[y], y)
     }
 
     /// The reader of `readers` that comes first in the post-order, with its slot.
@@ -263,6 +272,7 @@ fn sunk_order(ops: &[GpuOp], values: &[GpuType], defined_by: &[usize]) -> Vec<us
         parent: vec![NONE; n],
         slot: vec![0; n],
         children: vec![vec![]; n],
+        depth: vec![0; n],
     };
     for i in (0..n).rev() {
         let stop = match motion(&ops[i].kind) {
@@ -278,9 +288,7 @@ fn sunk_order(ops: &[GpuOp], values: &[GpuType], defined_by: &[usize]) -> Vec<us
         // op goes just before it, after what the partner reads.
         let q = partner[i];
         if q != NONE && q > i && (q == first || forest.precedes(q, first)) {
-            forest.parent[i] = q;
-            forest.slot[i] = AT_STOP;
-            forest.children[q].push(i);
+            forest.place(i, q, AT_STOP);
             continue;
         }
         // A stop is a fixed op, hence a root: the first reader comes before it
@@ -290,9 +298,7 @@ fn sunk_order(ops: &[GpuOp], values: &[GpuType], defined_by: &[usize]) -> Vec<us
         } else {
             (first, slot)
         };
-        forest.parent[i] = to;
-        forest.slot[i] = slot;
-        forest.children[to].push(i);
+        forest.place(i, to, slot);
     }
     forest.post_order()
 }
