@@ -16,7 +16,7 @@ OTHERS = [d for d in BACKENDS if d != "cpu"]
 
 @pytest.mark.skipif(not OTHERS, reason="no backend besides the cpu here")
 def test_a_fixed_slice_of_random_kernels_agrees_with_the_interpreter(tmp_path):
-    report = fuzz.fuzz(OTHERS, count=12, seed=20261126, folder=str(tmp_path))
+    report = fuzz.fuzz(OTHERS, count=12, seed=20261132, folder=str(tmp_path))
     assert report.failures == []
     assert all(report.launches.get(d, 0) + len(report.refusals.get(d, [])) == 12 for d in OTHERS)
 
@@ -80,10 +80,10 @@ def _attention(q, k, v, scale, causal):
     return (p @ v) / p.sum(axis=1, keepdims=True)
 
 
-@pytest.mark.parametrize("seed", [11, 20261131])
+@pytest.mark.parametrize("seed", [7, 11, 20261140])
 def test_the_chained_products_compute_attention(tmp_path, seed):
     # The oracle's answer for the generated attention is numpy's (the inputs make every
-    # exponent an integer, so the f16 P of the online softmax is exact).
+    # exponent an integer, so the f16 P of the online softmax is exact); seed 7 is 64 rows tall.
     case = fuzz.generate(seed)
     assert case.kd and case.keys
     out_f, _ = fuzz.run(fuzz._load(case, str(tmp_path)), case, "cpu")

@@ -438,6 +438,10 @@ def generate(seed: int) -> Case:
     keys = chained.randint(1, 48) if kd else 0
     if kd:
         g.chained_products(chained, kd)
+        # Now and then as tall as the tensor cores' tiles (64 rows a warpgroup), where the
+        # second product may read P from registers.
+        if chained.random() < 0.25:
+            bm, m = 64, chained.randint(1, 160)
     floats = [v for v in g.pool if not v.is_int]
     ints = [v for v in g.pool if v.is_int]
     for out, values in (("OutF", floats), ("OutI", ints)):
