@@ -129,6 +129,9 @@ def spelled_gemm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, SPELLING: m
     elif SPELLING == "where":
         rows = metile.where(offs_m < M, offs_m, 0)
         cols = metile.where(offs_n < N, offs_n, 0)
+    elif SPELLING == "int64":
+        rows = (offs_m % M).to(metile.int64)
+        cols = (offs_n % N).to(metile.int64)
     else:
         rows = offs_m
         cols = offs_n
@@ -156,7 +159,7 @@ SPELLED_PARAMS = ([(n, "ptr", "f16") for n in ("a_ptr", "b_ptr")] + [("c_ptr", "
 SPELLED_BLOCKS = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}
 
 
-@pytest.mark.parametrize("spelling", ["minimum", "where", "masked", "plain"])
+@pytest.mark.parametrize("spelling", ["minimum", "where", "masked", "plain", "int64"])
 def test_spellings_of_a_block_get_tensor_maps(spelling):
     assert _maps(_sm90(spelled_gemm, SPELLED_PARAMS, {**SPELLED_BLOCKS, "SPELLING": spelling})) == {"a_ptr", "b_ptr"}
 
@@ -252,7 +255,7 @@ def test_the_persistent_tutorial_with_tensor_copies(device, rng, M, N, K):
     _check(c, a.astype(np.float64) @ b.astype(np.float64), K)
 
 
-@pytest.mark.parametrize("spelling", ["minimum", "where", "masked"])
+@pytest.mark.parametrize("spelling", ["minimum", "where", "masked", "int64"])
 @pytest.mark.parametrize("M, N, K", [(256, 128, 128), (200, 136, 100)])
 def test_spellings_with_tensor_copies(device, rng, spelling, M, N, K):
     (bm, bn, bk), opts = _blocks(device)

@@ -10,6 +10,14 @@
 //! where an unbounded tile would leave its row, the threads copy as they would
 //! without TMA (`async_ring.rs`). The copies complete on the stage's full
 //! barrier (`ring_barriers.rs`).
+//!
+//! A copy's coordinates are 32-bit, computed from the block's origin with
+//! wrapping `i32` arithmetic, which is the kernel's own value wherever the
+//! kernel computes its offsets in 32 bits. Offsets computed in 64 bits get
+//! the same coordinates, so a block whose first row or column lies at 2^31 or
+//! beyond (a matrix of more than 2^31 rows: 32 GiB at the narrowest f16 rows
+//! a tensor copy takes) would be read at the wrong place; the tests here do
+//! not look for that.
 
 use super::affine_index::{Affine, RunTest};
 use super::block_access::BlockLoad;
