@@ -29,8 +29,9 @@ def test_the_generator_writes_what_the_fuzzer_promises():
                      "metile.trans(", ".reshape(BM, BN)", "metile.split(", "metile.permute(", "w.T)",
                      # Pointer-tile products: plain, wrapped from a start of either sign, clamped.
                      "pb += ", "N + rn % N", "- 16 + rn) % N", "N + metile.where(rn < N, rn, 0)",
-                     # Chained products: K^T both ways, both masks, both loops, f16 and bf16 P.
-                     "other=0.0).T)", "+ cn[None, :] * KD", "(rm[:, None] >= cn[None, :])", "+ metile.where(",
+                     # Chained products: K^T three ways, both masks, both loops, f16 and bf16 P.
+                     "other=0.0).T)", "+ cn[None, :] * KD", "ck_desc.load([ks, 0]).T",
+                     "(rm[:, None] >= cn[None, :])", "+ metile.where(",
                      "for ks in metile.range(0, L,", "for ks in range(0, L,", "p.to(metile.bfloat16)",
                      "p.to(metile.float16)", "* 2.0"]:
         assert any(spelling in s for s in sources), spelling

@@ -278,11 +278,13 @@ class _Generator:
         narrow = rng.choice(["metile.float16", "metile.bfloat16"])
         exp2 = rng.choice(["metile.math.exp2", "metile.exp2"])
         scale = rng.choice(["", " * 2.0"])
-        # K^T as `k.T` of a loaded [BN2, KD] block, or loaded transposed through its pointers.
-        transposed = rng.random() < 0.5
-        k_tile = ("metile.load(XC + M * KD + ck[:, None] + cn[None, :] * KD, mask=cn[None, :] < L, other=0.0)"
-                  if transposed else
-                  "metile.load(XC + M * KD + cn[:, None] * KD + ck[None, :], mask=cn[:, None] < L, other=0.0).T")
+        # K^T as `k.T` of a loaded [BN2, KD] block (through pointers or a tensor descriptor),
+        # or loaded transposed through its pointers.
+        k_tile = rng.choice([
+            "metile.load(XC + M * KD + ck[:, None] + cn[None, :] * KD, mask=cn[None, :] < L, other=0.0)",
+            "metile.load(XC + M * KD + cn[:, None] * KD + ck[None, :], mask=cn[:, None] < L, other=0.0).T",
+            "ck_desc.load([ks, 0]).T",
+        ])
         keep = rng.choice(["(cn < L)[None, :]", "(rm[:, None] >= cn[None, :]) & (cn[None, :] < L)"])
         masked = rng.choice([f"metile.where({keep}, qk{scale}, -1.0e6)",
                              f"qk{scale} + metile.where({keep}, 0.0, -1.0e6)"])
@@ -291,6 +293,8 @@ class _Generator:
         self.lines += [
             f"    KD = {kd}",
             "    ck = metile.arange(0, KD)",
+            "    ck_desc = metile.make_tensor_descriptor(XC + M * KD, shape=[L, KD], strides=[KD, 1],",
+            f"                                            block_shape=[{bn2}, KD])",
             "    cq = metile.load(XC + rm[:, None] * KD + ck[None, :], mask=rm[:, None] < M, other=0.0)",
             '    cm = metile.zeros((BM,), dtype=metile.float32) - float("inf")',
             "    cl = metile.zeros((BM,), dtype=metile.float32)",
