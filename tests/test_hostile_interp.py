@@ -201,7 +201,10 @@ def test_msl_emu_gives_the_guarded_value_zero():
 # ------------------------------------------------------------------ Ctrl-C
 
 INTERRUPTED = """
-import os, sys, time
+import os, signal, sys, time
+# Python leaves SIGINT ignored where it started ignored (a background job of a
+# script): what a terminal's Ctrl-C does is Python's own handler.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, os.getcwd())
 import numpy as np
 import metile
