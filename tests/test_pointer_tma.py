@@ -350,3 +350,64 @@ def test_offsets_read_many_times_over(device, rng, M, N, K):
     doubled_offsets_gemm[(metile.cdiv(M, bm), metile.cdiv(N, bn))](a, b, c, M, N, K, BLOCK_M=bm, BLOCK_N=bn,
                                                                    BLOCK_K=bk, DOUBLINGS=40, **opts)
     _check(c, a.astype(np.float64) @ b.astype(np.float64), K)
+
+
+# ------------------------------------------------------------ stacked matrices (third dimension)
+
+@metile.kernel
+def batched_gemm(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: metile.constexpr, BLOCK_N: metile.constexpr,
+                 BLOCK_K: metile.constexpr):
+    """C[z] = A[z] @ B[z] for (Z, M, K) and (Z, K, N) arrays, each matrix read through a
+    tensor descriptor at its own base, as `bmm` and attention's per-head K and V are."""
+    pid_m = metile.program_id(0)
+    pid_n = metile.program_id(1)
+    z = metile.program_id(2)
+    desc_a = metile.make_tensor_descriptor(a_ptr + z * M * K, shape=[M, K], strides=[K, 1],
+                                           block_shape=[BLOCK_M, BLOCK_K])
+    desc_b = metile.make_tensor_descriptor(b_ptr + z * K * N, shape=[K, N], strides=[N, 1],
+                                           block_shape=[BLOCK_K, BLOCK_N])
+    acc = metile.zeros((BLOCK_M, BLOCK_N), dtype=metile.float32)
+    for k in range(0, metile.cdiv(K, BLOCK_K)):
+        a = desc_a.load([pid_m * BLOCK_M, k * BLOCK_K])
+        b = desc_b.load([k * BLOCK_K, pid_n * BLOCK_N])
+        acc = metile.dot(a, b, acc)
+    offs_m = pid_m * BLOCK_M + metile.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + metile.arange(0, BLOCK_N)
+    metile.store(c_ptr + z * M * N + offs_m[:, None] * N + offs_n[None, :], acc,
+                 mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def test_matrices_one_after_another_get_stacked_maps_when_asked():
+    # Each batch's A starts z * M * K elements in, a whole number of (M, K) matrices: with
+    # `stacked_tma` the map has a third dimension, the batch, and each matrix ends at its own
+    # M rows; no repack step copies such a map. Off (the default), the threads copy.
+    params = ([(n, "ptr", "f16") for n in ("a_ptr", "b_ptr")] + [("c_ptr", "ptr", "f32")]
+              + [(n, "scalar", "i32", 16) for n in ("M", "N", "K")])
+    traced = _frontend.specialize(batched_gemm.fn, params, {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64},
+                                  {"threads_per_group": 256})
+    stacked = _metile.compile_cuda(traced, num_sgs=8, arch="sm_90", stacked_tma=True)
+    assert _maps(stacked["cuda"]) == {"a_ptr", "b_ptr"}
+    assert "metile_tma_load_stacked(" in stacked["cuda"] and stacked["repack"] == []
+    plain = _metile.compile_cuda(traced, num_sgs=8, arch="sm_90")["cuda"]
+    assert _maps(plain) == set() and "metile_tma_load_stacked" not in plain
+
+
+def test_the_reference_attentions_per_head_keys_and_values_get_stacked_maps_when_asked():
+    from metile.testing import reference_attention as ra
+
+    params = ([(n, "ptr", "f16") for n in ("Q", "K", "V", "Out")] + [("M", "ptr", "f32"), ("sm_scale", "scalar", "f32"),
+                                                                    ("N_CTX", "scalar", "i32", 16)])
+    blocks = {"HEAD_DIM": 128, "BLOCK_M": 128, "BLOCK_N": 128, "CAUSAL": False}
+    traced = _frontend.specialize(ra.attention_fwd.fn, params, blocks, {"threads_per_group": 256})
+    assert _maps(_metile.compile_cuda(traced, num_sgs=8, arch="sm_90", stacked_tma=True)["cuda"]) == {"K", "V"}
+
+
+@pytest.mark.parametrize("Z, M, N, K", [(3, 100, 72, 88), (2, 256, 128, 128), (1, 40, 24, 16)])
+def test_stacked_matrices_with_tensor_copies(device, rng, Z, M, N, K):
+    (bm, bn, bk), opts = _blocks(device)
+    a = rng.standard_normal((Z, M, K)).astype(np.float16)
+    b = rng.standard_normal((Z, K, N)).astype(np.float16)
+    c = np.full((Z, M, N), np.nan, np.float32)
+    batched_gemm[(metile.cdiv(M, bm), metile.cdiv(N, bn), Z)](a, b, c, M, N, K, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                                                             stacked_tma=True, **opts)
+    _check(c, a.astype(np.float64) @ b.astype(np.float64), K)

@@ -163,6 +163,12 @@ switch_table! {
     /// thread's `cp.async.bulk.tensor` per tile, completing on a memory
     /// barrier per stage) where the runtime can describe the matrix (sm_90).
     tma: stage "lower", apple false, nvidia true, needs has_tma;
+    /// Tensor copies also of blocks of matrices stored one after another in a
+    /// buffer, the row mask's bound apart (attention's per-head K and V,
+    /// `make_tensor_descriptor(K + head * N * D, shape=[N, D], ..)`), through
+    /// a map with a third dimension (`TensorMapSpec::stacked`). Off until
+    /// measured on an H100: such loads are the threads' copies.
+    stacked_tma: stage "lower", apple false, nvidia false, needs has_tma;
     /// Stores of tiles whose layout leaves each thread narrow runs of a row
     /// (matrix accumulators) go through threadgroup memory into the blocked
     /// layout's 16-byte runs (`lower/store_staging.rs`). Unmeasured on a Mac.

@@ -11,7 +11,8 @@
 //! decided here: each tensor-map parameter of the kernel whose buffer the
 //! kernel only reads (a kernel must read its own writes, so a written buffer
 //! is never copied) and whose box the hardware can copy (else no map of a
-//! copy could be made either), while the switch is on. Whether a launch copies
+//! copy could be made either), while the switch is on. A stacked map (one
+//! matrix after another) is not a candidate: the step copies one matrix. Whether a launch copies
 //! a candidate needs that launch's facts, and the runtime that executes the
 //! step evaluates them: the matrix's alignment (an aligned one has its map
 //! already), the grid's reuse of the operand (a copy costs a read and a write
@@ -75,7 +76,7 @@ pub fn plan_repack(kernel: &CudaKernel) -> Option<Repack> {
             _ => None,
         })
         .enumerate()
-        .filter(|(_, spec)| tensor_copy_box_supported(spec) && !written(spec.buffer))
+        .filter(|(_, spec)| tensor_copy_box_supported(spec) && !spec.stacked && !written(spec.buffer))
         .map(|(map, spec)| RepackOperand { map, spec })
         .collect();
     (!operands.is_empty()).then_some(Repack {
@@ -110,6 +111,7 @@ mod tests {
             box_rows: 128,
             box_cols,
             swizzle_bytes: 128,
+            stacked: false,
         }
     }
 
@@ -218,6 +220,7 @@ mod tests {
         assert!(!tensor_copy_box_supported(&too_tall));
         let bad_swizzle = TensorMapSpec {
             swizzle_bytes: 16,
+            stacked: false,
             ..spec(0, DType::F16, 8)
         };
         assert!(!tensor_copy_box_supported(&bad_swizzle));

@@ -408,7 +408,9 @@ pub enum GpuOpKind {
     /// copy of the tensor map's box at `(row, col)` into `dst[dst_index..]`
     /// (1024-byte aligned, laid out and swizzled as the map says; elements
     /// outside the map's extent are zero), its bytes counted on
-    /// `bar[bar_index]` (`cp.async.bulk.tensor`, sm_90).
+    /// `bar[bar_index]` (`cp.async.bulk.tensor`, sm_90). A stacked map
+    /// (`TensorMapSpec::stacked`) takes an eighth operand, `depth: i32`: the
+    /// matrix the box is read from.
     TmaLoad,
     /// `(counts: threadgroup i32 ptr, index: int, value: i32) -> i32`: adds
     /// `value` to `counts[index]` atomically, with acquire and release
@@ -627,6 +629,11 @@ pub struct TensorMapSpec {
     /// 32, 64 or 128: the box lands in shared memory swizzled as `wgmma`
     /// reads it (`box_cols` elements make one swizzle row).
     pub swizzle_bytes: u16,
+    /// The buffer holds such matrices one after another (`rows * stride`
+    /// elements apart, as the heads of an attention's K): the map has a
+    /// third dimension, the matrix a copy reads (`TmaLoad`'s depth
+    /// coordinate), and each matrix ends at its own `rows`.
+    pub stacked: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -81,7 +81,7 @@ fn spec_text(s: &TensorMapSpec) -> String {
         LaunchValue::Const(c) => c.to_string(),
     };
     format!(
-        "buffer={} dtype={} rows={} cols={} stride={} box={}x{} swizzle={}",
+        "buffer={} dtype={} rows={} cols={} stride={} box={}x{} swizzle={}{}",
         s.buffer,
         s.dtype,
         launch(s.rows),
@@ -89,7 +89,8 @@ fn spec_text(s: &TensorMapSpec) -> String {
         launch(s.stride),
         s.box_rows,
         s.box_cols,
-        s.swizzle_bytes
+        s.swizzle_bytes,
+        if s.stacked { " stacked" } else { "" }
     )
 }
 

@@ -715,7 +715,14 @@ impl<'f> GpuVerifier<'f> {
                 }
             }
             GpuOpKind::TmaLoad => {
-                arity(7, 0)?;
+                if ins.len() == 8 {
+                    arity(8, 0)?;
+                    if ins[7] != i32s {
+                        return fail("the depth of a stacked map's copy is an i32");
+                    }
+                } else {
+                    arity(7, 0)?;
+                }
                 let (GpuType::Ptr(d, MemSpace::Threadgroup), GpuType::Ptr(s, MemSpace::TensorMap)) =
                     (ins[0], ins[2])
                 else {

@@ -225,6 +225,7 @@ fn tensor_copy_kernel(from_buffer: bool, barrier_dtype: DType) -> GpuFunction {
         box_rows: 64,
         box_cols: 64,
         swizzle_bytes: 128,
+        stacked: false,
     };
     let map = b.add_param("A_tma0", GpuParamKind::TensorMap(spec), 0);
     b.add_param("A_tma0_ready", GpuParamKind::TensorMapReady(spec), 0);
@@ -439,4 +440,33 @@ fn a_simdgroup_load_reads_one_matrix_per_simdgroup_on_apple_gpus() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("-> 2 elements"), "{err}");
+}
+
+/// A stacked map's copy names the matrix (an eighth operand, an i32); a
+/// depth of another type is refused.
+#[test]
+fn a_stacked_maps_copy_takes_an_i32_depth() {
+    let with_depth = |dtype: DType| {
+        let mut f = tensor_copy_kernel(false, DType::I64);
+        let mut b = GpuBuilder::new("depth", 128);
+        let depth = b.add_param("d", GpuParamKind::Scalar(dtype), 1);
+        let n = f.values.len();
+        f.values.push(b.finish().values[depth.index()]);
+        let depth = GpuValue(n as u32);
+        f.params.push(metile_ir::gpu_ir::GpuParam {
+            name: "d".into(),
+            kind: GpuParamKind::Scalar(dtype),
+            tile_index: 1,
+            value: depth,
+        });
+        for op in f.body.ops.iter_mut() {
+            if matches!(op.kind, GpuOpKind::TmaLoad) {
+                op.operands = op.operands.iter().copied().chain([depth]).collect();
+            }
+        }
+        verify_gpu(&f, Vendor::Nvidia)
+    };
+    with_depth(DType::I32).unwrap();
+    let err = with_depth(DType::F32).unwrap_err().to_string();
+    assert!(err.contains("depth"), "{err}");
 }

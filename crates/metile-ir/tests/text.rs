@@ -31,6 +31,7 @@ fn spec(buffer: usize) -> TensorMapSpec {
         box_rows: 64,
         box_cols: 32,
         swizzle_bytes: 64,
+        stacked: buffer % 2 == 1,
     }
 }
 
@@ -165,6 +166,11 @@ fn rare_gpu_function() -> GpuFunction {
     b.emit(
         GpuOpKind::TmaLoad,
         vec![tg, tid, map, tid, tid, bars, tid],
+        vec![],
+    );
+    b.emit(
+        GpuOpKind::TmaLoad,
+        vec![tg, tid, map, tid, tid, bars, tid, tid],
         vec![],
     );
     b.emit(GpuOpKind::MbarrierWait, [bars, tid, ready], vec![]);

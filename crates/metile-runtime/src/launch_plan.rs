@@ -215,6 +215,7 @@ mod tests {
             box_rows: 128,
             box_cols: 64,
             swizzle_bytes: 128,
+            stacked: false,
         };
         Repack {
             operands: vec![RepackOperand { map: 0, spec }],

@@ -114,6 +114,8 @@ struct Uses {
     tf32: bool,
     wgmma: bool,
     tma: bool,
+    /// Tensor copies through stacked maps (a third dimension).
+    tma_stacked: bool,
     /// Atomic counts of the warps' releases of ring stages.
     release_counts: bool,
     /// Pairs of f32 values narrowed into one vector (`metile_narrow2`).
@@ -145,7 +147,11 @@ fn uses(f: &GpuFunction) -> Uses {
     f.walk(&mut |op| match op.kind {
         GpuOpKind::SimdReduce(_) => u.reductions = true,
         GpuOpKind::Print { .. } => u.prints = true,
-        GpuOpKind::MbarrierInit { .. } | GpuOpKind::TmaLoad => u.tma = true,
+        GpuOpKind::MbarrierInit { .. } => u.tma = true,
+        GpuOpKind::TmaLoad => {
+            u.tma = true;
+            u.tma_stacked |= op.operands.len() == 8;
+        }
         GpuOpKind::AtomicAdd => {
             u.tma = true;
             u.release_counts = true;
@@ -321,6 +327,7 @@ pub fn emit_cuda(f: &GpuFunction, target: &Target, switches: &Switches) -> Compi
         (used.tf32, "mma_tf32"),
         (used.wgmma, "wgmma"),
         (used.tma, "tma"),
+        (used.tma_stacked, "tma_stacked"),
         (used.release_counts, "release_counts"),
     ];
     for (wanted, name) in sections {

@@ -139,6 +139,14 @@ static __device__ __forceinline__ void metile_tma_load(void* dst, const metile_t
                :: "r"(metile_smem_addr(dst)), "l"(reinterpret_cast<unsigned long long>(map)), "r"(col), "r"(row),
                   "r"(metile_smem_addr(bar)) : "memory");
 }
+// @section tma_stacked
+// The box at (row, col) of matrix `depth` of a stacked map (a third dimension).
+static __device__ __forceinline__ void metile_tma_load_stacked(void* dst, const metile_tensor_map* map, int col,
+                                                                int row, int depth, const void* bar) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
+               :: "r"(metile_smem_addr(dst)), "l"(reinterpret_cast<unsigned long long>(map)), "r"(col), "r"(row),
+                  "r"(depth), "r"(metile_smem_addr(bar)) : "memory");
+}
 // @section release_counts
 // One arrival on a count of the block's warps: acquire and release, so what
 // the arriving warps did before is done for whoever sees the last count.

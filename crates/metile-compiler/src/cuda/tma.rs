@@ -28,6 +28,17 @@ impl BodyWriter<'_, Cuda> {
             GpuOpKind::MbarrierWait => {
                 format!("metile_mbarrier_wait({} + {}, {});", arg(0)?, arg(1)?, arg(2)?)
             }
+            GpuOpKind::TmaLoad if op.operands.len() == 8 => format!(
+                "metile_tma_load_stacked({} + {}, &{}, {}, {}, {}, {} + {});",
+                arg(0)?,
+                arg(1)?,
+                arg(2)?,
+                arg(3)?,
+                arg(4)?,
+                arg(7)?,
+                arg(5)?,
+                arg(6)?
+            ),
             GpuOpKind::TmaLoad => format!(
                 "metile_tma_load({} + {}, &{}, {}, {}, {} + {});",
                 arg(0)?,

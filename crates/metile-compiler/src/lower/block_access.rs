@@ -20,6 +20,12 @@
 //! `>= 0` bound needs its origin to be non-negative, and an axis without an
 //! upper bound a tile that does not leave the matrix, tested at run time
 //! (`tma.rs`).
+//!
+//! Offsets that pass the block's own matrix by a whole number of matrices of
+//! the mask's rows (`K + head * N * D` read with rows below `N`: attention's
+//! per-head K, a batch of a `bmm`) name matrix `head` of a buffer holding
+//! them one after another: under the `stacked_tma` switch, a stacked map
+//! (a third dimension) copies it, each matrix ending at its own rows.
 
 use super::affine_index::{Affine, RunTest, Term};
 use super::Lowering;
@@ -40,6 +46,10 @@ pub(super) struct BlockLoad {
     pub(super) cols: Option<LaunchValue>,
     /// Per axis, whether the mask tests `index >= 0` there.
     pub(super) from_zero: [bool; 2],
+    /// Which matrix of a buffer holding matrices of `rows` rows one after
+    /// another the block lies in (a form without lane indices), where the
+    /// offsets go past the block's own matrix by a whole number of them.
+    pub(super) depth: Option<Affine>,
     /// What the offsets' form relies on, tested before the copy.
     pub(super) tests: Vec<RunTest>,
 }
@@ -269,6 +279,7 @@ impl<'f> Lowering<'f> {
                 rows: None,
                 cols: None,
                 from_zero: [false; 2],
+                depth: None,
                 tests: vec![],
             });
         }
@@ -357,8 +368,13 @@ impl<'f> Lowering<'f> {
                 (row, col)
             }
         };
-        // Every offset accounted for: `stride·row + col` is the free part.
-        (row.mul(&stride_affine)?.add(&col)? == free).then_some(())?;
+        // Every offset accounted for: `stride·row + col` is the free part, or
+        // that plus whole matrices of the mask's rows (`stacked_tma`).
+        let beyond = free.sub(&row.mul(&stride_affine)?.add(&col)?)?;
+        let depth = match beyond.terms() {
+            [] => None,
+            _ => Some(self.stacked_depth(&beyond, &stride_form, axes[0].bound?)?),
+        };
         let extent = |axis: usize| {
             axes[axis]
                 .bound
@@ -372,8 +388,22 @@ impl<'f> Lowering<'f> {
             col,
             stride,
             from_zero: [axes[0].from_zero, axes[1].from_zero],
+            depth,
             tests,
         })
+    }
+
+    /// `beyond / (rows · stride)`, the matrix a block lies in where the
+    /// offsets pass its own by whole matrices of `rows` rows (`rows` an
+    /// argument or a positive constant), while the `stacked_tma` switch is on.
+    fn stacked_depth(&self, beyond: &Affine, stride: &StrideForm, rows: LaunchValue) -> Option<Affine> {
+        self.a.switches.stacked_tma.then_some(())?;
+        let rows = match rows {
+            LaunchValue::Arg(i) => StrideForm::Arg(self.f.params.get(i)?.value),
+            LaunchValue::Const(c) if c > 0 => StrideForm::Const(c),
+            LaunchValue::Const(_) => return None,
+        };
+        Self::divide(&Self::divide(beyond, stride)?, &rows)
     }
 }
 

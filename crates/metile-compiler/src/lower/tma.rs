@@ -176,6 +176,7 @@ impl<'f> Lowering<'f> {
             box_rows: rows as u16,
             box_cols: place.ld as u16,
             swizzle_bytes: swizzle.bytes as u16,
+            stacked: load.depth.is_some(),
         };
         let tests = if load.tests.is_empty() {
             None
@@ -209,6 +210,19 @@ impl<'f> Lowering<'f> {
             let from_zero = self.compare(CmpOp::Ge, row, zero);
             usable = self.binary(BinaryOp::And, usable, from_zero);
         }
+        // Of stacked matrices, the one the block lies in: before the first,
+        // the load reads what lies before the buffer, the copy zeros.
+        let depth = match &load.depth {
+            Some(form) => {
+                let depth = self.affine_value(form)?;
+                if !form.is_non_negative_constant() {
+                    let from_zero = self.compare(CmpOp::Ge, depth, zero);
+                    usable = self.binary(BinaryOp::And, usable, from_zero);
+                }
+                Some(depth)
+            }
+            None => None,
+        };
         // A tensor copy's first column lies on 16 bytes (the H100 faults
         // on others, measured).
         let align = (16 / size) as i64;
@@ -243,11 +257,8 @@ impl<'f> Lowering<'f> {
                         let dst = t.binary(BinaryOp::Add, slot_base, block);
                         let dc = t.const_i32((j * place.ld) as i32);
                         let c = t.binary(BinaryOp::Add, col, dc);
-                        t.emit(
-                            GpuOpKind::TmaLoad,
-                            [root, dst, map, c, row, bars.bars, slot],
-                            vec![],
-                        );
+                        let operands = [root, dst, map, c, row, bars.bars, slot].into_iter().chain(depth);
+                        t.emit(GpuOpKind::TmaLoad, operands.collect::<ValueList>(), vec![]);
                     }
                     Ok(())
                 },

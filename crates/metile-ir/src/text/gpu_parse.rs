@@ -179,6 +179,7 @@ impl GpuParser<'_> {
             box_rows,
             box_cols,
             swizzle_bytes: self.keyed("swizzle")?,
+            stacked: self.c.eat("stacked"),
         })
     }
 

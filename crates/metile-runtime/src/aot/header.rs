@@ -145,25 +145,27 @@ pub fn header(manifest: &Manifest, rule: Option<&GridRule>) -> String {
     let mut tg = 0;
     for e in &manifest.entry_parameters {
         let name = |i: usize| manifest.parameters.get(i).map_or("?", |p| p.name.as_str());
-        let line = match e {
-            EntryParameter::Buffer { index, msl_type } => match msl_type {
-                Some(t) => format!("{t} {} at [[buffer({index})]]", name(*index)),
-                None => format!("the device address of {}", name(*index)),
-            },
-            EntryParameter::Scalar { index, msl_type } => match msl_type {
-                Some(t) => format!("{t} {} at [[buffer({index})]]", name(*index)),
-                None => format!("{} by value", name(*index)),
-            },
-            EntryParameter::Threadgroup { msl_type, bytes } => {
-                tg += 1;
-                format!("{msl_type} of {bytes} bytes at [[threadgroup({})]]", tg - 1)
-            }
-            EntryParameter::Builtin { builtin } => format!("[[{builtin}]] (set by Metal)"),
-            EntryParameter::MinusOne => "an int holding -1".to_string(),
-            EntryParameter::TensorMap(m) => format!(
-                "a CUtensorMap by value: {} as a {} x {} matrix of {} (row stride {}), boxes of {} x {}, \
+        let line =
+            match e {
+                EntryParameter::Buffer { index, msl_type } => match msl_type {
+                    Some(t) => format!("{t} {} at [[buffer({index})]]", name(*index)),
+                    None => format!("the device address of {}", name(*index)),
+                },
+                EntryParameter::Scalar { index, msl_type } => match msl_type {
+                    Some(t) => format!("{t} {} at [[buffer({index})]]", name(*index)),
+                    None => format!("{} by value", name(*index)),
+                },
+                EntryParameter::Threadgroup { msl_type, bytes } => {
+                    tg += 1;
+                    format!("{msl_type} of {bytes} bytes at [[threadgroup({})]]", tg - 1)
+                }
+                EntryParameter::Builtin { builtin } => format!("[[{builtin}]] (set by Metal)"),
+                EntryParameter::MinusOne => "an int holding -1".to_string(),
+                EntryParameter::TensorMap(m) => format!(
+                "a CUtensorMap by value: {} as {} {} x {} matrix of {} (row stride {}), boxes of {} x {}, \
                  {}-byte swizzle",
                 name(m.buffer),
+                if m.stacked { "matrices, one after another, each a" } else { "a" },
                 describe_extent(m.rows, manifest),
                 describe_extent(m.cols, manifest),
                 m.dtype,
@@ -172,13 +174,13 @@ pub fn header(manifest: &Manifest, rule: Option<&GridRule>) -> String {
                 m.box_cols,
                 m.swizzle_bytes
             ),
-            EntryParameter::TensorMapReady(m) => {
-                format!(
-                    "an int: 1 when the tensor map of {} was built, else 0",
-                    name(m.buffer)
-                )
-            }
-        };
+                EntryParameter::TensorMapReady(m) => {
+                    format!(
+                        "an int: 1 when the tensor map of {} was built, else 0",
+                        name(m.buffer)
+                    )
+                }
+            };
         let _ = writeln!(h, " *   {line}");
     }
     let _ = writeln!(h, " */\n\n#endif /* {guard} */");

@@ -164,7 +164,8 @@ pub enum EntryParameter {
     TensorMapReady(TensorMap),
 }
 
-/// A 2-D row-major matrix a tensor map describes.
+/// A 2-D row-major matrix a tensor map describes (matrices one after
+/// another in the buffer, `rows * stride` elements apart, where `stacked`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TensorMap {
@@ -177,6 +178,8 @@ pub struct TensorMap {
     pub box_rows: u16,
     pub box_cols: u16,
     pub swizzle_bytes: u16,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stacked: bool,
 }
 
 /// A size known at launch: a scalar argument or a constant.
@@ -202,6 +205,7 @@ impl TensorMap {
             box_rows: spec.box_rows,
             box_cols: spec.box_cols,
             swizzle_bytes: spec.swizzle_bytes,
+            stacked: spec.stacked,
         }
     }
 
@@ -219,6 +223,7 @@ impl TensorMap {
             box_rows: self.box_rows,
             box_cols: self.box_cols,
             swizzle_bytes: self.swizzle_bytes,
+            stacked: self.stacked,
         })
     }
 }

@@ -437,7 +437,13 @@ impl CudaLaunchable {
         for p in &self.params {
             let CudaParam::TensorMap(spec) = p else { continue };
             let matrix = tensor_map::matrix(spec, args);
-            let map = matrix.and_then(|m| tensor_map::encode_matrix(spec, &m));
+            let map = matrix.and_then(|m| {
+                let depth = match spec.stacked {
+                    true => Some(tensor_map::stacked_depth(spec, &m, args)?),
+                    false => None,
+                };
+                tensor_map::encode_matrix(spec, &m, depth)
+            });
             // `Copies::add` decides, a map of the operand itself included (rows off 32-byte sectors).
             if let (Some(m), Some(_)) = (matrix, &self.repacker) {
                 let slot = maps.len();
@@ -461,7 +467,7 @@ impl CudaLaunchable {
         let report = self.report_repack.swap(false, Ordering::Relaxed);
         for (slot, copy) in to_copy {
             let (spec, to) = (built[slot].0, repacked.matrices[copy]);
-            if let Some(map) = tensor_map::encode_matrix(&spec, &to) {
+            if let Some(map) = tensor_map::encode_matrix(&spec, &to, None) {
                 maps[slot] = map;
                 built[slot].1 = true;
             }

@@ -352,6 +352,7 @@ mod tests {
             box_rows,
             box_cols,
             swizzle_bytes: 128,
+            stacked: false,
         }
     }
 

@@ -117,25 +117,42 @@ pub fn within_buffer(spec: &TensorMapSpec, m: &Matrix, args: &[KernelArg]) -> bo
     last_row_end.is_some_and(|end| end <= buffer_bytes)
 }
 
+/// How many matrices of `m` a stacked map spans in `spec`'s buffer (the last
+/// one possibly in part), or `None` where the buffer is not an argument, the
+/// stride from one matrix to the next reaches 2^40 bytes (the hardware's
+/// limit) or the count exceeds a 32-bit coordinate.
+pub fn stacked_depth(spec: &TensorMapSpec, m: &Matrix, args: &[KernelArg]) -> Option<i64> {
+    let Some(KernelArg::Buffer { len, dtype, .. }) = args.get(spec.buffer) else {
+        return None;
+    };
+    let matrix_bytes = m.rows.checked_mul(m.pitch).filter(|&b| b < 1 << 40)?;
+    let buffer_bytes = (*len as i64).checked_mul(dtype.size_bytes() as i64)?;
+    // The map starts at the buffer's first element, as `matrix` makes it.
+    let depth = (buffer_bytes + matrix_bytes - 1) / matrix_bytes;
+    (1..=i64::from(i32::MAX)).contains(&depth).then_some(depth)
+}
+
 /// The tensor map of `spec`'s box over `m` (a launch's matrix, or its copy in
-/// aligned rows), or `None` when the hardware cannot describe it.
-pub fn encode_matrix(spec: &TensorMapSpec, m: &Matrix) -> Option<cu::CUtensorMap> {
-    if !m.aligned() || !tensor_copy_box_supported(spec) {
+/// aligned rows), or `None` when the hardware cannot describe it. A stacked
+/// map takes `depth` matrices (`stacked_depth`), `rows * pitch` bytes apart.
+pub fn encode_matrix(spec: &TensorMapSpec, m: &Matrix, depth: Option<i64>) -> Option<cu::CUtensorMap> {
+    if !m.aligned() || !tensor_copy_box_supported(spec) || spec.stacked != depth.is_some() {
         return None;
     }
-    let global_dim = [m.cols as u64, m.rows as u64];
-    let global_strides = [m.pitch as u64];
-    let box_dim = [u32::from(spec.box_cols), u32::from(spec.box_rows)];
-    let element_strides = [1u32, 1];
+    let global_dim = [m.cols as u64, m.rows as u64, depth.unwrap_or(1) as u64];
+    let global_strides = [m.pitch as u64, (m.rows * m.pitch) as u64];
+    let box_dim = [u32::from(spec.box_cols), u32::from(spec.box_rows), 1];
+    let element_strides = [1u32, 1, 1];
+    let rank = if spec.stacked { 3 } else { 2 };
     let mut map = cu::CUtensorMap { opaque: [0; 16] };
-    // SAFETY: every array has the lengths rank 2 asks for; the map is a
-    // properly aligned value the driver fills; the driver checks the rest and
-    // reports what it cannot encode.
+    // SAFETY: every array has at least the lengths `rank` asks for; the map is
+    // a properly aligned value the driver fills; the driver checks the rest
+    // and reports what it cannot encode.
     let code = unsafe {
         cu::cuTensorMapEncodeTiled(
             &mut map,
             data_type(spec.dtype)?,
-            2,
+            rank,
             m.address as usize as *mut c_void,
             global_dim.as_ptr(),
             global_strides.as_ptr(),
@@ -166,6 +183,7 @@ mod tests {
             box_rows: 4,
             box_cols: 8,
             swizzle_bytes: 32,
+            stacked: false,
         };
         let m = Matrix {
             address: 0,
@@ -185,5 +203,40 @@ mod tests {
             &m,
             &[KernelArg::Scalar(ScalarValue::I32(30))]
         ));
+    }
+
+    /// Stacked 4 x 8 f16 matrices (64 bytes each): a buffer of 3.5 of them
+    /// spans 4, the last in part.
+    #[test]
+    fn a_stacked_map_spans_every_matrix_its_buffer_begins() {
+        let spec = TensorMapSpec {
+            buffer: 0,
+            dtype: DType::F16,
+            rows: LaunchValue::Const(4),
+            cols: LaunchValue::Const(8),
+            stride: LaunchValue::Const(8),
+            box_rows: 4,
+            box_cols: 8,
+            swizzle_bytes: 32,
+            stacked: true,
+        };
+        let m = Matrix {
+            address: 0,
+            rows: 4,
+            cols: 8,
+            pitch: 16,
+        };
+        let buffer = |len| KernelArg::Buffer {
+            ptr: std::ptr::null_mut(),
+            len,
+            dtype: DType::F16,
+        };
+        assert_eq!(stacked_depth(&spec, &m, &[buffer(96)]), Some(3));
+        assert_eq!(stacked_depth(&spec, &m, &[buffer(112)]), Some(4));
+        assert_eq!(stacked_depth(&spec, &m, &[buffer(0)]), None);
+        assert_eq!(
+            stacked_depth(&spec, &m, &[KernelArg::Scalar(ScalarValue::I32(96))]),
+            None
+        );
     }
 }
