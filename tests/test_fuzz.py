@@ -24,7 +24,7 @@ def test_a_fixed_slice_of_random_kernels_agrees_with_the_interpreter(tmp_path):
 def test_the_generator_writes_what_the_fuzzer_promises():
     sources = [fuzz.generate(s).source for s in range(200)]
     for spelling in ["axis=0)", "axis=1)", "axis=-1)", "[:, None]", "[None, :]", "/ (metile.abs(",
-                     "    if ", "for it in range", " // ", "metile.load(XF + offs, mask=mask)\n",
+                     "    if ", "for it in range", "        jc += 1", " // ", "metile.load(XF + offs, mask=mask)\n",
                      "metile.cumsum(", "metile.sort(", "metile.argmax(", "metile.erf(", ".T, axis=0)",
                      "metile.trans(", ".reshape(BM, BN)", "metile.split(", "metile.permute(", "w.T)",
                      # Pointer-tile products: plain, wrapped from a start of either sign, clamped.

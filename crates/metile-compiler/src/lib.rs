@@ -27,6 +27,7 @@ pub(crate) mod ir_emit;
 pub mod l2_order;
 pub mod launch_plan;
 pub mod layout_assign;
+pub mod lockstep;
 pub mod lower;
 pub mod msl;
 pub mod pipeline;

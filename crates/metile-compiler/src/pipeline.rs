@@ -123,7 +123,7 @@ pub const STAGES: &[StageSpec] = &[
         level: Level::Tile,
         phase: Phase::Trace,
         switch: None,
-        doc: "constant folding, common-subexpression and dead-code elimination to a fixed point",
+        doc: "constant folding, lockstep counters, common-subexpression and dead-code elimination to a fixed point",
         run: run_clean_up,
     },
     StageSpec {

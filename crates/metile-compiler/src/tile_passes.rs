@@ -1,5 +1,7 @@
 //! Target-independent Tile IR passes: constant folding of scalar arithmetic,
-//! common-subexpression elimination and dead-code elimination, around the pass
+//! counters in lockstep with a loop's induction variable read as it
+//! (`lockstep.rs`), common-subexpression elimination and dead-code
+//! elimination, around the pass
 //! that makes absent lanes explicit (`absent_lanes`). The verifier runs
 //! after each pass, so a pass bug surfaces as an IR error, not a wrong kernel.
 
@@ -47,7 +49,12 @@ pub fn clean_up(f: &mut Function) -> IrResult<bool> {
 }
 
 type Pass = fn(&mut Function) -> bool;
-const PASSES: [(&str, Pass); 3] = [("fold", fold_constants), ("cse", cse), ("dce", dce)];
+const PASSES: [(&str, Pass); 4] = [
+    ("fold", fold_constants),
+    ("lockstep", crate::lockstep::lockstep_counters),
+    ("cse", cse),
+    ("dce", dce),
+];
 
 // ------------------------------------------------------------------ folding
 

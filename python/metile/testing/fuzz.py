@@ -317,7 +317,9 @@ class _Generator:
         self.pool.append(Value(out, "full", False, exact=False))
 
     def carried_reduction(self) -> None:
-        """A scalar and a 1-D value carried through a loop with a run-time trip count."""
+        """A scalar and a 1-D value carried through a loop with a run-time trip count,
+        weighted by a counter kept in lockstep with the loop's variable (as Triton's
+        persistent matmul keeps `tile_id_c`)."""
         x = self.pick(False, ("full",))
         if x is None:
             return
@@ -325,9 +327,11 @@ class _Generator:
         self.lines += [
             f"    {total} = 0.0",
             f"    {rows} = metile.zeros((BM,), dtype=metile.float32)",
+            "    jc = -1",
             "    for j in range(0, K):",
-            f"        {total} += metile.max({x.name}, axis=None) * j",
-            f"        {rows} = metile.maximum({rows}, metile.sum({x.name} * j, axis=1))",
+            "        jc += 1",
+            f"        {total} += metile.max({x.name}, axis=None) * jc",
+            f"        {rows} = metile.maximum({rows}, metile.sum({x.name} * jc, axis=1))",
         ]
         self.pool += [Value(total, "scalar", False, x.exact), Value(rows, "rows", False, x.exact)]
 

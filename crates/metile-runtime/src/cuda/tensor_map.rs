@@ -142,7 +142,11 @@ pub fn encode_matrix(spec: &TensorMapSpec, m: &Matrix, depth: Option<i64>) -> Op
     let global_dim = [m.cols as u64, m.rows as u64, depth.unwrap_or(1) as u64];
     // A 2-D map reads only the first stride (its rows may be the unbounded
     // 2^31 - 1, whose matrix stride is of no use).
-    let matrix_stride = if spec.stacked { m.rows.checked_mul(m.pitch)? } else { 0 };
+    let matrix_stride = if spec.stacked {
+        m.rows.checked_mul(m.pitch)?
+    } else {
+        0
+    };
     let global_strides = [m.pitch as u64, matrix_stride as u64];
     let box_dim = [u32::from(spec.box_cols), u32::from(spec.box_rows), 1];
     let element_strides = [1u32, 1, 1];
