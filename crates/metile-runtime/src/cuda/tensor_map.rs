@@ -178,72 +178,55 @@ pub fn encode_matrix(spec: &TensorMapSpec, m: &Matrix, depth: Option<i64>) -> Op
 mod tests {
     use super::*;
 
-    /// A 4 x 6 f16 matrix whose rows are 8 elements apart ends at element 30.
-    #[test]
-    fn a_matrix_lies_within_its_buffer_up_to_its_last_rows_end() {
+    /// A 4-row f16 matrix of `cols` columns, rows 8 elements (16 bytes) apart.
+    fn matrix_of_four_rows(cols: i64, stacked: bool) -> (TensorMapSpec, Matrix) {
         let spec = TensorMapSpec {
             buffer: 0,
             dtype: DType::F16,
             rows: LaunchValue::Const(4),
-            cols: LaunchValue::Const(6),
+            cols: LaunchValue::Const(cols),
             stride: LaunchValue::Const(8),
             box_rows: 4,
             box_cols: 8,
             swizzle_bytes: 32,
-            stacked: false,
+            stacked,
         };
         let m = Matrix {
             address: 0,
             rows: 4,
-            cols: 6,
+            cols,
             pitch: 16,
         };
-        let buffer = |len| KernelArg::Buffer {
+        (spec, m)
+    }
+
+    fn buffer(len: usize) -> KernelArg {
+        KernelArg::Buffer {
             ptr: std::ptr::null_mut(),
             len,
             dtype: DType::F16,
-        };
+        }
+    }
+
+    /// A 4 x 6 f16 matrix whose rows are 8 elements apart ends at element 30.
+    #[test]
+    fn a_matrix_lies_within_its_buffer_up_to_its_last_rows_end() {
+        let (spec, m) = matrix_of_four_rows(6, false);
         assert!(within_buffer(&spec, &m, &[buffer(30)]));
         assert!(!within_buffer(&spec, &m, &[buffer(29)]));
-        assert!(!within_buffer(
-            &spec,
-            &m,
-            &[KernelArg::Scalar(ScalarValue::I32(30))]
-        ));
+        let scalar = KernelArg::Scalar(ScalarValue::I32(30));
+        assert!(!within_buffer(&spec, &m, &[scalar]));
     }
 
     /// Stacked 4 x 8 f16 matrices (64 bytes each): a buffer of 3.5 of them
     /// spans 4, the last in part.
     #[test]
     fn a_stacked_map_spans_every_matrix_its_buffer_begins() {
-        let spec = TensorMapSpec {
-            buffer: 0,
-            dtype: DType::F16,
-            rows: LaunchValue::Const(4),
-            cols: LaunchValue::Const(8),
-            stride: LaunchValue::Const(8),
-            box_rows: 4,
-            box_cols: 8,
-            swizzle_bytes: 32,
-            stacked: true,
-        };
-        let m = Matrix {
-            address: 0,
-            rows: 4,
-            cols: 8,
-            pitch: 16,
-        };
-        let buffer = |len| KernelArg::Buffer {
-            ptr: std::ptr::null_mut(),
-            len,
-            dtype: DType::F16,
-        };
+        let (spec, m) = matrix_of_four_rows(8, true);
         assert_eq!(stacked_depth(&spec, &m, &[buffer(96)]), Some(3));
         assert_eq!(stacked_depth(&spec, &m, &[buffer(112)]), Some(4));
         assert_eq!(stacked_depth(&spec, &m, &[buffer(0)]), None);
-        assert_eq!(
-            stacked_depth(&spec, &m, &[KernelArg::Scalar(ScalarValue::I32(96))]),
-            None
-        );
+        let scalar = KernelArg::Scalar(ScalarValue::I32(96));
+        assert_eq!(stacked_depth(&spec, &m, &[scalar]), None);
     }
 }
