@@ -5,6 +5,7 @@ conditions, helper functions with traced loops and branches, Python's `min`,
 path's type and message."""
 
 import inspect
+import re
 
 import numpy as np
 import pytest
@@ -444,3 +445,69 @@ def test_static_ops_refuse_run_time_values(kernel, message, marker):
         kernel[(1,)](np.zeros(4, np.float32), 3)
     assert message in str(e.value)
     assert f"line {line_of(kernel, marker)}" in str(e.value)
+
+
+# ------------------------------------------------------------------ counters in lockstep
+
+
+@metile.kernel
+def lockstep_counters(Out, T, STEP: metile.constexpr):
+    # `c` and `d` move with `t` (the clean-ups read them as `t` inside the loop): `c` read
+    # before and after its step and inside a nested loop, both read after the loop (where a
+    # program that runs no iteration keeps their starts), `e` a step behind by another step.
+    pid = metile.program_id(0)
+    n = metile.num_programs(0)
+    c = pid - STEP
+    d = pid
+    e = pid - 2 * STEP
+    acc = 0
+    for t in range(pid, T, STEP):
+        before = c
+        c += STEP
+        inner = 0
+        for u in range(0, n):
+            inner += c * u + t
+        acc += c * 3 + before * 7 + d * 5 + e * 11 + inner
+        d += STEP
+        e += STEP
+    metile.store(Out + pid, acc)
+    metile.store(Out + n + pid, c)
+    metile.store(Out + 2 * n + pid, d)
+    metile.store(Out + 3 * n + pid, e)
+
+
+def _lockstep_reference(programs, T, step):
+    out = np.zeros((4, programs), np.int32)
+    for pid in range(programs):
+        c, d, e, acc = pid - step, pid, pid - 2 * step, 0
+        for t in range(pid, T, step):
+            before = c
+            c += step
+            inner = sum(c * u + t for u in range(programs))
+            acc += c * 3 + before * 7 + d * 5 + e * 11 + inner
+            d += step
+            e += step
+        out[:, pid] = acc, c, d, e
+    return out
+
+
+@pytest.mark.parametrize("programs, T, step", [(4, 23, 4), (5, 3, 5), (3, 0, 2)])
+def test_counters_in_lockstep_with_a_loop_keep_their_values(device, programs, T, step):
+    # Programs past T run no iteration (T = 0: none runs one).
+    out = np.full((4, programs), -99, np.int32)
+    lockstep_counters[(programs,)](out, T, STEP=step)
+    np.testing.assert_array_equal(out, _lockstep_reference(programs, T, step))
+
+
+def test_a_counter_a_step_before_the_loop_reads_as_its_variable():
+    text = traced_text(lockstep_counters, [("Out", "ptr", "i32"), ("T", "scalar", "i32")], STEP=4)
+    loop = text[text.index("= for"):]
+    # The outer loop's block arguments: the induction variable, then acc, c, d and e.
+    iv, acc, c, d, e = re.search(r"\^\((%\d+): i32, (%\d+): i32, (%\d+): i32, (%\d+): i32, (%\d+): i32\)",
+                                 loop).groups()
+    # `c` after its step and `d` are `t`: the loop yields `t` as the next `c`, and nothing reads
+    # `d`'s argument; `c` before its step and `e` stay what they are.
+    yields = re.findall(r"yield (.*?)  //", loop)[-1].split(", ")
+    assert yields[1] == iv
+    assert f"{d}," not in loop.split("{", 1)[1] and f"{d} " not in loop.split("{", 1)[1]
+    assert f"mul {c}," in loop and f"mul {e}," in loop
