@@ -42,15 +42,27 @@ impl<'f> Lowering<'f> {
         self.mask_all_true_in(mask, &mut Memo::default())
     }
 
-    /// [`Lowering::mask_all_true`], each value of the mask walked once
-    /// (`m & m`, `x + x` repeated would otherwise cost twice per level).
-    fn mask_all_true_in(&mut self, mask: ValueId, memo: &mut Memo) -> Option<GpuValue> {
-        if let Some(&known) = memo.masks.get(&mask) {
+    /// `walk(v)`, or what it gave when `memo`'s `table` last met `v`: each
+    /// value is walked once (`m & m`, `x + x` repeated would otherwise cost
+    /// twice per level).
+    fn memoized<T: Copy>(
+        &mut self,
+        v: ValueId,
+        memo: &mut Memo,
+        table: fn(&mut Memo) -> &mut HashMap<ValueId, Option<T>>,
+        walk: fn(&mut Self, ValueId, &mut Memo) -> Option<T>,
+    ) -> Option<T> {
+        if let Some(&known) = table(memo).get(&v) {
             return known;
         }
-        let found = self.mask_all_true_uncached(mask, memo);
-        memo.masks.insert(mask, found);
+        let found = walk(self, v, memo);
+        table(memo).insert(v, found);
         found
+    }
+
+    /// [`Lowering::mask_all_true`], each value of the mask walked once.
+    fn mask_all_true_in(&mut self, mask: ValueId, memo: &mut Memo) -> Option<GpuValue> {
+        self.memoized(mask, memo, |m| &mut m.masks, Self::mask_all_true_uncached)
     }
 
     fn mask_all_true_uncached(&mut self, mask: ValueId, memo: &mut Memo) -> Option<GpuValue> {
@@ -106,12 +118,7 @@ impl<'f> Lowering<'f> {
 
     /// `v` as a span, each value walked once per `memo`.
     fn span(&mut self, v: ValueId, memo: &mut Memo) -> Option<Span> {
-        if let Some(&known) = memo.spans.get(&v) {
-            return known;
-        }
-        let found = self.span_uncached(v, memo);
-        memo.spans.insert(v, found);
-        found
+        self.memoized(v, memo, |m| &mut m.spans, Self::span_uncached)
     }
 
     fn span_uncached(&mut self, v: ValueId, memo: &mut Memo) -> Option<Span> {
