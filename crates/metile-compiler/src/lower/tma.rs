@@ -203,12 +203,10 @@ impl<'f> Lowering<'f> {
             usable = self.binary(BinaryOp::And, usable, from_zero);
         } else if !load.from_zero[1] && !load.col.is_non_negative_constant() {
             // The load reads what lies left of the matrix; the copy, zeros.
-            let from_zero = self.compare(CmpOp::Ge, col, zero);
-            usable = self.binary(BinaryOp::And, usable, from_zero);
+            usable = self.and_compare(usable, CmpOp::Ge, col, zero);
         }
         if (load.rows.is_none() || !load.from_zero[0]) && !load.row.is_non_negative_constant() {
-            let from_zero = self.compare(CmpOp::Ge, row, zero);
-            usable = self.binary(BinaryOp::And, usable, from_zero);
+            usable = self.and_compare(usable, CmpOp::Ge, row, zero);
         }
         // Of stacked matrices, the one the block lies in: before the first,
         // the load reads what lies before the buffer, the copy zeros.
@@ -216,8 +214,7 @@ impl<'f> Lowering<'f> {
             Some(form) => {
                 let depth = self.affine_value(form)?;
                 if !form.is_non_negative_constant() {
-                    let from_zero = self.compare(CmpOp::Ge, depth, zero);
-                    usable = self.binary(BinaryOp::And, usable, from_zero);
+                    usable = self.and_compare(usable, CmpOp::Ge, depth, zero);
                 }
                 Some(depth)
             }
@@ -229,8 +226,7 @@ impl<'f> Lowering<'f> {
         if align > 1 && !self.provably_multiple(&load.col, align) {
             let low_bits = self.const_i32(align as i32 - 1);
             let low = self.binary(BinaryOp::And, col, low_bits);
-            let aligned = self.compare(CmpOp::Eq, low, zero);
-            usable = self.binary(BinaryOp::And, usable, aligned);
+            usable = self.and_compare(usable, CmpOp::Eq, low, zero);
         }
         if let Some(tests) = tests {
             usable = self.binary(BinaryOp::And, usable, tests);
@@ -274,6 +270,12 @@ impl<'f> Lowering<'f> {
             )
         })?;
         Ok(true)
+    }
+
+    /// `usable && (x cmp y)`: one more condition of a tensor copy.
+    fn and_compare(&mut self, usable: GpuValue, cmp: CmpOp, x: GpuValue, y: GpuValue) -> GpuValue {
+        let holds = self.compare(cmp, x, y);
+        self.binary(BinaryOp::And, usable, holds)
     }
 
     /// A launch value as a uniform i32.
