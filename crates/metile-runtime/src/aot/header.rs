@@ -4,7 +4,7 @@
 //! on a Metal compute encoder).
 
 use super::grid::GridRule;
-use super::manifest::{EntryParameter, Extent, Language, Manifest, ParamKind};
+use super::manifest::{EntryParameter, Extent, Language, Manifest, ParamKind, TensorMap};
 use metile_ir::DType;
 use std::fmt::Write;
 
@@ -36,6 +36,27 @@ fn c_type(dtype: &str) -> &'static str {
         Some(DType::F64) => "double",
         None => "void",
     }
+}
+
+/// What a tensor-map parameter holds: the matrix (or matrices, stacked) of
+/// the buffer called `buffer` it describes, and the box one copy moves.
+fn describe_tensor_map(m: &TensorMap, buffer: &str, manifest: &Manifest) -> String {
+    let matrices = if m.stacked {
+        "matrices, one after another, each a"
+    } else {
+        "a"
+    };
+    format!(
+        "a CUtensorMap by value: {buffer} as {matrices} {} x {} matrix of {} (row stride {}), boxes of {} x {}, \
+         {}-byte swizzle",
+        describe_extent(m.rows, manifest),
+        describe_extent(m.cols, manifest),
+        m.dtype,
+        describe_extent(m.stride, manifest),
+        m.box_rows,
+        m.box_cols,
+        m.swizzle_bytes
+    )
 }
 
 fn describe_extent(e: Extent, manifest: &Manifest) -> String {
@@ -145,42 +166,29 @@ pub fn header(manifest: &Manifest, rule: Option<&GridRule>) -> String {
     let mut tg = 0;
     for e in &manifest.entry_parameters {
         let name = |i: usize| manifest.parameters.get(i).map_or("?", |p| p.name.as_str());
-        let line =
-            match e {
-                EntryParameter::Buffer { index, msl_type } => match msl_type {
-                    Some(t) => format!("{t} {} at [[buffer({index})]]", name(*index)),
-                    None => format!("the device address of {}", name(*index)),
-                },
-                EntryParameter::Scalar { index, msl_type } => match msl_type {
-                    Some(t) => format!("{t} {} at [[buffer({index})]]", name(*index)),
-                    None => format!("{} by value", name(*index)),
-                },
-                EntryParameter::Threadgroup { msl_type, bytes } => {
-                    tg += 1;
-                    format!("{msl_type} of {bytes} bytes at [[threadgroup({})]]", tg - 1)
-                }
-                EntryParameter::Builtin { builtin } => format!("[[{builtin}]] (set by Metal)"),
-                EntryParameter::MinusOne => "an int holding -1".to_string(),
-                EntryParameter::TensorMap(m) => format!(
-                "a CUtensorMap by value: {} as {} {} x {} matrix of {} (row stride {}), boxes of {} x {}, \
-                 {}-byte swizzle",
-                name(m.buffer),
-                if m.stacked { "matrices, one after another, each a" } else { "a" },
-                describe_extent(m.rows, manifest),
-                describe_extent(m.cols, manifest),
-                m.dtype,
-                describe_extent(m.stride, manifest),
-                m.box_rows,
-                m.box_cols,
-                m.swizzle_bytes
-            ),
-                EntryParameter::TensorMapReady(m) => {
-                    format!(
-                        "an int: 1 when the tensor map of {} was built, else 0",
-                        name(m.buffer)
-                    )
-                }
-            };
+        let line = match e {
+            EntryParameter::Buffer { index, msl_type } => match msl_type {
+                Some(t) => format!("{t} {} at [[buffer({index})]]", name(*index)),
+                None => format!("the device address of {}", name(*index)),
+            },
+            EntryParameter::Scalar { index, msl_type } => match msl_type {
+                Some(t) => format!("{t} {} at [[buffer({index})]]", name(*index)),
+                None => format!("{} by value", name(*index)),
+            },
+            EntryParameter::Threadgroup { msl_type, bytes } => {
+                tg += 1;
+                format!("{msl_type} of {bytes} bytes at [[threadgroup({})]]", tg - 1)
+            }
+            EntryParameter::Builtin { builtin } => format!("[[{builtin}]] (set by Metal)"),
+            EntryParameter::MinusOne => "an int holding -1".to_string(),
+            EntryParameter::TensorMap(m) => describe_tensor_map(m, name(m.buffer), manifest),
+            EntryParameter::TensorMapReady(m) => {
+                format!(
+                    "an int: 1 when the tensor map of {} was built, else 0",
+                    name(m.buffer)
+                )
+            }
+        };
         let _ = writeln!(h, " *   {line}");
     }
     let _ = writeln!(h, " */\n\n#endif /* {guard} */");

@@ -438,9 +438,10 @@ impl CudaLaunchable {
             let CudaParam::TensorMap(spec) = p else { continue };
             let matrix = tensor_map::matrix(spec, args);
             let map = matrix.and_then(|m| {
-                let depth = match spec.stacked {
-                    true => Some(tensor_map::stacked_depth(spec, &m, args)?),
-                    false => None,
+                let depth = if spec.stacked {
+                    Some(tensor_map::stacked_depth(spec, &m, args)?)
+                } else {
+                    None
                 };
                 tensor_map::encode_matrix(spec, &m, depth)
             });

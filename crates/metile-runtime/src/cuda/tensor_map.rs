@@ -106,15 +106,23 @@ pub fn matrix(spec: &TensorMapSpec, args: &[KernelArg]) -> Option<Matrix> {
 /// a copy of the whole matrix (`repack.rs`) reads every row, and a kernel's
 /// bounds may describe more rows than its buffer holds.
 pub fn within_buffer(spec: &TensorMapSpec, m: &Matrix, args: &[KernelArg]) -> bool {
-    let Some(KernelArg::Buffer { len, dtype, .. }) = args.get(spec.buffer) else {
+    let Some(buffer_bytes) = buffer_bytes(spec, args) else {
         return false;
     };
     let size = spec.dtype.size_bytes() as i64;
     let last_row_end = (m.rows - 1)
         .checked_mul(m.pitch)
         .and_then(|x| x.checked_add(m.cols.checked_mul(size)?));
-    let buffer_bytes = (*len as i64).saturating_mul(dtype.size_bytes() as i64);
     last_row_end.is_some_and(|end| end <= buffer_bytes)
+}
+
+/// The bytes of the buffer argument `spec` reads (in the buffer's own element
+/// size), or `None` where that argument is no buffer.
+fn buffer_bytes(spec: &TensorMapSpec, args: &[KernelArg]) -> Option<i64> {
+    let Some(KernelArg::Buffer { len, dtype, .. }) = args.get(spec.buffer) else {
+        return None;
+    };
+    Some((*len as i64).saturating_mul(dtype.size_bytes() as i64))
 }
 
 /// How many matrices of `m` a stacked map spans in `spec`'s buffer (the last
@@ -122,13 +130,10 @@ pub fn within_buffer(spec: &TensorMapSpec, m: &Matrix, args: &[KernelArg]) -> bo
 /// stride from one matrix to the next reaches 2^40 bytes (the hardware's
 /// limit) or the count exceeds a 32-bit coordinate.
 pub fn stacked_depth(spec: &TensorMapSpec, m: &Matrix, args: &[KernelArg]) -> Option<i64> {
-    let Some(KernelArg::Buffer { len, dtype, .. }) = args.get(spec.buffer) else {
-        return None;
-    };
+    let buffer_bytes = buffer_bytes(spec, args)?;
     let matrix_bytes = m.rows.checked_mul(m.pitch).filter(|&b| b < 1 << 40)?;
-    let buffer_bytes = (*len as i64).checked_mul(dtype.size_bytes() as i64)?;
     // The map starts at the buffer's first element, as `matrix` makes it.
-    let depth = (buffer_bytes + matrix_bytes - 1) / matrix_bytes;
+    let depth = buffer_bytes.checked_add(matrix_bytes - 1)? / matrix_bytes;
     (1..=i64::from(i32::MAX)).contains(&depth).then_some(depth)
 }
 
