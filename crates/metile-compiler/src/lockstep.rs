@@ -21,7 +21,7 @@
 //! loop's start and advances at the end of the body (its value in the body is
 //! the induction variable).
 
-use metile_ir::{BinaryOp, Block, Function, Literal, Op, OpKind, ValueId};
+use metile_ir::{BinaryOp, Block, Function, Literal, Op, OpKind, Type, ValueId};
 use rustc_hash::FxHashMap;
 
 /// What defines a value: an integer constant, or a sum or difference.
@@ -35,6 +35,10 @@ enum Def {
 /// with the induction variable by the induction variable. True when a use was
 /// replaced.
 pub fn lockstep_counters(f: &mut Function) -> bool {
+    // Most kernels carry no integer beside a loop's variable: they pay one walk.
+    if !carries_a_counter(&f.body, &f.values) {
+        return false;
+    }
     let mut defs = FxHashMap::default();
     collect_defs(&f.body, &mut defs);
     let values = &f.values;
@@ -92,6 +96,21 @@ pub fn lockstep_counters(f: &mut Function) -> bool {
         }
     });
     changed
+}
+
+/// Whether some `for` in `block` carries a value of its induction variable's type.
+fn carries_a_counter(block: &Block, values: &[Type]) -> bool {
+    block.ops.iter().any(|op| {
+        let counts = matches!(op.kind, OpKind::For { .. })
+            && op
+                .regions
+                .first()
+                .is_some_and(|body| match body.args.split_first() {
+                    Some((iv, carried)) => carried.iter().any(|a| values[a.index()] == values[iv.index()]),
+                    None => false,
+                });
+        counts || op.regions.iter().any(|r| carries_a_counter(r, values))
+    })
 }
 
 fn collect_defs(block: &Block, defs: &mut FxHashMap<ValueId, Def>) {

@@ -12,11 +12,12 @@
 //! kernel only reads (a kernel must read its own writes, so a written buffer
 //! is never copied) and whose box the hardware can copy (else no map of a
 //! copy could be made either), while the switch is on. A stacked map (one
-//! matrix after another) is not a candidate: the step copies one matrix. Whether a launch copies
-//! a candidate needs that launch's facts, and the runtime that executes the
-//! step evaluates them: the matrix's alignment (an aligned one has its map
-//! already), the grid's reuse of the operand (a copy costs a read and a write
-//! of it), and whether the workspace could be allocated.
+//! matrix after another) is not a candidate: the step copies one matrix.
+//! Whether a launch copies a candidate needs that launch's facts, and the
+//! runtime that executes the step evaluates them: the matrix's alignment (an
+//! aligned one has its map already), the grid's reuse of the operand (a copy
+//! costs a read and a write of it), and whether the workspace could be
+//! allocated.
 
 use crate::cuda::{CudaKernel, CudaParam};
 use crate::launch_plan::Workspace;

@@ -1,8 +1,8 @@
 //! Target-independent Tile IR passes: constant folding of scalar arithmetic,
 //! counters in lockstep with a loop's induction variable read as it
 //! (`lockstep.rs`), common-subexpression elimination and dead-code
-//! elimination, around the pass
-//! that makes absent lanes explicit (`absent_lanes`). The verifier runs
+//! elimination, around the pass that makes absent lanes explicit
+//! (`absent_lanes`). The verifier runs
 //! after each pass, so a pass bug surfaces as an IR error, not a wrong kernel.
 
 use metile_ir::{
